@@ -1,0 +1,211 @@
+"""Public API: instructions as objects, bit-level and value-level evaluation, GEMM.
+
+Example:
+    >>> import numpy as np, ml_dtypes
+    >>> import tcnumerics as tc
+    >>> inst = tc.instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")
+    >>> A = np.ones((2, 16), ml_dtypes.bfloat16); B = np.ones((16, 3), ml_dtypes.bfloat16)
+    >>> inst.mma(A, B).tolist()
+    [[16.0, 16.0, 16.0], [16.0, 16.0, 16.0]]
+    >>> tc.gemm(A, B, instruction=inst.name, out_format="bf16").dtype
+    dtype(bfloat16)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .catalog import get_instruction, instruction_names
+from .engines import get_engine
+from .formats import Format, IntFormat, Rounding, get_format
+from .model import InstructionSpec, UnitModel
+
+__all__ = ["Instruction", "instruction", "instructions", "gemm", "check_bits"]
+
+_WORKING_SET = 1 << 22  # elements per operand block the bit-level GEMM path builds at once
+
+
+def check_bits(name: str, x, fmt: Format, ndim: int | None = None) -> np.ndarray:
+    """Validate an array of bit patterns for ``fmt``: integer dtype, non-negative, in range."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "ui":
+        raise TypeError(f"{name}: expected unsigned integer bit patterns of {fmt.name}, got dtype {arr.dtype}"
+                        " (use .mma() or tcnumerics.gemm() for values)")
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name}: expected a {ndim}-D array, got shape {arr.shape}")
+    if arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi >= 1 << fmt.container_bits:
+            raise ValueError(f"{name}: bit patterns must lie in [0, 2**{fmt.container_bits}) for {fmt.name}, "
+                             f"found {lo if lo < 0 else hi}")
+    return arr.astype(fmt.container_dtype, copy=False)
+
+
+class Instruction:
+    """A catalogued matrix instruction, evaluated by a chosen engine.
+
+    Attributes: ``name``, ``k`` (the instruction's K), ``model`` (its UnitModel), ``spec``.
+    """
+
+    def __init__(self, spec: InstructionSpec, engine: str = "auto"):
+        self.spec = spec
+        self.engine = engine
+        get_engine(engine)  # validates the name
+
+    name = property(lambda self: self.spec.name)
+    k = property(lambda self: self.spec.k)
+    model = property(lambda self: self.spec.model)
+    provenance = property(lambda self: self.spec.provenance)
+    a_format = property(lambda self: self.spec.a_format)
+    b_format = property(lambda self: self.spec.b_format)
+    c_format = property(lambda self: self.spec.c_format)
+    d_format = property(lambda self: self.spec.d_format)
+
+    def __repr__(self) -> str:
+        return f"Instruction({self.name!r}, k={self.k}, engine={self.engine!r})"
+
+    def describe(self) -> str:
+        return self.spec.describe()
+
+    def dot_bits(self, a, b, c, *, engine: str | None = None) -> np.ndarray:
+        """Evaluate dot products on bit patterns.
+
+        ``a``, ``b``: [N, K'] unsigned bit arrays of the operand formats (TF32 in 32-bit
+        containers), K' a multiple of ``k`` (instructions chain in K order, each d the next c);
+        ``c``: [N] accumulator bits.  1-D ``a``/``b`` with a scalar ``c`` is one vector.
+        Returns [N] result bits of the output format.
+        """
+        spec = self.spec
+        single = np.ndim(a) == 1
+        a = check_bits("a", a, spec.a_format)
+        b = check_bits("b", b, spec.b_format)
+        c = check_bits("c", c, spec.c_format)
+        if single:
+            a, b, c = a[None, :], b[None, :] if b.ndim == 1 else b, c.reshape(1)
+        if a.ndim != 2 or b.ndim != 2:
+            raise ValueError(f"a, b: expected 2-D [N, K] arrays, got shapes {a.shape} and {b.shape}")
+        if a.shape != b.shape:
+            raise ValueError(f"a, b: shapes differ: {a.shape} vs {b.shape}")
+        if c.shape != (a.shape[0],):
+            raise ValueError(f"c: expected shape ({a.shape[0]},) to match a's N, got {c.shape}")
+        if a.shape[1] == 0 or a.shape[1] % spec.k:
+            raise ValueError(f"a: K={a.shape[1]} is not a positive multiple of {spec.name}'s K={spec.k}")
+        if a.shape[1] > spec.k and spec.c_format != spec.d_format:
+            raise ValueError(f"a: K={a.shape[1]} chains instructions, but {spec.name} takes C as "
+                             f"{spec.c_format.name} and writes D as {spec.d_format.name}")
+        out = get_engine(engine or self.engine).dot_bits(spec, a, b, c)
+        return out[0:1].reshape(()) if single else out
+
+    def mma(self, A, B, C=None, *, engine: str | None = None) -> np.ndarray:
+        """Value-level ``A @ B + C`` through this instruction, batched over leading axes.
+
+        ``A``: [..., M, K], ``B``: [..., K, N], ``C``: [..., M, N] or None (zero).  Arrays of
+        the operand format's dtype are used bit for bit (float32 containers for TF32); other
+        float arrays are first rounded to the operand format (RNE).  K must be a multiple of
+        ``k``.  Returns d values as the output format's numpy/ml_dtypes type.
+        """
+        spec = self.spec
+        A, B = np.asarray(A), np.asarray(B)
+        if A.ndim < 2 or B.ndim < 2:
+            raise ValueError(f"A, B: need at least 2-D arrays, got shapes {A.shape} and {B.shape}")
+        if A.shape[-1] != B.shape[-2]:
+            raise ValueError(f"A, B: inner dimensions differ: A is {A.shape}, B is {B.shape}")
+        a_bits = _operand_bits("A", A, spec.a_format)
+        b_bits = _operand_bits("B", B, spec.b_format)
+        batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+        M, K, N = A.shape[-2], A.shape[-1], B.shape[-1]
+        a_bits = np.broadcast_to(a_bits, batch + (M, K))
+        b_bits = np.broadcast_to(b_bits, batch + (K, N))
+        if C is None:
+            c_bits = np.zeros(batch + (M, N), spec.c_format.container_dtype)
+        else:
+            C = np.asarray(C)
+            c_bits = np.broadcast_to(_operand_bits("C", C, spec.c_format), batch + (M, N))
+        rows_a = a_bits.reshape(-1, M, K)
+        cols_b = np.swapaxes(b_bits.reshape(-1, K, N), 1, 2)
+        c_flat = c_bits.reshape(-1, M, N)
+        out = np.empty(c_flat.shape, dtype=spec.d_format.container_dtype)
+        for i in range(rows_a.shape[0]):
+            out[i] = _grid(self, rows_a[i], cols_b[i], c_flat[i], engine)
+        return spec.d_format.to_array(out.reshape(batch + (M, N)))
+
+
+def _operand_bits(name: str, x: np.ndarray, fmt: Format) -> np.ndarray:
+    if isinstance(fmt, IntFormat):
+        if x.dtype.kind not in "iu":
+            raise TypeError(f"{name}: expected integer values for {fmt.name}, got dtype {x.dtype}")
+        lo, hi = (int(x.min()), int(x.max())) if x.size else (0, 0)
+        if lo < fmt.min_value or hi > fmt.max_value:
+            raise ValueError(f"{name}: values must lie in [{fmt.min_value}, {fmt.max_value}] for {fmt.name}")
+        return fmt.encode_int(x)
+    if x.dtype.kind not in "fV" and x.dtype.name not in ("bfloat16",) and not x.dtype.name.startswith("float"):
+        raise TypeError(f"{name}: expected floating-point values for {fmt.name}, got dtype {x.dtype}")
+    return fmt.bits_of(x)
+
+
+def _grid(inst: Instruction, a_rows: np.ndarray, b_cols: np.ndarray, c: np.ndarray, engine) -> np.ndarray:
+    """All M x N dot products of a_rows [M, K] and b_cols [N, K] with c [M, N], in bounded blocks."""
+    M, K = a_rows.shape
+    N = b_cols.shape[0]
+    out = np.empty((M, N), dtype=inst.spec.d_format.container_dtype)
+    rows = max(1, _WORKING_SET // max(1, N * K))
+    for m0 in range(0, M, rows):
+        m1 = min(M, m0 + rows)
+        a = np.repeat(a_rows[m0:m1], N, axis=0)
+        b = np.tile(b_cols, (m1 - m0, 1))
+        out[m0:m1] = inst.dot_bits(a, b, c[m0:m1].reshape(-1), engine=engine).reshape(m1 - m0, N)
+    return out
+
+
+def instruction(name: "str | InstructionSpec", engine: str = "auto") -> Instruction:
+    """The catalogued instruction ``name`` (PTX order; wgmma with any legal N), or a custom spec.
+
+    >>> instruction("hopper.mma.m16n8k16.f32.bf16.bf16.f32").k
+    16
+    """
+    return Instruction(get_instruction(name), engine)
+
+
+def instructions(arch: str | None = None) -> list[str]:
+    """Names of every catalogued instruction, optionally of one architecture."""
+    return instruction_names(arch)
+
+
+def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", out_format: str | None = None,
+         out_rounding: Rounding | str = Rounding.RNE, engine: str = "auto") -> np.ndarray:
+    """Whole-matrix ``A @ B (+ C)`` by chaining ``instruction`` over K in order.
+
+    The accumulator starts at C (or +0) in the instruction's accumulator format and each
+    instruction's D is the next one's C; the result is converted to ``out_format``
+    (default: the instruction's output format) with ``out_rounding``.
+
+    >>> import numpy as np, ml_dtypes
+    >>> A = np.full((4, 32), 0.5, ml_dtypes.float8_e4m3fn); B = np.full((32, 2), 2, ml_dtypes.float8_e4m3fn)
+    >>> gemm(A, B, instruction="hopper.wgmma.m64n8k32.f32.e4m3.e4m3")[0].tolist()
+    [32.0, 32.0]
+    """
+    inst = instruction if isinstance(instruction, Instruction) else Instruction(get_instruction(instruction), engine)
+    A, B = np.asarray(A), np.asarray(B)
+    if A.ndim != 2 or B.ndim != 2:
+        raise ValueError(f"A, B: expected 2-D matrices, got shapes {A.shape} and {B.shape}")
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"A, B: inner dimensions differ: A is {A.shape}, B is {B.shape}")
+    if A.shape[1] % inst.k:
+        raise ValueError(f"A: K={A.shape[1]} is not a multiple of {inst.name}'s K={inst.k}")
+    if C is not None and np.shape(C) != (A.shape[0], B.shape[1]):
+        raise ValueError(f"C: expected shape {(A.shape[0], B.shape[1])}, got {np.shape(C)}")
+    d = inst.mma(A, B, C, engine=engine if engine != "auto" else None)
+    return convert_output(d, inst.d_format, out_format, out_rounding)
+
+
+def convert_output(d: np.ndarray, d_format: Format, out_format: str | None, rounding: Rounding | str) -> np.ndarray:
+    """Epilogue conversion of accumulator values to ``out_format`` (None keeps them)."""
+    if out_format is None:
+        return d
+    out = get_format(out_format)
+    if out == d_format:
+        return d
+    if isinstance(out, IntFormat):
+        raise ValueError(f"out_format: cannot convert {d_format.name} results to integer format {out.name}")
+    values = d.astype(np.float64) if not isinstance(d_format, IntFormat) else d.astype(np.float64)
+    return out.to_array(out.from_float(values, rounding))

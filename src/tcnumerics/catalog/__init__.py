@@ -1,0 +1,80 @@
+"""The instruction catalog: real instructions as rows of data built from the unit model.
+
+Names follow PTX order: ``<arch>.<op>.<shape>[.satfinite].<dtype>.<atype>.<btype>[.<ctype>]``
+(AMD entries use AMD's own suffix).  Hopper ``wgmma`` accepts any legal N: the numerics do
+not depend on it, so ``hopper.wgmma.m64n256k16.f32.bf16.bf16`` resolves to the same
+entry as ``...m64n8k16...``.
+
+Example:
+    >>> from tcnumerics.catalog import get_instruction, instruction_names
+    >>> spec = get_instruction("hopper.wgmma.m64n128k32.f32.e4m3.e5m2")
+    >>> spec.k, spec.model.frac_bits, spec.model.output_mantissa_bits
+    (32, 13, 13)
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from ..model import InstructionSpec
+
+__all__ = ["register", "get_instruction", "instruction_names", "all_instructions"]
+
+_REGISTRY: dict[str, InstructionSpec] = {}
+_WGMMA_N = re.compile(r"^(?P<arch>[\w-]+)\.wgmma\.m64n(?P<n>\d+)k(?P<k>\d+)\.(?P<rest>.+)$")
+
+
+def register(spec: InstructionSpec, replace: bool = False) -> InstructionSpec:
+    """Add an instruction to the catalog (names are unique)."""
+    if spec.name in _REGISTRY and not replace:
+        raise ValueError(f"instruction {spec.name!r} is already catalogued")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def _load() -> None:
+    if _REGISTRY:
+        return
+    from . import hopper  # noqa: F401  (registers on import)
+    try:  # other architectures live in their own module when present
+        from . import others  # noqa: F401
+    except ImportError:
+        pass
+
+
+def instruction_names(arch: str | None = None) -> list[str]:
+    """Every catalogued instruction name (optionally of one architecture), sorted."""
+    _load()
+    return sorted(n for n in _REGISTRY if arch is None or n.split(".", 1)[0] == arch)
+
+
+def all_instructions() -> list[InstructionSpec]:
+    _load()
+    return [_REGISTRY[n] for n in sorted(_REGISTRY)]
+
+
+def get_instruction(name: "str | InstructionSpec") -> InstructionSpec:
+    """Look an instruction up by catalog name; wgmma names may use any legal N.
+
+    Unknown names raise ValueError naming the closest catalogued ones.
+    """
+    if isinstance(name, InstructionSpec):
+        return name
+    if not isinstance(name, str):
+        raise TypeError(f"instruction: expected a catalog name, got {type(name).__name__}")
+    _load()
+    key = name.strip()
+    if key in _REGISTRY:
+        return _REGISTRY[key]
+    m = _WGMMA_N.match(key)
+    if m:
+        n = int(m["n"])
+        canonical = f"{m['arch']}.wgmma.m64n8k{m['k']}.{m['rest']}"
+        if canonical in _REGISTRY:
+            if not (8 <= n <= 256 and n % 8 == 0):
+                raise ValueError(f"instruction: wgmma N must be a multiple of 8 in 8..256, got {n} in {name!r}")
+            return _REGISTRY[canonical]
+    close = difflib.get_close_matches(key, list(_REGISTRY), n=3, cutoff=0.5)
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    raise ValueError(f"instruction: unknown name {name!r}{hint} (tcnumerics.instructions() lists all)")

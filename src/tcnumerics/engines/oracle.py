@@ -1,0 +1,225 @@
+"""The exact oracle: the unit model from first principles, one vector at a time.
+
+Written independently of the numpy engines: bit fields are read here with plain Python
+integers, values are ``fractions.Fraction``, truncation is ``int()`` of an exact quotient,
+and the single rounding is done by its own routine.  Slow (thousands of vectors per
+second) and obviously right; the tests use it to check the reference engine.
+
+``true_dot`` gives the mathematically exact ``sum(a*b) + c`` for error studies.
+
+Example:
+    >>> import numpy as np
+    >>> from tcnumerics.engines.oracle import dot_bits, true_dot
+    >>> a = np.array([[0x3C00, 0x1400]], np.uint16)   # fp16 1.0 and 2**-10
+    >>> true_dot("hopper.wgmma.m64n8k16.f32.f16.f16", np.pad(a, ((0, 0), (0, 14))),
+    ...          np.pad(a, ((0, 0), (0, 14))), np.zeros(1, np.uint32))
+    [Fraction(1048577, 1048576)]
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from ..formats import FloatFormat, IntFormat, Rounding
+from ..model import InstructionSpec, UnitModel
+
+__all__ = ["dot_bits", "true_dot", "value_of", "round_exact"]
+
+NAN = "nan"
+
+
+def value_of(fmt, bits: int):
+    """Exact value of one bit pattern: a Fraction, ``float('inf')``/``-inf``, or ``"nan"``."""
+    if isinstance(fmt, IntFormat):
+        v = bits & ((1 << fmt.bits) - 1)
+        return v - (1 << fmt.bits) if fmt.signed and v >> (fmt.bits - 1) else v
+    v = (bits >> fmt.pad_bits) & ((1 << fmt.width) - 1)
+    negative = fmt.signed and (v >> (fmt.width - 1)) & 1
+    e_field = (v >> fmt.man_bits) & ((1 << fmt.exp_bits) - 1)
+    m_field = v & ((1 << fmt.man_bits) - 1)
+    top_e = (1 << fmt.exp_bits) - 1
+    if fmt.specials == "ieee" and e_field == top_e:
+        return NAN if m_field else (float("-inf") if negative else float("inf"))
+    if fmt.specials in ("fn", "nan_only") and e_field == top_e and m_field == (1 << fmt.man_bits) - 1:
+        return NAN
+    if fmt.specials == "fnuz" and negative and e_field == 0 and m_field == 0:
+        return NAN
+    if fmt.subnormals and e_field == 0:
+        mag = Fraction(m_field, 1 << fmt.man_bits) * Fraction(2) ** (1 - fmt.bias)
+    else:
+        mag = (1 + Fraction(m_field, 1 << fmt.man_bits)) * Fraction(2) ** (e_field - fmt.bias)
+    return -mag if negative else mag
+
+
+def _align_exponent(fmt: FloatFormat, x: Fraction) -> int:
+    """The exponent a unit aligns a nonzero operand on (subnormals: the minimum normal one)."""
+    e = _floor_log2(abs(x))
+    return max(e, 1 - fmt.bias if fmt.subnormals else -fmt.bias)
+
+
+def _floor_log2(x: Fraction) -> int:
+    e = x.numerator.bit_length() - x.denominator.bit_length()
+    if Fraction(2) ** e > x:
+        e -= 1
+    return e
+
+
+def round_exact(x: Fraction, fmt: FloatFormat, rounding: Rounding, overflow: str, negative_zero: bool) -> int:
+    """Round an exact value into ``fmt`` bits with one rounding (independent of formats.encode)."""
+    rounding = Rounding.parse(rounding)
+    negative = x < 0
+    mag = -x if negative else x
+    p = fmt.man_bits
+    emin = 1 - fmt.bias if fmt.subnormals else -fmt.bias
+    if mag == 0:
+        n, q = 0, emin - p
+    else:
+        q = max(_floor_log2(mag) - p, emin - p)
+        scaled = mag / Fraction(2) ** q
+        n = scaled.numerator // scaled.denominator
+        rest = scaled - n
+        if rounding is Rounding.RNE:
+            n += 1 if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and n % 2) else 0
+        elif rounding is Rounding.RNA:
+            n += 1 if rest >= Fraction(1, 2) else 0
+        elif rounding is Rounding.RU:
+            n += 1 if rest and not negative else 0
+        elif rounding is Rounding.RD:
+            n += 1 if rest and negative else 0
+        elif rounding is Rounding.RTO:
+            n |= 1 if rest else 0
+        elif rounding is not Rounding.RZ:
+            raise ValueError("the oracle has no stochastic rounding")
+        if n == 1 << (p + 1):
+            n, q = n >> 1, q + 1
+    value = Fraction(n) * Fraction(2) ** q
+    max_finite = value_of(fmt, fmt.max_code << fmt.pad_bits)
+    sign_bit = (1 << (fmt.width - 1)) if (negative and fmt.signed) else 0
+    if value > max_finite:
+        to_inf = overflow == "inf" or (overflow == "ieee" and (
+            rounding in (Rounding.RNE, Rounding.RNA) or (rounding is Rounding.RU and not negative)
+            or (rounding is Rounding.RD and negative)))
+        if to_inf:
+            return (sign_bit | (((1 << fmt.exp_bits) - 1) << p)) << fmt.pad_bits
+        return (sign_bit | fmt.max_code) << fmt.pad_bits
+    if n == 0:
+        return (sign_bit if negative_zero else 0) << fmt.pad_bits
+    if n >= 1 << p:
+        code = ((q + p + fmt.bias) << p) | (n - (1 << p))
+    else:
+        code = n  # subnormal
+    return (sign_bit | code) << fmt.pad_bits
+
+
+def _group(model: UnitModel, a_vals, b_vals, c_val, c_fmt):
+    """One fused truncating group on exact values; returns d bits."""
+    d = model.d_format
+    terms = []  # (value, align exponent)
+    specials = []
+    for x, y in zip(a_vals, b_vals):
+        if NAN in (x, y) or (isinstance(x, float) and y == 0) or (isinstance(y, float) and x == 0):
+            return model.nan_bits
+        if isinstance(x, float) or isinstance(y, float):
+            specials.append(1 if (x > 0) == (y > 0) else -1)
+            continue
+        if x == 0 or y == 0:
+            terms.append((Fraction(0), model.zero_exponent))
+        else:
+            terms.append((x * y, _align_exponent(model.a_format, x) + _align_exponent(model.b_format, y)))
+    if c_val == NAN:
+        return model.nan_bits
+    if isinstance(c_val, float):
+        specials.append(1 if c_val > 0 else -1)
+    elif c_val == 0:
+        terms.append((Fraction(0), model.zero_exponent))
+    else:
+        terms.append((c_val, _align_exponent(c_fmt, c_val)))
+    if specials:
+        if 1 in specials and -1 in specials:
+            return model.nan_bits
+        return (((1 << (d.width - 1)) if specials[0] < 0 else 0) << d.pad_bits) | d.inf_bits
+    emax = max(e for _, e in terms)
+    if model.frac_bits is None:
+        total = sum(v for v, _ in terms)
+    else:
+        ulp = Fraction(2) ** (emax - model.frac_bits)
+        total = sum(int(v / ulp) * ulp for v, _ in terms)  # int() truncates toward zero
+    return round_exact(total, model.output_format, model.output_rounding, model.output_overflow, False)
+
+
+def _datapath(model: UnitModel, a_vals, b_vals, c_bits: int, c_fmt) -> int:
+    if model.algorithm == "integer":
+        total = sum(x * y for x, y in zip(a_vals, b_vals)) + value_of(c_fmt, c_bits)
+        lo, hi = -(1 << 31), (1 << 31) - 1
+        if model.saturate:
+            total = min(max(total, lo), hi)
+        return total & 0xFFFFFFFF
+    if model.algorithm != "fused":
+        raise NotImplementedError(f"oracle: algorithm {model.algorithm!r}")
+    acc, acc_fmt = c_bits, c_fmt
+    size = model.group_size
+    for start in range(0, len(a_vals), size):
+        acc = _group(model, a_vals[start:start + size], b_vals[start:start + size], value_of(acc_fmt, acc), acc_fmt)
+        acc_fmt = model.d_format
+    return acc
+
+
+def _instruction(spec: InstructionSpec, a_bits, b_bits, c_bits: int) -> int:
+    model = spec.model
+    a_vals = [value_of(spec.a_format, int(x)) for x in a_bits]
+    b_vals = [value_of(spec.b_format, int(x)) for x in b_bits]
+    if spec.k_order is not None:
+        a_vals = [a_vals[i] for i in spec.k_order]
+        b_vals = [b_vals[i] for i in spec.k_order]
+    chunk = spec.chunk or spec.k
+    acc, acc_fmt = (c_bits, spec.c_format) if spec.c_entry == "fused" else (0, model.c_format)
+    for start in range(0, spec.k, chunk):
+        acc = _datapath(model, a_vals[start:start + chunk], b_vals[start:start + chunk], acc, acc_fmt)
+        acc_fmt = model.d_format
+    if spec.c_entry == "ieee_add":
+        x, y = value_of(model.d_format, acc), value_of(spec.c_format, c_bits)
+        if NAN in (x, y) or (isinstance(x, float) and isinstance(y, float) and x != y):
+            return model.nan_bits
+        if isinstance(x, float) or isinstance(y, float):
+            inf = x if isinstance(x, float) else y
+            return (((1 << (model.d_format.width - 1)) if inf < 0 else 0) << model.d_format.pad_bits) | model.d_format.inf_bits
+        s = x + y
+        if s == 0:  # IEEE: exact zero sum is +0 in round-to-nearest unless both addends are -0
+            both_neg = (acc >> (model.d_format.container_bits - 1)) & (c_bits >> (spec.c_format.container_bits - 1))
+            return (1 << (model.d_format.container_bits - 1)) if both_neg else 0
+        return round_exact(s, model.d_format, spec.c_add_rounding, "ieee", True)
+    return acc
+
+
+def dot_bits(spec, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Exact-oracle result bits for [N, K'] operand bits and [N] accumulator bits."""
+    from ..catalog import get_instruction
+
+    spec = get_instruction(spec)
+    a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
+    out = np.empty(len(c), dtype=spec.d_format.container_dtype)
+    for i in range(len(c)):
+        acc = int(c[i])
+        for start in range(0, a.shape[1], spec.k):
+            acc = _instruction(spec, a[i, start:start + spec.k], b[i, start:start + spec.k], acc)
+        out[i] = acc
+    return out
+
+
+def true_dot(spec, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> list:
+    """The mathematically exact ``sum_k a_k*b_k + c`` per vector (Fractions; NaN/inf as floats)."""
+    from ..catalog import get_instruction
+
+    spec = get_instruction(spec)
+    out = []
+    for i in range(len(c)):
+        vals = [value_of(spec.c_format, int(c[i]))]
+        vals += [(value_of(spec.a_format, int(x)), value_of(spec.b_format, int(y))) for x, y in zip(a[i], b[i])]
+        try:
+            total = vals[0] + sum(x * y for x, y in vals[1:])
+        except TypeError:
+            total = float("nan")
+        out.append(total)
+    return out

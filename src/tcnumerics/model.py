@@ -1,0 +1,185 @@
+"""The configurable unit model: what one matrix-unit instruction computes, as data.
+
+``UnitModel`` describes the arithmetic of one datapath (a fused, truncating
+dot-product-add over groups of products, or exact integer accumulation, ...).
+``InstructionSpec`` wraps it with what an instruction does around the datapath:
+its K, how its K elements are fed to the datapath (order, chunks, operand conversion)
+and how the accumulator C enters.  Catalog entries are instances of these; engines
+read them and never special-case an instruction by name.
+
+Example:
+    >>> from tcnumerics.model import UnitModel
+    >>> m = UnitModel(a_format="bf16", b_format="bf16", c_format="fp32", d_format="fp32",
+    ...               group_size=16, frac_bits=25, zero_exponent=-133, output_rounding="rz")
+    >>> m.group_size, m.frac_bits, m.output_format.name
+    (16, 25, 'fp32')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from .formats import FloatFormat, Format, IntFormat, Rounding, get_format
+
+__all__ = ["UnitModel", "InstructionSpec", "Algorithm"]
+
+Algorithm = Literal["fused", "integer", "fma_chain"]
+
+
+@dataclass(frozen=True)
+class UnitModel:
+    """Arithmetic of one matrix-unit datapath.
+
+    Attributes:
+        a_format, b_format: operand formats (may differ, e.g. E4M3 x E5M2).
+        c_format: accumulator input format; d_format: output format (its bits are returned).
+        algorithm: ``"fused"`` -- the fused truncating dot-product-add: per group, exact
+            products and C aligned to the largest exponent, truncated to ``frac_bits``
+            fraction bits below it, summed exactly, rounded once;
+            ``"integer"`` -- exact integer products and sum, then wrap or saturate;
+            ``"fma_chain"`` -- sequential IEEE fused multiply-adds (FP64 units).
+        group_size: products fused per group (L).  K beyond it chains groups in K order,
+            each group's rounded output being the C of the next.
+        frac_bits: fraction bits kept below 2**emax when aligning (F); None = no truncation.
+        zero_exponent: exponent an exactly-zero term takes when emax is formed (e_zero).
+        output_rounding: rounding of each group's exact sum into d_format.
+        output_mantissa_bits: a narrower mantissa the result is cut to before it is stored
+            in d_format (13 for Hopper FP8 wgmma's E8M13 FP32 output); None = d_format's own.
+        output_overflow: what a result beyond d_format's range becomes (hardware: inf).
+        nan_bits: the canonical NaN the unit writes (None = d_format's default quiet NaN).
+        saturate: integer ``.satfinite`` clamping instead of two's-complement wraparound.
+    """
+
+    a_format: Format | str
+    b_format: Format | str
+    c_format: Format | str
+    d_format: Format | str
+    group_size: int = 16
+    frac_bits: int | None = 25
+    zero_exponent: int | None = -133
+    output_rounding: Rounding | str = Rounding.RZ
+    output_mantissa_bits: int | None = None
+    output_overflow: Literal["inf", "ieee", "saturate"] = "inf"
+    nan_bits: int | None = None
+    algorithm: Algorithm = "fused"
+    saturate: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("a_format", "b_format", "c_format", "d_format"):
+            object.__setattr__(self, name, get_format(getattr(self, name)))
+        object.__setattr__(self, "output_rounding", Rounding.parse(self.output_rounding))
+        if self.group_size < 1:
+            raise ValueError(f"group_size: must be >= 1, got {self.group_size}")
+        if self.algorithm == "fused":
+            for name in ("a_format", "b_format", "c_format", "d_format"):
+                if not isinstance(getattr(self, name), FloatFormat):
+                    raise ValueError(f"{name}: a fused floating-point unit needs float formats")
+            if self.frac_bits is not None and not 0 <= self.frac_bits <= 56:
+                raise ValueError(f"frac_bits: must be in 0..56 (or None), got {self.frac_bits}")
+            if self.nan_bits is None:
+                object.__setattr__(self, "nan_bits", self.d_format.nan_bits)
+        elif self.algorithm == "integer":
+            for name in ("a_format", "b_format", "c_format", "d_format"):
+                if not isinstance(getattr(self, name), IntFormat):
+                    raise ValueError(f"{name}: an integer unit needs integer formats")
+        elif self.algorithm == "fma_chain":
+            if self.nan_bits is None:
+                object.__setattr__(self, "nan_bits", self.d_format.nan_bits)
+        else:
+            raise ValueError(f"algorithm: unknown {self.algorithm!r}")
+
+    @property
+    def output_format(self) -> Format:
+        """The format results are rounded to (d_format, or its E8M13-style cut)."""
+        d = self.d_format
+        if self.output_mantissa_bits is None or not isinstance(d, FloatFormat):
+            return d
+        cut = d.man_bits - self.output_mantissa_bits
+        return FloatFormat(f"{d.name}-m{self.output_mantissa_bits}", d.exp_bits, self.output_mantissa_bits, d.bias,
+                           signed=d.signed, specials=d.specials, subnormals=d.subnormals,
+                           container_bits=d.container_bits, pad_bits=d.pad_bits + cut)
+
+    def with_(self, **changes) -> "UnitModel":
+        """A copy with some parameters changed (for what-if studies)."""
+        return replace(self, **changes)
+
+    def describe(self) -> str:
+        if self.algorithm == "integer":
+            return (f"integer {self.a_format.name}x{self.b_format.name}+{self.c_format.name}->{self.d_format.name}, "
+                    f"exact, {'saturating' if self.saturate else 'wrapping'}")
+        if self.algorithm == "fma_chain":
+            return f"sequential FMA in {self.d_format.name}, {self.output_rounding.value}"
+        cut = f" (mantissa cut to {self.output_mantissa_bits} bits)" if self.output_mantissa_bits else ""
+        return (f"fused {self.a_format.name}x{self.b_format.name}+{self.c_format.name}->{self.d_format.name}: "
+                f"group_size={self.group_size}, frac_bits={self.frac_bits}, zero_exponent={self.zero_exponent}, "
+                f"output {self.output_rounding.value.upper()}{cut}")
+
+
+@dataclass(frozen=True)
+class InstructionSpec:
+    """One instruction: a datapath model plus how the instruction drives it.
+
+    Attributes:
+        name: catalog name in PTX order, ``<arch>.<op>.<shape>[.satfinite].<dtype>.<atype>.<btype>[.<ctype>]``.
+        k: the instruction's K (elements of each dot product per instruction).
+        model: the datapath arithmetic.
+        a_format, b_format, c_format: the instruction's operand formats as the user
+            passes them (default: the model's).  When they differ from the model's the
+            operands are converted exactly on the way in (Hopper mma.sync FP8 -> FP16).
+        k_order: the order in which the instruction's K elements enter the datapath
+            (None: natural order).
+        chunk: datapath instructions each take this many K elements (None: all of k).
+        c_entry: ``"fused"`` -- C is the first chunk's accumulator; ``"ieee_add"`` -- the
+            chunks start from +0 and C is added to their result by an IEEE addition in
+            d_format with ``c_add_rounding``.
+        provenance: where the parameters come from (measured on which GPU / publication).
+    """
+
+    name: str
+    k: int
+    model: UnitModel
+    a_format: Format | str | None = None
+    b_format: Format | str | None = None
+    c_format: Format | str | None = None
+    k_order: tuple[int, ...] | None = None
+    chunk: int | None = None
+    c_entry: Literal["fused", "ieee_add"] = "fused"
+    c_add_rounding: Rounding | str = Rounding.RNE
+    provenance: str = ""
+    notes: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        for name, default in (("a_format", self.model.a_format), ("b_format", self.model.b_format),
+                              ("c_format", self.model.c_format)):
+            value = getattr(self, name)
+            object.__setattr__(self, name, get_format(value) if value is not None else default)
+        object.__setattr__(self, "c_add_rounding", Rounding.parse(self.c_add_rounding))
+        if self.k_order is not None and sorted(self.k_order) != list(range(self.k)):
+            raise ValueError(f"k_order: must be a permutation of range({self.k})")
+        chunk = self.chunk or self.k
+        if self.k % chunk:
+            raise ValueError(f"chunk: {chunk} does not divide k={self.k}")
+
+    @property
+    def d_format(self) -> Format:
+        return self.model.d_format
+
+    @property
+    def arch(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    def describe(self) -> str:
+        parts = [f"{self.name}: K={self.k}", self.model.describe()]
+        if self.a_format != self.model.a_format or self.b_format != self.model.b_format:
+            parts.append(f"operands {self.a_format.name}x{self.b_format.name} converted to "
+                         f"{self.model.a_format.name}x{self.model.b_format.name}")
+        if self.k_order is not None:
+            parts.append(f"K order {list(self.k_order)}")
+        if self.chunk and self.chunk != self.k:
+            parts.append(f"in chunks of {self.chunk}")
+        if self.c_entry == "ieee_add":
+            parts.append(f"C added last by an IEEE {self.d_format.name} addition ({self.c_add_rounding.value})")
+        if self.provenance:
+            parts.append(f"provenance: {self.provenance}")
+        return "\n  ".join(parts)
