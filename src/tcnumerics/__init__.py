@@ -8,7 +8,8 @@ Quick look:
     13
 """
 
-from .api import Instruction, gemm, instruction, instructions
+from .api import Instruction, instruction, instructions
+from .gemm import gemm
 from .engines.oracle import true_dot
 from .formats import FloatFormat, IntFormat, Rounding, format_names, get_format
 from .model import InstructionSpec, UnitModel

@@ -33,14 +33,19 @@ def register(spec: InstructionSpec, replace: bool = False) -> InstructionSpec:
     return spec
 
 
+# one module per architecture family; each registers its entries on import
+ARCH_MODULES = ("hopper", "ampere", "volta", "turing", "ada", "blackwell", "cdna", "integer", "sparse", "contrast")
+
+
 def _load() -> None:
     if _REGISTRY:
         return
-    from . import hopper  # noqa: F401  (registers on import)
-    try:  # other architectures live in their own module when present
-        from . import others  # noqa: F401
-    except ImportError:
-        pass
+    import importlib
+    import importlib.util
+
+    for module in ARCH_MODULES:
+        if importlib.util.find_spec(f"{__name__}.{module}") is not None:
+            importlib.import_module(f"{__name__}.{module}")
 
 
 def instruction_names(arch: str | None = None) -> list[str]:

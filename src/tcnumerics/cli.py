@@ -1,0 +1,108 @@
+"""Command-line interface: ``tcnumerics <command> ...`` (also ``python -m tcnumerics``).
+
+Each command group lives in its own module exposing ``register(subparsers)``; the
+module is imported only when its command runs, so a broken optional part never stops
+the others.  Every error becomes one line on standard error and a non-zero exit:
+2 for bad input (usage, unreadable or malformed files, unknown names), 1 for a check
+that ran and failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# command -> module that registers it (``register(subparsers)``)
+COMMANDS = {
+    "instructions": "tcnumerics.cli",
+    "describe": "tcnumerics.cli",
+    "vectors": "tcnumerics.vectors.cli",
+    "fingerprint": "tcnumerics.fingerprint",
+    "reproduce": "tcnumerics.experiments.cli",
+    "probe": "tcnumerics.probe.cli",
+}
+
+
+class CLIError(Exception):
+    """An error to print as one line; ``code`` is the exit status."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, no usage dump
+        raise CLIError(f"{self.prog}: {message}", 2)
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("instructions", help="list catalogued instructions")
+    p.add_argument("--arch", help="only this architecture (hopper, ampere, ...)")
+    p.add_argument("--provenance", action="store_true", help="show each entry's provenance")
+    p.set_defaults(func=_cmd_instructions)
+    p = subparsers.add_parser("describe", help="show an instruction's unit model and provenance")
+    p.add_argument("name")
+    p.set_defaults(func=_cmd_describe)
+
+
+def _cmd_instructions(args) -> int:
+    from .catalog import get_instruction, instruction_names
+
+    for name in instruction_names(args.arch):
+        print(f"{name}\t{get_instruction(name).provenance}" if args.provenance else name)
+    return 0
+
+
+def _cmd_describe(args) -> int:
+    from .catalog import get_instruction
+
+    print(get_instruction(args.name).describe())
+    return 0
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = _Parser(prog="tcnumerics", description="Bit-exact models of matrix units.")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
+    seen = set()
+    for command, module in COMMANDS.items():
+        if only is not None and command != only:
+            continue
+        if module in seen:
+            continue
+        seen.add(module)
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            continue  # that part is not installed in this build
+        mod.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    try:
+        parser = build_parser(command if command in COMMANDS else None)
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
+        return int(args.func(args) or 0)
+    except CLIError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
