@@ -143,4 +143,16 @@ def test_specials_follow_the_measured_rules():
     assert d([1.0], [1.0], -1.0) == 0  # exact zero is +0
     assert d([-0.0], [1.0], -0.0) == 0  # even from negative zeros
     assert d([], [], 3e38) == FP32.from_float(np.array([3e38]))[0]  # C alone passes unchanged
-    assert d([65504.0] * 16, [65504.0] * 16, 3.4e38) == 0x7F800000  # >= 2**128: inf even under RZ
+
+
+def test_overflow_gives_inf_even_under_rz():
+    bf16 = get_format("bf16")
+    inst = tc.instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")
+    a = np.zeros((2, 16), np.uint16)
+    b = np.zeros((2, 16), np.uint16)
+    a[:, 0] = bf16.from_float(np.array([2.0**127, 2.0**127]))
+    b[:, 0] = bf16.from_float(np.array([1.5, 2.0]))
+    c = FP32.from_float(np.array([2.0**127 * 0.4, 0.0]))
+    d = inst.dot_bits(a, b, c)
+    # 1.9 * 2**127 < 2**128 truncates to a finite value; 2**128 itself is inf
+    assert FP32.to_float(d).tolist() == [float(FP32.round(np.array([1.9 * 2.0**127]), "rz")[0]), np.inf]
