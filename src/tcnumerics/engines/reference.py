@@ -163,6 +163,34 @@ def _fma_chain(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c_
     return acc
 
 
+def _binary_group(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c_format: Format) -> np.ndarray:
+    """One-bit operands: ``d = c + popcount(a OP b)``, wrapping in the int32 accumulator."""
+    av = model.a_format.decode_int(a)
+    bv = model.b_format.decode_int(b)
+    bits = (av & bv) if model.bit_op == "and" else (av ^ bv)
+    return model.d_format.encode_int(bits.sum(axis=1) + c_format.decode_int(c), "wrap")
+
+
+def _ieee_mul_add(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c_format: Format) -> np.ndarray:
+    """``acc = round(acc + round(a_k * b_k))`` in d_format, k = 0, 1, ...: one rounding per operation.
+
+    float64 carries every intermediate: products of operands of at most 26 significand
+    bits are exact in it, and a float64 sum of two values of at most 24 bits rounded once
+    more equals the correctly rounded sum (53 >= 2p + 2), so each step is one IEEE operation.
+    """
+    d = model.d_format
+    rounding = model.output_rounding
+    acc = c_format.to_float(c)
+    acc = d.to_float(d.from_float(acc, rounding))  # C enters in d_format
+    with np.errstate(invalid="ignore", over="ignore"):
+        for k in range(a.shape[1]):
+            prod = model.a_format.to_float(a[:, k]) * model.b_format.to_float(b[:, k])
+            prod = d.to_float(d.from_float(prod, rounding))
+            acc = d.to_float(d.from_float(acc + prod, rounding))
+    bits = d.from_float(acc, rounding)
+    return np.where(np.isnan(acc), model.nan_bits, bits).astype(d.container_dtype)
+
+
 def _row(d: Decoded) -> Decoded:
     return Decoded(d.sign[:, None], d.significand[:, None], d.ulp_exponent[:, None], d.exponent[:, None],
                    d.kind[:, None])
@@ -170,7 +198,8 @@ def _row(d: Decoded) -> Decoded:
 
 def datapath(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c_format: Format) -> np.ndarray:
     """Groups of ``model.group_size`` products in K order, each group's output the next one's C."""
-    step = {"fused": fused_group, "integer": _integer_group, "fma_chain": _fma_chain}[model.algorithm]
+    step = {"fused": fused_group, "integer": _integer_group, "fma_chain": _fma_chain, "binary": _binary_group,
+            "ieee_mul_add": _ieee_mul_add}[model.algorithm]
     size = model.group_size
     acc, acc_fmt = c, c_format
     for start in range(0, a.shape[1], size):
@@ -188,8 +217,8 @@ def ieee_add(x: np.ndarray, x_format: FloatFormat, y: np.ndarray, y_format: Floa
     """
     if out.man_bits + 1 > 25:
         raise ValueError(f"ieee_add: output format {out.name} is too wide for the float64 route")
-    s = x_format.to_float(x) + y_format.to_float(y)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = x_format.to_float(x) + y_format.to_float(y)
         bits = out.from_float(s, rounding, overflow="ieee")
     return np.where(np.isnan(s), nan_bits, bits).astype(out.container_dtype)
 
