@@ -1,0 +1,252 @@
+"""``tcnumerics vectors``: generate, verify, export and import golden-vector files.
+
+Exit status: 0 when everything matched, 1 when a replay found mismatches, 2 for bad
+input (unknown instruction or family, broken or refused files) -- one line each, never a
+traceback.
+
+Example:
+    >>> from tcnumerics.cli import main
+    >>> main(["vectors", "families", "--instruction", "hopper.mma.m16n8k32.s32.s8.s8.s32"])
+    int normal bits cancel special overflow
+    0
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+__all__ = ["register"]
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("vectors", help="golden-vector files: generate, verify, export, import")
+    sub = p.add_subparsers(dest="vectors_command", metavar="ACTION", parser_class=type(p))
+    p.set_defaults(func=lambda args: _usage(p))
+
+    g = sub.add_parser("generate", help="write vectors with d computed by the catalogued model")
+    g.add_argument("--instruction", required=True, help="catalog name (tcnumerics instructions lists them)")
+    g.add_argument("--families", default="all",
+                   help="comma-separated families, or 'all' (those that apply to the instruction)")
+    g.add_argument("--count", type=int, required=True, help="vectors per family")
+    g.add_argument("-o", "--output", required=True, help="the .npz file to write")
+    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument("--k", type=int, default=None, help="K per vector: a multiple of the instruction's K (chained)")
+    g.add_argument("--engine", default="auto", help="engine computing d (auto, reference, fast, exact)")
+    g.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    g.add_argument("--progress", dest="progress", action="store_true", default=None,
+                   help="always draw the progress bar on stderr (default: for long runs on a terminal)")
+    g.add_argument("--no-progress", dest="progress", action="store_false")
+    g.set_defaults(func=_cmd_generate)
+
+    v = sub.add_parser("verify", help="replay files through their instruction; exit 0 only if every d matches")
+    v.add_argument("files", nargs="+", metavar="FILE", help=".npz or hex vector files")
+    v.add_argument("--engine", default="auto", help="engine to replay with (auto, reference, fast, exact)")
+    v.add_argument("--rows", type=int, default=1 << 15, help="vectors replayed at once (bounds memory)")
+    v.add_argument("--show", type=int, default=3, help="mismatching vectors to print per file")
+    v.set_defaults(func=_cmd_verify)
+
+    e = sub.add_parser("export", help="write a file's vectors in the plain-text hex form")
+    e.add_argument("--hex", required=True, metavar="FILE", help="the .npz file to export")
+    e.add_argument("-o", "--output", required=True, help="the text file to write")
+    e.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    e.set_defaults(func=_cmd_export)
+
+    i = sub.add_parser("import", help="read the hex form back into an .npz file")
+    i.add_argument("file", metavar="FILE", help="a hex vector file")
+    i.add_argument("-o", "--output", required=True, help="the .npz file to write")
+    i.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    i.set_defaults(func=_cmd_import)
+
+    s = sub.add_parser("show", help="summarise a vector file (instruction, size, families, meta)")
+    s.add_argument("files", nargs="+", metavar="FILE")
+    s.set_defaults(func=_cmd_show)
+
+    f = sub.add_parser("families", help="list the input families (or those of one instruction)")
+    f.add_argument("--instruction", default=None)
+    f.set_defaults(func=_cmd_families)
+
+
+def _usage(parser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _cmd_families(args) -> int:
+    from .families import FAMILIES, families_for
+
+    print(" ".join(families_for(args.instruction) if args.instruction else FAMILIES))
+    return 0
+
+
+class _Progress:
+    """A one-line bar on stderr, redrawn at most every 0.2 s."""
+
+    def __init__(self, total: int, enabled: bool, label: str):
+        self.total, self.enabled, self.label = max(total, 1), enabled, label
+        self.done, self.last, self.t0 = 0, 0.0, time.monotonic()
+
+    def update(self, n: int, note: str = "") -> None:
+        self.done += n
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.last < 0.2 and self.done < self.total:
+            return
+        self.last = now
+        frac = min(1.0, self.done / self.total)
+        bar = "#" * int(frac * 30)
+        rate = self.done / max(now - self.t0, 1e-9)
+        sys.stderr.write(f"\r{self.label} [{bar:<30}] {frac:6.1%} {self.done}/{self.total} "
+                         f"({rate:,.0f}/s) {note:<10}")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _cmd_generate(args) -> int:
+    from .. import __version__
+    from ..catalog import get_instruction
+    from ..engines import get_engine
+    from .families import families_for, generate, expected_d, resolve_k
+    from .io import VectorSet, save, _refuse
+
+    spec = get_instruction(args.instruction)
+    get_engine(args.engine)
+    if args.count < 1:
+        raise ValueError(f"--count: must be >= 1, got {args.count}")
+    applicable = families_for(spec)
+    if args.families.strip().lower() == "all":
+        fams = applicable
+    else:
+        fams = [f.strip() for f in args.families.split(",") if f.strip()]
+        if not fams:
+            raise ValueError("--families: empty list")
+        for f in fams:
+            if f not in applicable:
+                raise ValueError(f"--families: {f!r} does not apply to {spec.name} (choose from {', '.join(applicable)})")
+        if len(set(fams)) != len(fams):
+            raise ValueError("--families: a family is listed twice")
+    K = resolve_k(spec, args.k)
+    out = os.fspath(args.output)
+    if not out.endswith(".npz"):
+        raise ValueError(f"--output: vector files end in .npz, got {out!r}")
+    _refuse(out, args.overwrite, ())  # fail before the work, not after
+    total = args.count * len(fams)
+    show = args.progress if args.progress is not None else (sys.stderr.isatty() and total * K >= 1 << 20)
+    bar = _Progress(total, show, "generate")
+    rng = np.random.default_rng(args.seed)
+    parts = {"a": [], "b": [], "c": [], "d": [], "family": []}
+    step = 1 << 14
+    try:
+        for fam in fams:
+            for s in range(0, args.count, step):
+                n = min(step, args.count - s)
+                a, b, c = generate(spec, fam, n, rng, k=K)
+                with np.errstate(all="ignore"):
+                    d = expected_d(spec, a, b, c, engine=args.engine)
+                for key, val in (("a", a), ("b", b), ("c", c), ("d", d), ("family", np.full(n, fam))):
+                    parts[key].append(val)
+                bar.update(n, fam)
+    finally:
+        bar.close()
+    arrays = {k: np.concatenate(v) for k, v in parts.items()}
+    meta = {
+        "instruction": spec.name, "K": K,
+        "a_format": spec.a_format.name, "b_format": spec.b_format.name,
+        "c_format": spec.c_format.name, "d_format": spec.d_format.name,
+        "families": fams, "count_per_family": args.count, "seed": args.seed,
+        "source": f"model: d computed by tcnumerics {__version__} ({args.engine} engine), not captured from hardware",
+        "provenance": spec.provenance,
+    }
+    fam = arrays.pop("family")
+    save(out, VectorSet(meta=meta, extra={"family": fam}, **arrays), overwrite=args.overwrite)
+    print(f"{out}: {spec.name}, {total} vectors ({', '.join(f'{f} {args.count}' for f in fams)}), K={K}")
+    return 0
+
+
+def _cmd_verify(args) -> int:
+    from .io import VectorFileError
+    from .verify import verify_file
+    from ..engines import get_engine
+
+    get_engine(args.engine)
+    if args.rows < 1:
+        raise ValueError(f"--rows: must be >= 1, got {args.rows}")
+    broken = failed = 0
+    total = mism = 0
+    for path in args.files:
+        try:
+            report = verify_file(path, engine=args.engine, rows=args.rows, keep=max(args.show, 0))
+        except VectorFileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            broken += 1
+            continue
+        except (ValueError, TypeError, KeyError) as exc:
+            # the file was readable but its instruction could not replay it
+            print(f"error: {path}: cannot replay ({exc})", file=sys.stderr)
+            broken += 1
+            continue
+        print(report.summary())
+        total += report.n
+        mism += report.mismatches
+        if not report.ok:
+            failed += 1
+            for m in report.first:
+                print(f"  vector {m.index} ({m.family}): recorded d={m.recorded:#x}, model d={m.model:#x}")
+    if len(args.files) > 1:
+        print(f"{len(args.files)} files, {total} vectors: {mism} mismatches, {failed} files failing, "
+              f"{broken} unreadable")
+    return 2 if broken else 1 if failed else 0
+
+
+def _cmd_export(args) -> int:
+    from .io import load, write_hex
+
+    vs = load(args.hex)
+    write_hex(args.output, vs, overwrite=args.overwrite, protect=[args.hex])
+    print(f"{args.output}: {vs.n} vectors of {vs.instruction} in hex")
+    return 0
+
+
+def _cmd_import(args) -> int:
+    from .io import read_hex, save
+
+    vs = read_hex(args.file)
+    save(args.output, vs, overwrite=args.overwrite, protect=[args.file])
+    print(f"{args.output}: {vs.n} vectors of {vs.instruction}")
+    return 0
+
+
+def _cmd_show(args) -> int:
+    import json
+
+    from .io import VectorFileError, VectorReader, is_hex_file, read_hex
+
+    broken = 0
+    for path in args.files:
+        try:
+            if is_hex_file(path):
+                vs = read_hex(path)
+                meta, n, fam = vs.meta, vs.n, vs.family
+            else:
+                with VectorReader(path) as r:
+                    meta, n = r.meta, r.n
+                    fam = (np.concatenate([ch["family"] for ch in r.chunks(1 << 16, keys=["family"])])
+                           if "family" in r.members else None)
+        except VectorFileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            broken += 1
+            continue
+        print(f"{path}: {meta['instruction']}, {n} vectors, K={meta['K']}")
+        if fam is not None:
+            names, counts = np.unique(np.asarray(fam).astype(str), return_counts=True)
+            print("  families: " + ", ".join(f"{a} {b}" for a, b in zip(names, counts)))
+        print("  meta: " + json.dumps(meta))
+    return 2 if broken else 0
