@@ -24,7 +24,8 @@ from .formats import FloatFormat, Format, IntFormat, Rounding, get_format
 
 __all__ = ["UnitModel", "InstructionSpec", "Algorithm"]
 
-Algorithm = Literal["fused", "integer", "fma_chain"]
+Algorithm = Literal["fused", "integer", "fma_chain", "binary", "ieee_mul_add", "exact_sum", "ftz_mul_add",
+                    "staged_sum", "scaled_fused", "subgroup_scaled"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,26 @@ class UnitModel:
             products and C aligned to the largest exponent, truncated to ``frac_bits``
             fraction bits below it, summed exactly, rounded once;
             ``"integer"`` -- exact integer products and sum, then wrap or saturate;
-            ``"fma_chain"`` -- sequential IEEE fused multiply-adds (FP64 units).
+            ``"fma_chain"`` -- sequential IEEE fused multiply-adds (FP64 units);
+            ``"binary"`` -- one-bit operands combined by ``bit_op`` (AND / XOR), popcount
+            summed exactly onto the int32 accumulator (``mma ... .b1 ... .popc``);
+            ``"ieee_mul_add"`` -- a naive pipeline: every product and every addition
+            rounded separately in d_format (IEEE 754, ``output_rounding``), sequentially
+            in K order onto C (the contrast model);
+            ``"exact_sum"`` -- AMD CDNA1: per group, the exact sum of products and C,
+            rounded once (RNE) to FP32;
+            ``"ftz_mul_add"`` -- AMD CDNA2: subnormal inputs flushed, products rounded to
+            FP32, added pairwise (``pair_tree`` products per step) with FP32 RNE additions,
+            flushing subnormal results;
+            ``"staged_sum"`` -- AMD CDNA3: products truncated to ``frac_bits`` below their
+            maximum (split into even/odd halves first when ``split_even_odd``), then C and
+            the product sum floored to ``frac_bits`` / ``sum_frac_bits + 1`` bits, the total
+            floored to ``sum_frac_bits`` bits and rounded RNE to FP32;
+            ``"scaled_fused"`` -- Blackwell block-scaled k32: the fused group with each
+            product's exponent raised by its two block scales' exponents;
+            ``"subgroup_scaled"`` -- Blackwell mxf4/nvf4 k64: products summed exactly in
+            sub-groups of ``subgroup_size``, each scaled and aligned on its scales'
+            exponents, then fused with C.
         group_size: products fused per group (L).  K beyond it chains groups in K order,
             each group's rounded output being the C of the next.
         frac_bits: fraction bits kept below 2**emax when aligning (F); None = no truncation.
@@ -49,6 +69,18 @@ class UnitModel:
         output_overflow: what a result beyond d_format's range becomes (hardware: inf).
         nan_bits: the canonical NaN the unit writes (None = d_format's default quiet NaN).
         saturate: integer ``.satfinite`` clamping instead of two's-complement wraparound.
+        bit_op: ``"and"`` or ``"xor"`` for the ``"binary"`` algorithm.
+        nan_policy: ``"canonical"`` -- every NaN result is ``nan_bits``; ``"x86"`` -- the
+            NaN an x86 CPU running MMA-Sim's reference arithmetic produces (the first NaN
+            operand of each operation, quieted; an invalid operation gives the negative
+            default NaN), for entries whose published model is defined by that arithmetic.
+        pair_tree: ``"ftz_mul_add"`` products added per accumulation step (2 or 4).
+        sum_frac_bits: ``"staged_sum"`` fraction bits of the final floor (F2 = 31 on CDNA3).
+        split_even_odd: ``"staged_sum"`` sums even- and odd-indexed products separately first.
+        subgroup_size: ``"subgroup_scaled"`` products summed exactly before scaling (16).
+        scale_block: K elements sharing one scale (32 for MX formats, 16 for NVFP4);
+            block-scaled algorithms only.
+        scale_format: the format of the scale factors (ue8m0, ue4m3).
     """
 
     a_format: Format | str
@@ -64,6 +96,14 @@ class UnitModel:
     nan_bits: int | None = None
     algorithm: Algorithm = "fused"
     saturate: bool = False
+    bit_op: Literal["and", "xor"] | None = None
+    nan_policy: Literal["canonical", "x86"] = "canonical"
+    pair_tree: int = 4
+    sum_frac_bits: int = 31
+    split_even_odd: bool = False
+    subgroup_size: int = 16
+    scale_block: int | None = None
+    scale_format: Format | str | None = None
 
     def __post_init__(self) -> None:
         for name in ("a_format", "b_format", "c_format", "d_format"):
@@ -86,8 +126,45 @@ class UnitModel:
         elif self.algorithm == "fma_chain":
             if self.nan_bits is None:
                 object.__setattr__(self, "nan_bits", self.d_format.nan_bits)
+        elif self.algorithm == "binary":
+            for name in ("a_format", "b_format"):
+                f = getattr(self, name)
+                if not (isinstance(f, IntFormat) and f.bits == 1):
+                    raise ValueError(f"{name}: the binary unit needs one-bit operands (b1)")
+            if not isinstance(self.d_format, IntFormat) or not isinstance(self.c_format, IntFormat):
+                raise ValueError("c_format, d_format: the binary unit accumulates into integers")
+            if self.bit_op not in ("and", "xor"):
+                raise ValueError(f"bit_op: expected 'and' or 'xor', got {self.bit_op!r}")
+        elif self.algorithm in ("ieee_mul_add", "exact_sum", "ftz_mul_add", "staged_sum", "scaled_fused",
+                                "subgroup_scaled"):
+            for name in ("a_format", "b_format", "c_format", "d_format"):
+                if not isinstance(getattr(self, name), FloatFormat):
+                    raise ValueError(f"{name}: the {self.algorithm} unit needs float formats")
+            if self.algorithm == "ieee_mul_add" and self.output_rounding is not Rounding.RNE:
+                raise ValueError("output_rounding: ieee_mul_add models round-to-nearest-even pipelines only")
+            if self.algorithm == "ieee_mul_add" and self.d_format.man_bits > 23:
+                raise ValueError(f"d_format: ieee_mul_add supports outputs up to 24 significand bits, "
+                                 f"got {self.d_format.name}")
+            if self.algorithm in ("exact_sum", "ftz_mul_add", "staged_sum") and self.d_format.name != "fp32":
+                raise ValueError(f"d_format: the {self.algorithm} unit writes fp32, got {self.d_format.name}")
+            if self.algorithm == "ftz_mul_add" and (self.pair_tree not in (2, 4) or self.group_size % self.pair_tree):
+                raise ValueError(f"pair_tree: must be 2 or 4 and divide group_size, got {self.pair_tree}")
+            if self.algorithm in ("scaled_fused", "subgroup_scaled"):
+                if self.scale_block is None or self.scale_format is None:
+                    raise ValueError("scale_block, scale_format: block-scaled units need both")
+                object.__setattr__(self, "scale_format", get_format(self.scale_format))
+                if self.algorithm == "subgroup_scaled" and (
+                        self.scale_block % self.subgroup_size or self.group_size % self.subgroup_size):
+                    raise ValueError(f"subgroup_size: {self.subgroup_size} must divide scale_block and group_size")
+            if self.nan_bits is None:
+                object.__setattr__(self, "nan_bits", self.d_format.nan_bits)
         else:
             raise ValueError(f"algorithm: unknown {self.algorithm!r}")
+
+    @property
+    def is_block_scaled(self) -> bool:
+        """Whether the unit takes per-block scale factors alongside its operands."""
+        return self.algorithm in ("scaled_fused", "subgroup_scaled")
 
     @property
     def output_format(self) -> Format:
@@ -110,6 +187,29 @@ class UnitModel:
                     f"exact, {'saturating' if self.saturate else 'wrapping'}")
         if self.algorithm == "fma_chain":
             return f"sequential FMA in {self.d_format.name}, {self.output_rounding.value}"
+        if self.algorithm == "binary":
+            return f"binary {self.bit_op.upper()} + popcount onto {self.c_format.name}, wrapping"
+        if self.algorithm == "ieee_mul_add":
+            return (f"IEEE per operation: each product and each addition rounded to {self.d_format.name} "
+                    f"({self.output_rounding.value.upper()}), sequential in K order")
+        if self.algorithm == "exact_sum":
+            return f"exact sum of {self.group_size} products and C, one RNE rounding to {self.d_format.name}"
+        if self.algorithm == "ftz_mul_add":
+            return (f"subnormals flushed; FP32 products added {self.pair_tree} at a time with FP32 RNE "
+                    f"additions onto C")
+        if self.algorithm == "staged_sum":
+            split = ", even/odd products summed separately" if self.split_even_odd else ""
+            return (f"staged: group_size={self.group_size}, products truncated to frac_bits={self.frac_bits}{split}, "
+                    f"C floored to {self.frac_bits}, sum floored to {self.sum_frac_bits} bits, RNE to fp32")
+        if self.algorithm == "scaled_fused":
+            return (f"block-scaled fused {self.a_format.name}x{self.b_format.name} ({self.scale_format.name} "
+                    f"scales per {self.scale_block}): group_size={self.group_size}, frac_bits={self.frac_bits}, "
+                    f"zero_exponent={self.zero_exponent}, output {self.output_rounding.value.upper()}")
+        if self.algorithm == "subgroup_scaled":
+            return (f"block-scaled {self.a_format.name}x{self.b_format.name} ({self.scale_format.name} scales per "
+                    f"{self.scale_block}): exact sub-groups of {self.subgroup_size}, scaled, fused with C: "
+                    f"frac_bits={self.frac_bits}, zero_exponent={self.zero_exponent}, "
+                    f"output {self.output_rounding.value.upper()}")
         cut = f" (mantissa cut to {self.output_mantissa_bits} bits)" if self.output_mantissa_bits else ""
         return (f"fused {self.a_format.name}x{self.b_format.name}+{self.c_format.name}->{self.d_format.name}: "
                 f"group_size={self.group_size}, frac_bits={self.frac_bits}, zero_exponent={self.zero_exponent}, "

@@ -166,8 +166,79 @@ def _datapath(model: UnitModel, a_vals, b_vals, c_bits: int, c_fmt) -> int:
     return acc
 
 
+# --- algorithms beyond the fused group: each written from its definition ------------------
+
+def _sign_bit(fmt, bits: int) -> int:
+    return (bits >> (fmt.pad_bits + fmt.width - 1)) & 1 if fmt.signed else 0
+
+
+def _ieee_round(fmt: FloatFormat, x, negative_zero: bool, rounding=Rounding.RNE) -> int:
+    """IEEE bits of a Fraction / +-inf (``negative_zero`` decides the sign of an exact zero)."""
+    if isinstance(x, float):
+        return ((1 << (fmt.width - 1) if x < 0 else 0) << fmt.pad_bits) | fmt.inf_bits
+    if x == 0:
+        return ((1 << (fmt.width - 1)) << fmt.pad_bits) if negative_zero else 0
+    bits = round_exact(x, fmt, rounding, "ieee", True)
+    if value_of(fmt, bits) == 0:  # underflow to zero keeps the sign of x
+        return ((1 << (fmt.width - 1)) << fmt.pad_bits) if x < 0 else 0
+    return bits
+
+
+def _ieee_mul_add_oracle(model: UnitModel, a_bits, b_bits, c_bits: int, c_fmt) -> int:
+    """acc = RNE(acc + RNE(a*b)) in d_format, one operation at a time, IEEE 754 signed zeros."""
+    d = model.d_format
+    x = value_of(c_fmt, c_bits)
+    if x == NAN:
+        return model.nan_bits
+    acc_bits = _ieee_round(d, x, bool(_sign_bit(c_fmt, c_bits)))
+    for ab, bb in zip(a_bits, b_bits):
+        x, y = value_of(model.a_format, int(ab)), value_of(model.b_format, int(bb))
+        acc = value_of(d, acc_bits)
+        if NAN in (x, y, acc):
+            return model.nan_bits
+        p_neg = bool(_sign_bit(model.a_format, int(ab)) ^ _sign_bit(model.b_format, int(bb)))
+        if isinstance(x, float) or isinstance(y, float):
+            if x == 0 or y == 0:
+                return model.nan_bits
+            p = float("-inf") if p_neg else float("inf")
+        else:
+            p = x * y
+        p_bits = _ieee_round(d, p, p_neg)
+        p = value_of(d, p_bits)
+        if isinstance(p, float) or isinstance(acc, float):
+            if isinstance(p, float) and isinstance(acc, float) and p != acc:
+                return model.nan_bits
+            acc_bits = _ieee_round(d, p if isinstance(p, float) else acc, False)
+            continue
+        total = acc + p
+        both_neg = _sign_bit(d, acc_bits) and _sign_bit(d, p_bits)
+        acc_bits = _ieee_round(d, total, bool(both_neg) if total == 0 else False)
+    return acc_bits
+
+
+def _binary_oracle(model: UnitModel, a_bits, b_bits, c_bits: int, c_fmt) -> int:
+    count = 0
+    for x, y in zip(a_bits, b_bits):
+        x, y = int(x) & 1, int(y) & 1
+        count += (x and y) if model.bit_op == "and" else (x != y)
+    return (value_of(c_fmt, c_bits) + count) & ((1 << model.d_format.bits) - 1)
+
+
+_BITWISE = {"ieee_mul_add": _ieee_mul_add_oracle, "binary": _binary_oracle}
+
+
 def _instruction(spec: InstructionSpec, a_bits, b_bits, c_bits: int) -> int:
     model = spec.model
+    if model.algorithm in _BITWISE:
+        if spec.a_format != model.a_format or spec.b_format != model.b_format or spec.k_order or spec.c_entry != "fused":
+            raise NotImplementedError(f"oracle: {model.algorithm} with operand conversion or reordering")
+        step = _BITWISE[model.algorithm]
+        acc, acc_fmt = c_bits, spec.c_format
+        for start in range(0, spec.k, model.group_size):
+            acc = step(model, a_bits[start:start + model.group_size], b_bits[start:start + model.group_size],
+                       acc, acc_fmt)
+            acc_fmt = model.d_format
+        return acc
     a_vals = [value_of(spec.a_format, int(x)) for x in a_bits]
     b_vals = [value_of(spec.b_format, int(x)) for x in b_bits]
     if spec.k_order is not None:
