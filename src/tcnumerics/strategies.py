@@ -1,0 +1,779 @@
+"""Hypothesis strategies for property tests against a matrix unit, and seeded bulk samplers.
+
+Library authors test their own kernels, casts and GEMMs against a catalogued unit with
+these.  Everything is built from a handful of hypothesis integer draws, so failures
+shrink toward simple inputs (zeros, 1.0, exponents near 0, no specials).
+
+* ``bit_patterns(fmt)`` -- bit patterns of a format (ints), specials and subnormals included;
+* ``values(fmt)`` -- its representable values as floats, or (``exact=False``) values that
+  fall between them: ties, just-off ties, beyond the largest finite -- what casts get wrong;
+* ``dot_products(instruction, family=...)`` -- operand and accumulator bits for one
+  instruction, from a named family of hard cases (see ``FAMILIES``);
+* ``matrices(fmt, shape)`` and ``mma_operands(instruction)`` -- arrays ready for
+  ``Instruction.mma`` / ``tcnumerics.gemm``;
+* ``sample_dot_products(instruction, n, seed=...)`` -- the same families drawn in bulk with
+  numpy (for fuzzing: millions of vectors, no shrinking).
+
+A property users write ("my kernel equals the Hopper wgmma chain"); here the "kernel" is
+numpy's float64 matmul, which is exact on small integers, so the property holds:
+
+    >>> import numpy as np
+    >>> from hypothesis import given, settings
+    >>> import tcnumerics as tc
+    >>> from tcnumerics import strategies as tcs
+    >>> inst = tc.instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")
+    >>> @settings(max_examples=20, deadline=None)
+    ... @given(tcs.mma_operands(inst, family="int", max_k_steps=3))
+    ... def test_kernel_matches_unit(ops):
+    ...     A, B, C = ops
+    ...     mine = (A.astype(np.float64) @ B.astype(np.float64) + C).astype(np.float32)
+    ...     assert np.array_equal(mine, tc.gemm(A, B, C, instruction=inst))
+    >>> test_kernel_matches_unit()
+
+"My FP8 cast saturates like the hardware" (the cast under test here is the library's own):
+
+    >>> e4m3 = tc.get_format("e4m3")
+    >>> @settings(max_examples=50, deadline=None)
+    ... @given(tcs.values(e4m3, exact=False))
+    ... def test_cast_saturates(x):
+    ...     bits = e4m3.from_float(np.array([x]), overflow="saturate")
+    ...     assert abs(e4m3.to_float(bits)[0]) <= 448.0
+    >>> test_cast_saturates()
+
+Bulk sampling for fuzzing, reproducible from a seed:
+
+    >>> batch = tcs.sample_dot_products("hopper.wgmma.m64n8k32.f32.e4m3.e5m2", 1000, seed=1)
+    >>> batch.a.shape, batch.a.dtype, sorted(set(batch.family))[:3]
+    ((1000, 32), dtype('uint8'), ['accumulator_dominant', 'cancellation', 'int'])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from .catalog import get_instruction
+from .formats import FloatFormat, Format, IntFormat, get_format
+from .model import InstructionSpec
+
+__all__ = [
+    "FAMILIES",
+    "DotProducts",
+    "families",
+    "bit_patterns",
+    "special_patterns",
+    "values",
+    "dot_products",
+    "matrices",
+    "mma_operands",
+    "sample_dot_products",
+]
+
+# Families of dot products, each aimed at one feature of the datapath (NUMERICS.md sections 1 and 5):
+FAMILIES: dict[str, str] = {
+    "int": "small integers: exact in every unit, results easy to predict",
+    "normal": "values near N(0,1) rounded to the operand formats (typical ML data)",
+    "uniform": "uniformly random finite bit patterns (all binades, subnormals included)",
+    "cancellation": "products cancel in pairs (some off by one ulp): large emax, tiny result",
+    "wide_alignment": "product exponents spread over more than frac_bits: truncation while aligning",
+    "accumulator_dominant": "large c, products near half an output ulp: rounding ties and truncation",
+    "subnormal": "subnormal operands and accumulators (and the zero exponent e_zero)",
+    "special": "zeros of both signs, infinities, NaNs with payloads, largest finite values",
+    "overflow": "operands and accumulator near the largest finite values: inf, saturation, wraparound",
+}
+_INTEGER_FAMILIES = ("int", "uniform", "cancellation", "overflow")
+
+
+# ---------------------------------------------------------------------------------------
+# result container
+# ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, repr=False)
+class DotProducts:
+    """A batch of dot products for one instruction: ``a``, ``b`` [N, K'] bits, ``c`` [N] bits.
+
+    ``family`` [N] names the family each row was drawn from.  Pass straight to
+    ``Instruction.dot_bits(batch.a, batch.b, batch.c)``.
+    """
+
+    instruction: str
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    family: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.c)
+
+    def __getitem__(self, rows) -> "DotProducts":
+        rows = np.atleast_1d(np.arange(len(self))[rows])
+        return DotProducts(self.instruction, self.a[rows], self.b[rows], self.c[rows], self.family[rows])
+
+    @staticmethod
+    def concat(parts: Sequence["DotProducts"]) -> "DotProducts":
+        """Join batches of the same instruction row-wise."""
+        if not parts:
+            raise ValueError("parts: need at least one batch")
+        names = {p.instruction for p in parts}
+        if len(names) != 1:
+            raise ValueError(f"parts: batches of different instructions {sorted(names)}")
+        return DotProducts(parts[0].instruction, *(np.concatenate([getattr(p, f) for p in parts])
+                                                    for f in ("a", "b", "c", "family")))
+
+    def __repr__(self) -> str:  # hex bits: what a shrunk falsifying example should show
+        width = self.a.dtype.itemsize * 2
+
+        def hexes(x):
+            return "[" + ", ".join(f"0x{int(v):0{width}x}" for v in x) + "]"
+
+        rows = [f"  {self.family[i]}: a={hexes(self.a[i])} b={hexes(self.b[i])} c=0x{int(self.c[i]):x}"
+                for i in range(min(len(self), 4))]
+        more = f"\n  ... {len(self) - 4} more" if len(self) > 4 else ""
+        return f"DotProducts({self.instruction!r}, N={len(self)}, K={self.a.shape[1]}\n" + "\n".join(rows) + more + ")"
+
+
+# ---------------------------------------------------------------------------------------
+# randomness sources: the same family code runs on hypothesis draws (shrinking) or numpy (bulk)
+# ---------------------------------------------------------------------------------------
+class _NumpySource:
+    def __init__(self, rng: np.random.Generator, n: int):
+        self.rng, self.n = rng, n
+
+    def ints(self, lo: int, hi: int, shape: tuple = ()) -> np.ndarray:
+        """Integers in [lo, hi] of shape (n, *shape)."""
+        return self.rng.integers(lo, hi, size=(self.n, *shape), endpoint=True, dtype=np.int64)
+
+    def normals(self, shape: tuple = ()) -> np.ndarray:
+        return self.rng.standard_normal((self.n, *shape))
+
+    def chance(self, percent: int, shape: tuple = ()) -> np.ndarray:
+        return self.ints(0, 99, shape) >= 100 - percent
+
+
+class _DrawSource(_NumpySource):
+    """Hypothesis draws; every value shrinks toward ``lo`` (and ``chance`` toward False)."""
+
+    def __init__(self, draw: Callable, n: int):
+        self.draw, self.n = draw, n
+
+    def ints(self, lo: int, hi: int, shape: tuple = ()) -> np.ndarray:
+        if hi <= lo:
+            return np.full((self.n, *shape), lo, dtype=np.int64)
+        return self.draw(hnp.arrays(np.int64, (self.n, *shape), elements=st.integers(int(lo), int(hi))))
+
+    def normals(self, shape: tuple = ()) -> np.ndarray:
+        return self.draw(hnp.arrays(np.float64, (self.n, *shape),
+                                    elements=st.floats(-4.0, 4.0, allow_nan=False, allow_subnormal=False)))
+
+
+def _around(src, lo: int, hi: int, mid: int, shape: tuple = ()) -> np.ndarray:
+    """Integers in [lo, hi] that shrink toward ``mid`` (then upward, wrapping)."""
+    lo, hi = int(lo), int(max(lo, hi))
+    mid = int(min(max(mid, lo), hi))
+    return lo + (src.ints(0, hi - lo, shape) + (mid - lo)) % (hi - lo + 1)
+
+
+# ---------------------------------------------------------------------------------------
+# building blocks on formats
+# ---------------------------------------------------------------------------------------
+def _exp_range(fmt: FloatFormat, subnormals: bool = True) -> tuple[int, int]:
+    """Lowest and highest exponent of a nonzero finite value (subnormals reach below emin)."""
+    lo = fmt.emin - fmt.man_bits if (fmt.subnormals and subnormals) else fmt.emin
+    return lo, fmt.emax
+
+
+def _encode(fmt: Format, negative: np.ndarray, magnitude: np.ndarray, exponent) -> np.ndarray:
+    """Bits of ``(-1)**negative * magnitude * 2**exponent`` (truncated, saturated: always finite)."""
+    negative = np.asarray(negative, bool)
+    magnitude = np.asarray(magnitude, np.int64)
+    if isinstance(fmt, IntFormat):
+        value = np.where(negative & fmt.signed, -magnitude, magnitude) << np.asarray(exponent, np.int64)
+        return fmt.encode_int(value, "saturate")
+    return fmt.encode(negative & fmt.signed, magnitude.astype(np.uint64), exponent, "rz", overflow="saturate")
+
+
+def _floats_at(src, fmt: FloatFormat, exponent: np.ndarray, negative=None, frac=None) -> np.ndarray:
+    """Bits of random significands at given exponents (below emin they become subnormal)."""
+    shape = exponent.shape[1:]
+    man = fmt.man_bits
+    if frac is None:
+        frac = src.ints(0, (1 << man) - 1, shape)
+    if negative is None:
+        negative = _signs(src, fmt, shape)
+    exponent, frac, negative = np.broadcast_arrays(np.asarray(exponent, np.int64), np.asarray(frac, np.int64),
+                                                   np.asarray(negative, bool))
+    # normal binades are packed directly (fast); the rest go through the general encoder
+    normal = (exponent >= fmt.emin) & (exponent <= fmt.emax)
+    code = np.minimum(((exponent + fmt.bias) << man) | frac, fmt.max_code)
+    sign = (negative & bool(fmt.signed)).astype(np.int64) << (fmt.width - 1)
+    bits = ((sign | code).astype(np.uint64) << np.uint64(fmt.pad_bits)).astype(fmt.container_dtype)
+    if not normal.all():
+        rest = ~normal
+        bits[rest] = _encode(fmt, negative[rest], (np.int64(1) << man) | frac[rest], exponent[rest] - man)
+    return bits
+
+
+def _signs(src, fmt: Format, shape: tuple, percent: int = 50) -> np.ndarray:
+    neg = src.chance(percent, shape)
+    return neg & bool(fmt.signed)
+
+
+def _uniform(src, fmt: Format, shape: tuple) -> np.ndarray:
+    """Uniformly random finite patterns (every binade, subnormals included)."""
+    if isinstance(fmt, IntFormat):
+        return src.ints(0, (1 << fmt.bits) - 1, shape).astype(fmt.container_dtype)
+    code = src.ints(0, fmt.max_code, shape)
+    neg = _signs(src, fmt, shape)
+    if not fmt.has_negative_zero:
+        neg &= code != 0  # fnuz: the "negative zero" pattern is the NaN
+    bits = (neg.astype(np.int64) << (fmt.width - 1)) | code
+    return (bits.astype(np.uint64) << np.uint64(fmt.pad_bits)).astype(fmt.container_dtype)
+
+
+def _negate(fmt: Format, bits: np.ndarray) -> np.ndarray:
+    """Bits of the negated values (unsigned formats and fnuz zero stay as they are)."""
+    if isinstance(fmt, IntFormat):
+        return fmt.encode_int(-fmt.decode_int(bits), "wrap")
+    if not fmt.signed:
+        return bits
+    flipped = bits ^ fmt.container_dtype(1 << (fmt.width - 1 + fmt.pad_bits))
+    if not fmt.has_negative_zero:
+        flipped = np.where(fmt.decode(bits).is_zero, bits, flipped)
+    return flipped.astype(fmt.container_dtype)
+
+
+def special_patterns(fmt: "Format | str") -> np.ndarray:
+    """Bit patterns of a format's special and extreme values, +0 first.
+
+    Zeros, the largest finite values, the smallest subnormal, infinities and NaNs
+    (canonical, negative, signalling, all-ones payload) -- whichever the format has.
+
+    >>> [hex(int(x)) for x in special_patterns("e4m3")]
+    ['0x0', '0x80', '0x7e', '0xfe', '0x1', '0x7f', '0xff']
+    """
+    fmt = get_format(fmt)
+    if isinstance(fmt, IntFormat):
+        return fmt.encode_int(np.array(sorted({0, fmt.max_value, fmt.min_value, 1, fmt.max_value - 1})), "wrap")
+    sign = (1 << (fmt.width - 1)) if fmt.signed else 0
+    codes = [0]
+    if fmt.has_negative_zero:
+        codes.append(sign)
+    codes += [fmt.max_code, sign | fmt.max_code] if fmt.signed else [fmt.max_code]
+    if fmt.subnormals and fmt.man_bits:
+        codes.append(1)
+    if fmt.has_inf:
+        codes += [fmt.inf_bits >> fmt.pad_bits, sign | (fmt.inf_bits >> fmt.pad_bits)]
+    if fmt.has_nan:
+        nan = fmt.nan_bits >> fmt.pad_bits
+        codes.append(nan)
+        if fmt.specials in ("ieee", "fn") and fmt.signed:
+            codes.append(sign | nan)
+        if fmt.specials == "ieee" and fmt.man_bits > 1:
+            top = fmt.inf_bits >> fmt.pad_bits
+            codes += [top | 1, top | ((1 << fmt.man_bits) - 1)]  # signalling, all-ones payload
+    out = list(dict.fromkeys(codes))  # unique, order kept
+    return (np.array(out, np.uint64) << np.uint64(fmt.pad_bits)).astype(fmt.container_dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# dot-product families; each returns a [n, K], b [n, K], c [n] bits
+# ---------------------------------------------------------------------------------------
+def _fam_int(src, spec: InstructionSpec, K: int):
+    def small(fmt, shape, hi):
+        return _encode(fmt, _signs(src, fmt, shape), src.ints(0, hi, shape), 0)
+
+    return small(spec.a_format, (K,), 4), small(spec.b_format, (K,), 4), small(spec.c_format, (), 64)
+
+
+def _from_values(fmt: Format, x: np.ndarray) -> np.ndarray:
+    if isinstance(fmt, IntFormat):
+        return fmt.encode_int(np.round(x).astype(np.int64), "saturate")
+    return fmt.from_float(x if fmt.signed else np.abs(x), "rne", overflow="saturate")
+
+
+def _fam_normal(src, spec, K):
+    return (_from_values(spec.a_format, src.normals((K,))), _from_values(spec.b_format, src.normals((K,))),
+            _from_values(spec.c_format, 4.0 * src.normals()))
+
+
+def _fam_uniform(src, spec, K):
+    return _uniform(src, spec.a_format, (K,)), _uniform(src, spec.b_format, (K,)), _uniform(src, spec.c_format, ())
+
+
+def _fam_cancellation(src, spec, K):
+    A, B, C = spec.a_format, spec.b_format, spec.c_format
+    if isinstance(A, IntFormat):
+        a, b = _uniform(src, A, (K,)), _uniform(src, B, (K,))
+        total = (A.decode_int(a) * B.decode_int(b)).sum(axis=1)
+        return a, b, C.encode_int(-total + src.ints(-4, 4), "wrap")
+    a = _floats_at(src, A, _around(src, max(A.emin, -3), min(A.emax, 3), 0, (K,)))
+    b = _floats_at(src, B, _around(src, max(B.emin, -3), min(B.emax, 3), 0, (K,)))
+    idx = np.arange(K)
+    pairings = np.stack([idx ^ 1, (idx + K // 2) % K, K - 1 - idx])
+    pairings = np.where(pairings < K, pairings, idx)  # odd K: the last element stays unpaired
+    partner = pairings[src.ints(0, 2)]  # [n, K]
+    follower = partner < idx
+    lead_a = np.take_along_axis(a, partner, axis=1)
+    lead_b = np.take_along_axis(b, partner, axis=1)
+    neg_a = _negate(A, lead_a)
+    if A.man_bits:  # some pairs miss by one ulp, leaving a small residual
+        nudged = neg_a ^ A.container_dtype(1 << A.pad_bits)
+        nudge = src.chance(25, (K,)) & (A.decode(nudged).kind == 0)
+        neg_a = np.where(nudge, nudged, neg_a)
+    a = np.where(follower, neg_a, a).astype(A.container_dtype)
+    b = np.where(follower, lead_b, b).astype(B.container_dtype)
+    mode = src.ints(0, 2)
+    product = A.to_float(a[:, 0]) * B.to_float(b[:, 0])
+    c_cancel = C.from_float(-product, "rz", overflow="saturate")
+    c_small = _floats_at(src, C, np.full(len(mode), -12))
+    c = np.where(mode == 0, 0, np.where(mode == 1, c_cancel, c_small))
+    return a, b, c.astype(C.container_dtype)
+
+
+def _split(t: np.ndarray, A: FloatFormat, B: FloatFormat):
+    """Operand exponents (ea, eb) with ea + eb = t where the formats allow."""
+    a_lo, a_hi = _exp_range(A)
+    b_lo, b_hi = _exp_range(B)
+    ea = np.clip(-((-t) // 2), a_lo, a_hi)
+    eb = np.clip(t - ea, b_lo, b_hi)
+    ea = np.clip(t - eb, a_lo, a_hi)
+    return ea, eb
+
+
+def _frac_bits_of(spec) -> int:
+    f = getattr(spec.model, "frac_bits", None)
+    return 30 if f is None else int(f)
+
+
+def _fam_wide_alignment(src, spec, K):
+    A, B, C = spec.a_format, spec.b_format, spec.c_format
+    (a_lo, a_hi), (b_lo, b_hi), (c_lo, c_hi) = _exp_range(A), _exp_range(B), _exp_range(C)
+    p_lo, p_hi = a_lo + b_lo, a_hi + b_hi
+    span = int(min(_frac_bits_of(spec) + A.man_bits + B.man_bits + 4, p_hi - p_lo))
+    top = _around(src, p_lo + span, p_hi, span // 2)  # [n] exponent of the largest product
+    t = top[:, None] - src.ints(0, span, (K,))
+    ea, eb = _split(t, A, B)
+    a, b = _floats_at(src, A, ea), _floats_at(src, B, eb)
+    mode = src.ints(0, 2)  # c competes for emax, is far below it, or is zero
+    c_exp = np.where(mode == 0, top + src.ints(-2, 2), top - src.ints(0, span))
+    c = _floats_at(src, C, np.clip(c_exp, c_lo, c_hi))
+    return a, b, np.where(mode == 2, 0, c).astype(C.container_dtype)
+
+
+def _output_format(spec) -> Format:
+    return getattr(spec.model, "output_format", spec.d_format)
+
+
+def _fam_accumulator_dominant(src, spec, K):
+    A, B, C = spec.a_format, spec.b_format, spec.c_format
+    out = _output_format(spec)
+    p_out = out.man_bits
+    (a_lo, a_hi), (b_lo, b_hi) = _exp_range(A), _exp_range(B)
+    e_lo = max(C.emin, a_lo + b_lo + p_out + 3)
+    e_hi = min(C.emax, a_hi + b_hi + p_out - 1)
+    if e_lo > e_hi:
+        e_lo = e_hi = min(C.emax, max(C.emin, e_hi))
+    E = _around(src, e_lo, e_hi, p_out + 1)  # exponent of c
+    frac = src.ints(0, (1 << C.man_bits) - 1)
+    if C.man_bits > p_out:  # c on the output grid, so ties are reachable
+        frac &= ~((1 << (C.man_bits - p_out)) - 1)
+    c = _floats_at(src, C, E, frac=frac)
+    half_ulp = E - p_out - 1
+    t = half_ulp[:, None] + _around(src, -2, 1, 0, (K,))
+    ea, eb = _split(t, A, B)
+
+    def coarse(fmt, e):  # significands 1 or 1.5: product sums land on multiples of a quarter ulp
+        frac = src.chance(50, (K,)).astype(np.int64) << (fmt.man_bits - 1) if fmt.man_bits else np.zeros_like(e)
+        return _floats_at(src, fmt, e, frac=frac)
+
+    a = np.where(src.chance(30, (K,)), 0, coarse(A, ea)).astype(A.container_dtype)
+    return a, coarse(B, eb), c
+
+
+def _fam_subnormal(src, spec, K):
+    def tiny(fmt, shape):
+        if not (fmt.subnormals and fmt.man_bits):
+            return _floats_at(src, fmt, fmt.emin + src.ints(0, 2, shape))
+        frac = src.ints(1, (1 << fmt.man_bits) - 1, shape)
+        sub = _encode(fmt, _signs(src, fmt, shape), frac, fmt.emin - fmt.man_bits)
+        normal = _floats_at(src, fmt, fmt.emin + src.ints(0, 3, shape))
+        return np.where(src.chance(40, shape), normal, sub).astype(fmt.container_dtype)
+
+    c = tiny(spec.c_format, ())
+    return tiny(spec.a_format, (K,)), tiny(spec.b_format, (K,)), np.where(src.chance(20), 0, c).astype(c.dtype)
+
+
+def _fam_special(src, spec, K):
+    a, b, c = _fam_normal(src, spec, K)
+    position = np.arange(K)
+
+    def sprinkle(fmt, x, percent):
+        # one special at a random position in most rows, occasionally more (inf - inf, inf * 0)
+        options = special_patterns(fmt)
+        one = src.chance(percent)[:, None] & (position == src.ints(0, K - 1)[:, None])
+        hit = one | src.chance(3, (K,))
+        return np.where(hit, options[src.ints(0, len(options) - 1, (K,))], x).astype(fmt.container_dtype)
+
+    c_options = special_patterns(spec.c_format)
+    c = np.where(src.chance(30), c_options[src.ints(0, len(c_options) - 1)], c)
+    return sprinkle(spec.a_format, a, 70), sprinkle(spec.b_format, b, 40), c.astype(spec.c_format.container_dtype)
+
+
+def _fam_overflow(src, spec, K):
+    A, B, C = spec.a_format, spec.b_format, spec.c_format
+    negative = src.chance(50)
+    if isinstance(A, IntFormat):
+        def extreme(fmt, shape):
+            options = np.array([fmt.max_value, fmt.min_value, fmt.max_value - 1, fmt.min_value + 1])
+            return fmt.encode_int(options[src.ints(0, 3, shape)], "wrap")
+
+        c = np.where(negative, C.min_value + src.ints(0, 1 << 16), C.max_value - src.ints(0, 1 << 16))
+        return extreme(A, (K,)), extreme(B, (K,)), C.encode_int(c, "wrap")
+    flip = src.chance(10, (K,))
+    a = _floats_at(src, A, _around(src, A.emax - 2, A.emax, A.emax, (K,)), negative=negative[:, None] ^ flip)
+    b = _floats_at(src, B, _around(src, B.emax - 2, B.emax, B.emax, (K,)), negative=np.zeros((len(negative), K), bool))
+    c = _floats_at(src, C, _around(src, C.emax - 3, C.emax, C.emax), negative=negative)
+    return a, b, c
+
+
+_FAMILY_FUNCS = {
+    "int": _fam_int, "normal": _fam_normal, "uniform": _fam_uniform, "cancellation": _fam_cancellation,
+    "wide_alignment": _fam_wide_alignment, "accumulator_dominant": _fam_accumulator_dominant,
+    "subnormal": _fam_subnormal, "special": _fam_special, "overflow": _fam_overflow,
+}
+
+
+# ---------------------------------------------------------------------------------------
+# argument checking
+# ---------------------------------------------------------------------------------------
+def _spec(instruction: Any) -> InstructionSpec:
+    spec = getattr(instruction, "spec", instruction)  # an api.Instruction carries its spec
+    return get_instruction(spec)
+
+
+def _is_integer(spec: InstructionSpec) -> bool:
+    return all(isinstance(f, IntFormat) for f in (spec.a_format, spec.b_format, spec.c_format))
+
+
+def families(instruction: Any) -> tuple[str, ...]:
+    """The families that apply to an instruction (integer units have no subnormals or NaNs).
+
+    >>> families("hopper.mma.m16n8k32.s32.s8.s8.s32")
+    ('int', 'uniform', 'cancellation', 'overflow')
+    """
+    return _INTEGER_FAMILIES if _is_integer(_spec(instruction)) else tuple(FAMILIES)
+
+
+def _chosen_families(spec: InstructionSpec, family) -> tuple[str, ...]:
+    allowed = families(spec)
+    if family is None:
+        return allowed
+    chosen = (family,) if isinstance(family, str) else tuple(family)
+    if not chosen:
+        raise ValueError("family: empty selection")
+    for f in chosen:
+        if not isinstance(f, str) or f not in allowed:
+            raise ValueError(f"family: {f!r} does not apply to {spec.name}; expected one of {', '.join(allowed)}")
+    return chosen
+
+
+def _positive_int(name: str, value, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name}: expected an integer, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name}: must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _check_steps(spec: InstructionSpec, k_steps: int) -> int:
+    k_steps = _positive_int("k_steps", k_steps)
+    if k_steps > 1 and spec.c_format != spec.d_format:
+        raise ValueError(f"k_steps: {spec.name} takes C as {spec.c_format.name} but writes D as "
+                         f"{spec.d_format.name}, so it cannot be chained")
+    return k_steps
+
+
+def _generate(src, spec: InstructionSpec, family: str, k_steps: int) -> DotProducts:
+    K = spec.k * k_steps
+    a, b, c = _FAMILY_FUNCS[family](src, spec, K)
+    for name, fmt in (("a", spec.a_format), ("b", spec.b_format)):
+        pad = getattr(fmt, "pad_bits", 0)
+        if pad:  # TF32-style containers: the unit must ignore whatever sits in the low bits
+            garbage = src.ints(0, (1 << pad) - 1, (K,)) * src.chance(50)[:, None]
+            x = (a if name == "a" else b).astype(np.int64) | garbage
+            if name == "a":
+                a = x
+            else:
+                b = x
+    return DotProducts(spec.name, np.asarray(a).astype(spec.a_format.container_dtype),
+                       np.asarray(b).astype(spec.b_format.container_dtype),
+                       np.asarray(c).astype(spec.c_format.container_dtype).reshape(-1),
+                       np.full(src.n, family, dtype=object))
+
+
+# ---------------------------------------------------------------------------------------
+# public strategies
+# ---------------------------------------------------------------------------------------
+def bit_patterns(fmt: "Format | str", specials: bool = True, *, subnormals: bool = True,
+                 low_bits: bool = False) -> st.SearchStrategy[int]:
+    """Bit patterns of ``fmt`` as Python ints (shrinking toward +0).
+
+    Mostly uniform finite patterns, with extra weight on notable values (zeros, +-1,
+    the largest finite, the smallest normal and subnormal) and, if ``specials``, on
+    infinities and NaNs with assorted payloads.  ``subnormals=False`` leaves out
+    subnormal patterns; ``low_bits=True`` fills the ignored low container bits of
+    padded formats (TF32) with garbage, as real float32 containers carry.
+
+    >>> from hypothesis import given, settings
+    >>> @settings(max_examples=30, deadline=None)
+    ... @given(bit_patterns("bf16"))
+    ... def test_roundtrip(bits):
+    ...     f = get_format("bf16")
+    ...     x = f.to_float(np.array([bits], np.uint16))
+    ...     assert np.isnan(x[0]) or f.from_float(x)[0] == bits
+    >>> test_roundtrip()
+    """
+    fmt = get_format(fmt)
+    if isinstance(fmt, IntFormat):
+        return st.integers(0, (1 << fmt.bits) - 1)
+    if not isinstance(specials, bool) or not isinstance(subnormals, bool):
+        raise TypeError("specials, subnormals: expected booleans")
+    sign_bit = 1 << (fmt.width - 1)
+    lowest = 0 if (subnormals or not fmt.subnormals) else 1 << fmt.man_bits
+    notable = [0, fmt.max_code, 1 << fmt.man_bits]
+    if fmt.emin <= 0 <= fmt.emax:
+        notable.append((fmt.bias << fmt.man_bits))  # 1.0
+    if subnormals and fmt.subnormals and fmt.man_bits:
+        notable += [1, (1 << fmt.man_bits) - 1]
+    special = [int(x) >> fmt.pad_bits for x in special_patterns(fmt)
+               if fmt.decode(np.array([x])).kind[0] != 0] if specials else []
+
+    @st.composite
+    def patterns(draw):
+        kind = draw(st.integers(0, 15))  # shrinks to 0: an ordinary finite pattern
+        if kind >= 14 and special:
+            value = draw(st.sampled_from(special))
+        else:
+            code = draw(st.sampled_from(notable)) if kind >= 11 else draw(st.integers(lowest, fmt.max_code))
+            negative = fmt.signed and draw(st.booleans()) and (code != 0 or fmt.has_negative_zero)
+            value = (sign_bit if negative else 0) | code
+        garbage = draw(st.integers(0, (1 << fmt.pad_bits) - 1)) if (low_bits and fmt.pad_bits) else 0
+        return (value << fmt.pad_bits) | garbage
+
+    return patterns()
+
+
+def values(fmt: "Format | str", *, exact: bool = True, specials: bool = False, subnormals: bool = True,
+           min_value: float | None = None, max_value: float | None = None) -> st.SearchStrategy:
+    """Values for ``fmt``: floats (ints for integer formats), shrinking toward 0.
+
+    ``exact=True``: values the format represents exactly.  ``exact=False``: values a
+    cast must round -- exact midpoints between neighbours (ties), points just beside
+    them, arbitrary points between, values beyond the largest finite (overflow and
+    saturation) and below the smallest subnormal; for integer formats, integers out
+    of range.  ``specials`` adds inf and NaN.  ``min_value``/``max_value`` filter.
+
+    >>> from hypothesis import given, settings
+    >>> fp16 = get_format("fp16")
+    >>> @settings(max_examples=50, deadline=None)
+    ... @given(values(fp16, exact=False, min_value=-1e6, max_value=1e6))
+    ... def test_truncation_never_grows(x):
+    ...     assert abs(fp16.round(np.array([x]), "rz")[0]) <= abs(x)
+    >>> test_truncation_never_grows()
+    """
+    fmt = get_format(fmt)
+    for name, bound in (("min_value", min_value), ("max_value", max_value)):
+        if bound is not None and not (isinstance(bound, (int, float, np.number)) and np.isfinite(bound)):
+            raise ValueError(f"{name}: expected a finite number, got {bound!r}")
+    if min_value is not None and max_value is not None and min_value > max_value:
+        raise ValueError(f"min_value, max_value: empty range [{min_value}, {max_value}]")
+
+    def in_range(x) -> bool:
+        if isinstance(x, float) and not np.isfinite(x):
+            return True
+        return (min_value is None or x >= min_value) and (max_value is None or x <= max_value)
+
+    if isinstance(fmt, IntFormat):
+        lo, hi = fmt.min_value, fmt.max_value
+        if not exact:
+            span = max(hi - lo + 1, 2)
+            lo, hi = lo - span, hi + span
+        lo = lo if min_value is None else max(lo, int(np.ceil(min_value)))
+        hi = hi if max_value is None else min(hi, int(np.floor(max_value)))
+        if lo > hi:
+            raise ValueError(f"min_value, max_value: no {fmt.name} value in [{min_value}, {max_value}]")
+        return st.integers(lo, hi)
+    if not exact and fmt.man_bits > 50:
+        raise ValueError(f"exact: {fmt.name} is too wide for float64 values between its neighbours")
+
+    def decode(bits: int) -> float:
+        return float(fmt.to_float(np.array([bits], np.uint64).astype(fmt.container_dtype))[0])
+
+    if exact:
+        if fmt.width <= 16 and (min_value is not None or max_value is not None):
+            every = fmt.to_float(fmt.all_bits())
+            keep = [float(x) for x in sorted(set(every[np.isfinite(every)].tolist()), key=abs) if in_range(x)]
+            if specials:
+                keep += [float(x) for x in (np.inf, -np.inf, np.nan) if in_range(x) and _has_value(fmt, x)]
+            if not keep:
+                raise ValueError(f"min_value, max_value: no {fmt.name} value in [{min_value}, {max_value}]")
+            return st.sampled_from(keep)
+        return bit_patterns(fmt, specials, subnormals=subnormals).map(decode).filter(in_range)
+
+    top = fmt.max_finite
+    ulp_top = 2.0 ** (fmt.emax - fmt.man_bits)
+    tiny = fmt.min_subnormal if subnormals else fmt.min_normal
+
+    @st.composite
+    def between(draw):
+        kind = draw(st.integers(0, 7))
+        negative = fmt.signed and draw(st.booleans())
+        if kind == 6:  # beyond the largest finite: saturation / overflow boundary
+            x = top + draw(st.sampled_from([0.5, 0.25, 0.75, 1.0, 2.0, 1e3])) * ulp_top
+        elif kind == 7:  # below the smallest subnormal: the tie with zero
+            x = tiny * draw(st.sampled_from([0.5, 0.25, 0.75, 1.0 - 2.0 ** -20]))
+        else:
+            code = draw(st.integers(0, fmt.max_code - 1))
+            lo = decode(code << fmt.pad_bits)
+            hi = decode((code + 1) << fmt.pad_bits)
+            gap = hi - lo
+            if kind <= 2:  # the tie
+                x = lo + gap / 2
+            elif kind == 3:  # just beside the tie
+                x = lo + gap / 2 + draw(st.sampled_from([-1, 1])) * gap * 2.0 ** -20
+            else:  # anywhere between
+                x = lo + gap * draw(st.integers(1, (1 << 20) - 1)) * 2.0 ** -20
+        return -x if negative else x
+
+    strategy = between()
+    if specials:
+        strategy = st.one_of(strategy, st.sampled_from([np.inf, -np.inf, np.nan]))
+    return strategy.filter(in_range)
+
+
+def _has_value(fmt: FloatFormat, x: float) -> bool:
+    return (fmt.has_nan if np.isnan(x) else fmt.has_inf) and (fmt.signed or np.isnan(x) or x > 0)
+
+
+def dot_products(instruction: Any, family: "str | Sequence[str] | None" = None, *, k_steps: int = 1,
+                 batch: int = 1) -> st.SearchStrategy[DotProducts]:
+    """Operand and accumulator bits for ``instruction`` (a catalog name, spec or Instruction).
+
+    Each example is a ``DotProducts`` of ``batch`` rows, K' = ``k_steps * k``, all from one
+    family (one of ``family`` when several are named; any that applies when None -- see
+    ``FAMILIES`` and ``families()``).  Shrinks toward the first family listed and toward
+    zeros, 1.0 and exponents near 0.
+
+    >>> from hypothesis import given, settings
+    >>> import tcnumerics as tc
+    >>> inst = tc.instruction("hopper.mma.m16n8k16.f32.f16.f16.f32")
+    >>> @settings(max_examples=20, deadline=None)
+    ... @given(dot_products(inst, family="special", batch=4))
+    ... def test_nan_is_canonical(case):
+    ...     d = inst.dot_bits(case.a, case.b, case.c)
+    ...     nan = np.isnan(inst.d_format.to_float(d))
+    ...     assert (d[nan] == 0x7FFFFFFF).all()
+    >>> test_nan_is_canonical()
+    """
+    spec = _spec(instruction)
+    chosen = _chosen_families(spec, family)
+    k_steps = _check_steps(spec, k_steps)
+    batch = _positive_int("batch", batch)
+
+    @st.composite
+    def build(draw):
+        fam = chosen[0] if len(chosen) == 1 else draw(st.sampled_from(chosen))
+        return _generate(_DrawSource(draw, batch), spec, fam, k_steps)
+
+    return build()
+
+
+def sample_dot_products(instruction: Any, n: int, *, family: "str | Sequence[str] | None" = None,
+                        k_steps: int = 1, seed: "int | np.random.Generator" = 0) -> DotProducts:
+    """``n`` dot products drawn with numpy, split evenly over the families (bulk fuzzing).
+
+    The same families as ``dot_products`` without shrinking, about a microsecond a vector;
+    the same seed gives the same batch.
+
+    >>> b = sample_dot_products("hopper.mma.m16n8k32.s32.s8.s8.s32", 8, seed=3)
+    >>> len(b), list(b.family[:2])
+    (8, ['int', 'int'])
+    """
+    spec = _spec(instruction)
+    chosen = _chosen_families(spec, family)
+    k_steps = _check_steps(spec, k_steps)
+    n = _positive_int("n", n)
+    if isinstance(seed, np.random.Generator):
+        rng = seed
+    elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        rng = np.random.default_rng(int(seed))
+    else:
+        raise TypeError(f"seed: expected an int or numpy Generator, got {type(seed).__name__}")
+    counts = [n // len(chosen) + (i < n % len(chosen)) for i in range(len(chosen))]
+    parts = [_generate(_NumpySource(rng, m), spec, fam, k_steps) for fam, m in zip(chosen, counts) if m]
+    return DotProducts.concat(parts)
+
+
+def matrices(fmt: "Format | str", shape, *, specials: bool = False, subnormals: bool = True,
+             elements: st.SearchStrategy | None = None) -> st.SearchStrategy[np.ndarray]:
+    """Arrays of ``fmt`` values in its numpy/ml_dtypes type (float32 containers for TF32,
+    decoded integers for integer formats).  ``shape`` is a tuple or a strategy of tuples;
+    ``elements`` (bit patterns) overrides the default ``bit_patterns(fmt, specials)``.
+
+    >>> from hypothesis import given, settings
+    >>> import ml_dtypes
+    >>> @settings(max_examples=10, deadline=None)
+    ... @given(matrices("bf16", (2, 3)))
+    ... def test_dtype(x):
+    ...     assert x.dtype == ml_dtypes.bfloat16 and x.shape == (2, 3)
+    >>> test_dtype()
+    """
+    fmt = get_format(fmt)
+    if elements is None:
+        elements = bit_patterns(fmt, specials, subnormals=subnormals)
+    elif not isinstance(elements, st.SearchStrategy):
+        raise TypeError(f"elements: expected a hypothesis strategy, got {type(elements).__name__}")
+    return hnp.arrays(fmt.container_dtype, shape, elements=elements).map(fmt.to_array)
+
+
+def mma_operands(instruction: Any, *, family: "str | Sequence[str] | None" = None, max_m: int = 4,
+                 max_n: int = 4, max_k_steps: int = 2) -> st.SearchStrategy[tuple]:
+    """``(A, B, C)`` value arrays for ``Instruction.mma`` / ``tcnumerics.gemm``.
+
+    A is [M, K'], B [K', N], C [M, N] with M <= max_m, N <= max_n and K' a multiple of the
+    instruction's K up to ``max_k_steps`` of them (1 when C and D formats differ).  Row m
+    of A and column n of B come from the m-th and n-th dot product of one family batch,
+    so each output element sees that family's structure (crossed with another's).
+
+    >>> from hypothesis import given, settings
+    >>> import tcnumerics as tc
+    >>> inst = tc.instruction("hopper.wgmma.m64n8k32.f32.e4m3.e4m3")
+    >>> @settings(max_examples=10, deadline=None)
+    ... @given(mma_operands(inst, family="normal"))
+    ... def test_shapes(ops):
+    ...     A, B, C = ops
+    ...     assert A.shape[1] % 32 == 0 and inst.mma(A, B, C).shape == C.shape
+    >>> test_shapes()
+    """
+    spec = _spec(instruction)
+    chosen = _chosen_families(spec, family)
+    max_m, max_n = _positive_int("max_m", max_m), _positive_int("max_n", max_n)
+    max_k_steps = _positive_int("max_k_steps", max_k_steps)
+    if spec.c_format != spec.d_format:
+        max_k_steps = 1
+
+    @st.composite
+    def build(draw):
+        m, n = draw(st.integers(1, max_m)), draw(st.integers(1, max_n))
+        steps = draw(st.integers(1, max_k_steps))
+        fam = chosen[0] if len(chosen) == 1 else draw(st.sampled_from(chosen))
+        rows = _generate(_DrawSource(draw, m * n), spec, fam, steps)
+        A = spec.a_format.to_array(rows.a[:m])
+        B = spec.b_format.to_array(rows.b[:n]).T.copy()
+        C = spec.c_format.to_array(rows.c.reshape(m, n))
+        return A, B, C
+
+    return build()
