@@ -1,0 +1,237 @@
+"""The fast engine: compiled, integer-only evaluation, bit-identical to the reference engine.
+
+``dot_bits(spec, a, b, c)`` has the reference engine's contract (independent vectors);
+``gemm_bits(spec, a_rows, b_cols, c)`` evaluates all M x N dot products of a GEMM without
+forming M*N*K temporaries: operands are decoded once per K panel through per-format lookup
+tables into int16 significands and exponents (the working set is bounded by
+``PANEL_BYTES``), and numba kernels, parallel over output rows, align, truncate, sum and
+round with integer arithmetic.  ``accumulate_bits`` continues an accumulator over a K
+range, for split-K and promotion schemes built on top.
+
+Instructions whose model or structure the kernels do not cover (``unsupported_reason``
+says why) are handed to the reference engine automatically.  Without numba the same
+plans run on a blocked pure-numpy backend (``_fast_numpy``) with the same bits.
+
+Example:
+    >>> import numpy as np
+    >>> from tcnumerics.engines import fast, reference
+    >>> spec = "hopper.wgmma.m64n8k16.f32.bf16.bf16"
+    >>> rng = np.random.default_rng(0)
+    >>> a = rng.integers(0, 1 << 16, (3, 32), dtype=np.uint16)
+    >>> b = rng.integers(0, 1 << 16, (5, 32), dtype=np.uint16)
+    >>> c = rng.integers(0, 1 << 32, (3, 5), dtype=np.uint32)
+    >>> d = fast.gemm_bits(spec, a, b, c)
+    >>> d.shape, d.dtype
+    ((3, 5), dtype('uint32'))
+    >>> pairs = fast.dot_bits(spec, np.repeat(a, 5, axis=0), np.tile(b, (3, 1)), c.ravel())
+    >>> bool(np.array_equal(d.ravel(), pairs))
+    True
+    >>> fast.unsupported_reason(spec) is None
+    True
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+import numpy as np
+
+from ..model import InstructionSpec
+from . import reference
+from ._fast_plan import Plan, build_plan
+
+__all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "backend", "PANEL_BYTES"]
+
+PANEL_BYTES = 64 << 20  # decoded operand bytes per K panel of a GEMM (the bounded working set)
+
+try:  # numba is a declared dependency, but the engine must work (slower) without it
+    if os.environ.get("TCNUMERICS_FAST_BACKEND", "").lower() == "numpy":
+        raise ImportError("numpy backend requested")
+    from . import _fast_numba as _kernels
+except ImportError:  # pragma: no cover - exercised by the numpy-backend tests through _select
+    from . import _fast_numpy as _kernels
+
+
+def backend() -> str:
+    """``"numba"`` or ``"numpy"``: which kernels this engine runs."""
+    return "numba" if _kernels.__name__.endswith("_fast_numba") else "numpy"
+
+
+def _spec(spec) -> InstructionSpec:
+    from ..catalog import get_instruction
+
+    return get_instruction(spec)
+
+
+@lru_cache(maxsize=256)
+def _cached_plan(spec: InstructionSpec) -> Plan | str:
+    return build_plan(spec)
+
+
+def _plan(spec: InstructionSpec) -> Plan | str:
+    try:
+        return _cached_plan(spec)
+    except TypeError:  # an unhashable field added to the spec: plan without the cache
+        return build_plan(spec)
+
+
+def unsupported_reason(spec: "str | InstructionSpec") -> str | None:
+    """Why ``spec`` is evaluated by the reference engine instead (None: the fast kernels run it).
+
+    >>> unsupported_reason("hopper.mma.m16n8k32.s32.s8.s8.s32") is None
+    True
+    """
+    plan = _plan(_spec(spec))
+    return plan if isinstance(plan, str) else None
+
+
+def _bits(name: str, x, fmt) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "ui":
+        raise TypeError(f"{name}: expected unsigned integer bit patterns of {fmt.name}, got dtype {arr.dtype}")
+    return np.ascontiguousarray(arr.astype(fmt.container_dtype, copy=False))
+
+
+def _check_k(name: str, k_total: int, k: int, spec: InstructionSpec) -> None:
+    if k_total % k:
+        raise ValueError(f"{name}: K={k_total} is not a multiple of {spec.name}'s K={k}")
+
+
+def dot_bits(spec: "str | InstructionSpec", a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Result bits of [N, K'] operand bits and [N] accumulator bits (K' a multiple of spec.k).
+
+    Same contract and bits as ``reference.dot_bits``; instructions chain over K' in order.
+    """
+    spec = _spec(spec)
+    plan = _plan(spec)
+    if isinstance(plan, str):
+        return reference.dot_bits(spec, a, b, c)
+    a = _bits("a", a, spec.a_format)
+    b = _bits("b", b, spec.b_format)
+    c = _bits("c", c, spec.c_format)
+    if a.ndim != 2 or a.shape != b.shape or c.shape != (a.shape[0],):
+        raise ValueError(f"a, b, c: expected [N, K], [N, K], [N]; got {a.shape}, {b.shape}, {c.shape}")
+    _check_k("a", a.shape[1], plan.k, spec)
+    out = np.empty(a.shape[0], np.int64)
+    if plan.kind == "integer":
+        _kernels.dot_integer(a, b, c, plan.perm, plan.group_lengths, plan.a_sig, plan.a_shift, plan.b_sig,
+                             plan.b_shift, plan.c_params, plan.d_params, plan.saturate, out)
+    else:
+        _kernels.dot_fused(a, b, c, plan.perm, plan.group_lengths, plan.a_sig, plan.a_exp, plan.a_shift,
+                           plan.b_sig, plan.b_exp, plan.b_shift, plan.c_params, plan.d_params, plan.out_params,
+                           plan.frac_bits, plan.e_zero, plan.lshift_ab, plan.rshift_ab, plan.lshift_c,
+                           plan.rshift_c, plan.lshift_d, plan.rshift_d, plan.rounding, plan.overflow,
+                           plan.nan_bits, plan.ieee_add, plan.add_rounding, out)
+    return out.astype(plan.d_dtype)
+
+
+def gemm_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """All M x N dot products ``d[m, n] = dot(a_rows[m], b_cols[n]) + c[m, n]`` as result bits.
+
+    Args:
+        spec: a catalog name or InstructionSpec.
+        a_rows: [M, K] operand bits of A (rows of A), K a multiple of spec.k.
+        b_cols: [N, K] operand bits of B (columns of B, i.e. B transposed).
+        c: [M, N] accumulator bits in spec.c_format.
+    Returns:
+        [M, N] bits in the output format's container dtype: for each (m, n) exactly what
+        ``reference.dot_bits(spec, a_rows[[m]], b_cols[[n]], c[[m], n])`` returns.
+
+    Memory: the operands, c, the output (and a uint32 working copy when the output is
+    narrower) plus at most about PANEL_BYTES of decoded operands.
+    """
+    spec = _spec(spec)
+    a_rows = np.asarray(a_rows)
+    if a_rows.ndim != 2:
+        raise ValueError(f"a_rows: expected a 2-D [M, K] array, got shape {a_rows.shape}")
+    return accumulate_bits(spec, a_rows, b_cols, c, 0, a_rows.shape[1])
+
+
+def accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: np.ndarray, acc: np.ndarray,
+                    k_start: int = 0, k_stop: int | None = None) -> np.ndarray:
+    """Continue accumulators ``acc`` [M, N] over K columns ``k_start:k_stop`` of a_rows / b_cols.
+
+    The chain of instructions over that range starts from ``acc`` (bits in spec.c_format)
+    exactly as ``gemm_bits`` starts from c; ``k_start`` and ``k_stop`` must be multiples of
+    spec.k.  ``gemm_bits(s, a, b, c)`` equals ``accumulate_bits(s, a, b, accumulate_bits(s, a,
+    b, c, 0, k1), k1, K)`` for any instruction boundary k1 when C and D share a format.
+
+    >>> import numpy as np
+    >>> a = np.full((2, 32), 0x3C00, np.uint16); c = np.zeros((2, 2), np.uint32)   # fp16 ones
+    >>> s = "hopper.wgmma.m64n8k16.f32.f16.f16"
+    >>> half = accumulate_bits(s, a, a, c, 0, 16)
+    >>> bool((accumulate_bits(s, a, a, half, 16, 32) == gemm_bits(s, a, a, c)).all())
+    True
+    """
+    spec = _spec(spec)
+    a_rows = _bits("a_rows", a_rows, spec.a_format)
+    b_cols = _bits("b_cols", b_cols, spec.b_format)
+    acc = np.asarray(acc)
+    if a_rows.ndim != 2 or b_cols.ndim != 2:
+        raise ValueError(f"a_rows, b_cols: expected 2-D [M, K] and [N, K], got {a_rows.shape} and {b_cols.shape}")
+    M, K = a_rows.shape
+    N = b_cols.shape[0]
+    if b_cols.shape[1] != K:
+        raise ValueError(f"b_cols: expected K={K} columns like a_rows, got shape {b_cols.shape}")
+    if acc.shape != (M, N):
+        raise ValueError(f"c: expected shape {(M, N)}, got {acc.shape}")
+    acc = _bits("c", acc, spec.c_format)
+    k_stop = K if k_stop is None else k_stop
+    if not (0 <= k_start <= k_stop <= K):
+        raise ValueError(f"k_start, k_stop: need 0 <= k_start <= k_stop <= {K}, got {k_start}, {k_stop}")
+    for name, value in (("k_start", k_start), ("k_stop", k_stop)):
+        if value % spec.k:
+            raise ValueError(f"{name}: {value} is not a multiple of {spec.name}'s K={spec.k}")
+    if k_stop - k_start > spec.k and spec.c_format != spec.d_format:
+        raise ValueError(f"a_rows: K range {k_start}:{k_stop} chains instructions, but {spec.name} takes C as "
+                         f"{spec.c_format.name} and writes D as {spec.d_format.name}")
+    d_dtype = spec.d_format.container_dtype
+    if k_stop == k_start:
+        return acc.astype(d_dtype)
+    plan = _plan(spec)
+    if isinstance(plan, str):
+        return _reference_grid(spec, a_rows[:, k_start:k_stop], b_cols[:, k_start:k_stop], acc)
+    work = acc.astype(np.uint32)  # accumulator bits of any catalogued width, updated in place
+    k = plan.k
+    panel = max(k, (PANEL_BYTES // (5 * (M + N) * k)) * k)
+    G = len(plan.group_lengths)
+    starts = np.concatenate([[0], np.cumsum(plan.group_lengths)[:-1]]).astype(np.int64)
+    for p0 in range(k_start, k_stop, panel):
+        n_inst = (min(k_stop, p0 + panel) - p0) // k
+        cols = (p0 + np.arange(n_inst)[:, None] * k + plan.perm[None, :]).ravel()
+        a_idx = a_rows[:, cols] >> plan.a_shift if plan.a_shift else a_rows[:, cols]
+        b_idx = b_cols[:, cols] >> plan.b_shift if plan.b_shift else b_cols[:, cols]
+        if plan.kind == "integer":
+            _kernels.gemm_integer_panel(plan.a_sig[a_idx], np.ascontiguousarray(plan.b_sig[b_idx].T), work,
+                                        plan.group_lengths, n_inst, plan.c_params, plan.d_params, plan.saturate)
+            continue
+        a_exp = plan.a_exp[a_idx]
+        b_exp = plan.b_exp[b_idx]
+        g_starts = (np.arange(n_inst)[:, None] * k + starts[None, :]).ravel()
+        g_lengths = np.tile(plan.group_lengths, n_inst)
+        a_flag = np.empty((M, n_inst * G), np.int64)
+        b_flag = np.empty((N, n_inst * G), np.int64)
+        _kernels.group_flags(a_exp, g_starts, g_lengths, a_flag)
+        _kernels.group_flags(b_exp, g_starts, g_lengths, b_flag)
+        _kernels.gemm_fused_panel(plan.a_sig[a_idx], a_exp, a_flag, np.ascontiguousarray(plan.b_sig[b_idx].T),
+                                  np.ascontiguousarray(b_exp.T), np.ascontiguousarray(b_flag.T), work,
+                                  plan.group_lengths, n_inst, plan.c_params, plan.d_params, plan.out_params,
+                                  plan.frac_bits, plan.e_zero, plan.lshift_ab, plan.rshift_ab, plan.lshift_c,
+                                  plan.rshift_c, plan.lshift_d, plan.rshift_d, plan.rounding, plan.overflow,
+                                  plan.nan_bits, plan.ieee_add, plan.add_rounding)
+    return work.astype(d_dtype)
+
+
+def _reference_grid(spec: InstructionSpec, a_rows: np.ndarray, b_cols: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The reference engine over the grid, a bounded block of rows at a time."""
+    M, K = a_rows.shape
+    N = b_cols.shape[0]
+    out = np.empty((M, N), dtype=spec.d_format.container_dtype)
+    rows = max(1, (1 << 22) // max(1, N * K))
+    for m0 in range(0, M, rows):
+        m1 = min(M, m0 + rows)
+        a = np.repeat(a_rows[m0:m1], N, axis=0)
+        b = np.tile(b_cols, (m1 - m0, 1))
+        out[m0:m1] = reference.dot_bits(spec, a, b, c[m0:m1].reshape(-1)).reshape(m1 - m0, N)
+    return out
