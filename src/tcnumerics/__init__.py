@@ -13,6 +13,7 @@ from .gemm import gemm
 from .engines.oracle import true_dot
 from .formats import FloatFormat, IntFormat, Rounding, format_names, get_format
 from .model import InstructionSpec, UnitModel
+from .semiring import semiring_matmul
 
 __version__ = "0.1.0"
 
@@ -24,6 +25,7 @@ __all__ = [
     "IntFormat",
     "Rounding",
     "gemm",
+    "semiring_matmul",
     "instruction",
     "instructions",
     "get_format",
