@@ -227,7 +227,8 @@ def plot(rows: list[dict], path: str) -> None:
     trials = rows[0]["trials"] if rows else 0
     archs = ", ".join(sorted({r["instruction"].split(".", 1)[0] for r in rows}))
     ax.set_yscale("log")
-    ax.set_xticks(sorted({r["N"] for r in rows})[::max(1, len(rows) // 60)])
+    lengths = sorted({r["N"] for r in rows})
+    ax.set_xticks(lengths[::max(1, -(-len(lengths) // 10))])  # about ten integer ticks
     ax.set_xlabel("chain length N (MMAs)")
     ax.set_ylabel("relative L2 error vs CPU FP32")
     ax.set_title(f"Chain matmul through the modelled {archs} MMA ({trials} trials per point)", fontsize=10)

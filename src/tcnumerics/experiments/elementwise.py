@@ -211,7 +211,7 @@ def _explain(stats: dict, spec: InstructionSpec, table: Table, operation: str, i
         if stats["unit_rounding"] == 0 and stats["reference_rounding"] == 0:
             if operation == "multiplication":
                 need = 2 * _bits(op_fmt)
-                return "none", (f"exact: a {_bits(op_fmt)}x{_bits(op_fmt)}-bit product needs {need} bits, "
+                return "none", (f"exact: two {_bits(op_fmt)}-bit significands multiply to {need} bits, "
                                 f"{out.name} holds {_bits(out)}")
             return "none", f"exact: every sum fits the {_bits(out)} bits of {out.name}, nothing is rounded"
         return "none", (f"same rounding: the unit rounds the exact result to {out.name} "
