@@ -213,7 +213,10 @@ def _product_range(ctx: _Ctx) -> tuple[int, int]:
 
 def _special_bits(fmt: FloatFormat, kind: str, negative: np.ndarray | bool = False,
                   rng: np.random.Generator | None = None, shape=()) -> np.ndarray:
-    """Bit patterns of a special value of ``fmt``: zero, inf, nan (random payloads), max, subnormal."""
+    """Bit patterns of a special value of ``fmt``: zero, inf, nan (random payloads), max, subnormal.
+
+    A format without NaN (FP6, FP4) gets its largest finite magnitude where a NaN is asked for.
+    """
     neg = np.broadcast_to(np.asarray(negative, dtype=bool), shape)
     sign = (neg.astype(np.uint64) << np.uint64(fmt.width - 1)) if fmt.signed else np.zeros(shape, np.uint64)
     ones_e = (1 << fmt.exp_bits) - 1
@@ -227,6 +230,8 @@ def _special_bits(fmt: FloatFormat, kind: str, negative: np.ndarray | bool = Fal
         if not fmt.has_inf:
             raise ValueError(f"format {fmt.name} has no infinity")
         code = np.full(shape, ones_e << fmt.man_bits, np.uint64)
+    elif kind == "nan" and not fmt.has_nan:
+        code = np.full(shape, fmt.max_code, np.uint64)  # FP6/FP4 have no NaN: their extreme instead
     elif kind == "nan":
         if fmt.specials == "ieee" and rng is not None and fmt.man_bits:
             payload = rng.integers(1, 1 << fmt.man_bits, size=shape, dtype=np.uint64)
