@@ -38,14 +38,14 @@ def _add(name: str, k: int, model: UnitModel, provenance: str, **kw) -> None:
 
 
 # --- FP16 / BF16 ---------------------------------------------------------------------------
+# Mixed C/D types (f32 D with f16 C and the reverse) do not exist on sm_90: ptxas 13.0 rejects them
+# (".dtype must be '.f32' when .ctype is '.f32'"), so they are not catalogued.
 for _k in (16, 8):
-    for _d, _c in (("f32", "f32"), ("f16", "f16"), ("f32", "f16"), ("f16", "f32")):
-        _measured = (_d, _c) in (("f32", "f32"), ("f16", "f16")) and (_k == 16 or _d == "f32")
-        _prov = (f"{MEASURED} (mma.sync m16n8k{_k})" if _measured else
-                 f"by analogy with the measured Hopper FP16 units ({MEASURED}); this C/D combination "
-                 "was not captured separately")
+    for _d in ("f32", "f16"):
+        _prov = (f"{MEASURED} (mma.sync m16n8k{_k})" if (_k == 16 or _d == "f32") else
+                 "hypothesis pending capture (FP16 output of m16n8k8 as the k16 unit)")
         # the zero exponent and output rounding follow the output (D) format
-        _add(f"hopper.mma.m16n8k{_k}.{_d}.f16.f16.{_c}", _k, _fused("f16", "f16", _c, _d, _k, 25), _prov)
+        _add(f"hopper.mma.m16n8k{_k}.{_d}.f16.f16.{_d}", _k, _fused("f16", "f16", _d, _d, _k, 25), _prov)
     _add(f"hopper.mma.m16n8k{_k}.f32.bf16.bf16.f32", _k, _fused("bf16", "bf16", "f32", "f32", _k, 25),
          f"{MEASURED} (mma.sync m16n8k{_k})")
 for _d in ("f32", "f16"):
@@ -72,6 +72,14 @@ for _a in _FP8:
         _add(f"hopper.mma.m16n8k32.f32.{_a}.{_b}.f32", 32, _fused("f16", "f16", "f32", "f32", 16, 25),
              f"{MEASURED} (SASS: FP8->FP16 unpack + 2x HMMA.16816.F32, then FADD)",
              a_format=_a, b_format=_b, c_format="fp32", k_order=_order, chunk=16, c_entry="ieee_add")
+        # PTX ISA 8.7 forms sm_90 also accepts (ptxas 13.0): FP16 output of k32, and k16
+        _add(f"hopper.mma.m16n8k32.f16.{_a}.{_b}.f16", 32, _fused("f16", "f16", "f16", "f16", 16, 25),
+             "hypothesis pending capture (as the f32 form, FP16 chunks and FP16 addition of C)",
+             a_format=_a, b_format=_b, c_format="fp16", k_order=_order, chunk=16, c_entry="ieee_add")
+        for _d in ("f32", "f16"):
+            _add(f"hopper.mma.m16n8k16.{_d}.{_a}.{_b}.{_d}", 16, _fused("f16", "f16", _d, _d, 16, 25),
+                 "hypothesis pending capture (one FP16 HMMA from zero, then an IEEE addition of C)",
+                 a_format=_a, b_format=_b, c_format=_FMT[_d], chunk=16, c_entry="ieee_add")
 
 # --- 8-bit integer: exact, two's-complement wraparound or .satfinite clamping ---------------
 _INT8 = ("s8", "u8")

@@ -1,0 +1,69 @@
+"""Structured-sparse (2:4) ``mma.sp`` instructions on Hopper (sm_90).
+
+Each entry's ``k`` is the compressed K -- the products the datapath sees -- and the
+name's shape gives the logical K (twice as large); evaluate them with
+``tcnumerics.sparse.dot_bits`` (compressed A, dense B, metadata positions).
+
+Example:
+    >>> from tcnumerics.catalog import get_instruction
+    >>> spec = get_instruction("hopper.mma.sp.m16n8k32.f32.f16.f16.f32")
+    >>> spec.k, spec.model.group_size
+    (16, 16)
+"""
+
+from __future__ import annotations
+
+from ..model import InstructionSpec, UnitModel
+from . import register
+
+SPARSE_MEASURED = ("measured on NVIDIA H200 (sm_90a), driver 580.159.04, CUDA 13.0: mma.sp::ordered_metadata "
+                   "single-instruction captures, vectors/hopper/sparse_*")
+_FMT = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "e4m3": "e4m3", "e5m2": "e5m2", "s8": "s8", "u8": "u8",
+        "s32": "s32"}
+_OUT = {"f32": (-133, "rz", 0x7FFFFFFF), "f16": (-21, "rne", 0x7FFF)}  # as Hopper's dense units
+
+
+def _fused(atype: str, dtype: str, ctype: str, group: int, frac_bits: int = 25) -> UnitModel:
+    zero_exponent, rounding, nan = _OUT[dtype]
+    return UnitModel(a_format=_FMT[atype], b_format=_FMT[atype], c_format=_FMT[ctype], d_format=_FMT[dtype],
+                     group_size=group, frac_bits=frac_bits, zero_exponent=zero_exponent,
+                     output_rounding=rounding, nan_bits=nan)
+
+
+def _add(name: str, k_compressed: int, model: UnitModel, provenance: str, **kw) -> None:
+    register(InstructionSpec(name=name, k=k_compressed, model=model, provenance=provenance,
+                             notes=f"structured sparse 2:4: logical K={2 * k_compressed}, "
+                                   "evaluate with tcnumerics.sparse.dot_bits", **kw))
+
+
+# --- FP16 / BF16: the selected products form one group, as the dense unit's k16 / k8 -------
+for _k in (16, 32):
+    for _d in ("f32", "f16"):
+        _add(f"hopper.mma.sp.m16n8k{_k}.{_d}.f16.f16.{_d}", _k // 2, _fused("f16", _d, _d, _k // 2),
+             SPARSE_MEASURED)
+    _add(f"hopper.mma.sp.m16n8k{_k}.f32.bf16.bf16.f32", _k // 2, _fused("bf16", "f32", "f32", _k // 2),
+         SPARSE_MEASURED)
+
+# --- 8-bit integer: exact, wrapping or .satfinite --------------------------------------------
+for _a in ("s8", "u8"):
+    for _b in ("s8", "u8"):
+        for _sat in (False, True):
+            for _k in (32, 64):
+                _s = ".satfinite" if _sat else ""
+                register(InstructionSpec(
+                    name=f"hopper.mma.sp.m16n8k{_k}{_s}.s32.{_a}.{_b}.s32", k=_k // 2,
+                    model=UnitModel(a_format=_a, b_format=_b, c_format="s32", d_format="s32", algorithm="integer",
+                                    group_size=_k // 2, frac_bits=None, zero_exponent=None, saturate=_sat),
+                    provenance=SPARSE_MEASURED,
+                    notes=f"structured sparse 2:4: logical K={_k}, evaluate with tcnumerics.sparse.dot_bits"))
+
+# --- FP8 (m16n8k64, FP32 output; sm_90 rejects FP16 output) -----------------------------------
+for _a in ("e4m3", "e5m2"):
+    for _b in ("e4m3", "e5m2"):
+        register(InstructionSpec(
+            name=f"hopper.mma.sp.m16n8k64.f32.{_a}.{_b}.f32", k=32,
+            model=UnitModel(a_format="fp16", b_format="fp16", c_format="fp32", d_format="fp32", group_size=16,
+                            frac_bits=25, zero_exponent=-133, output_rounding="rz", nan_bits=0x7FFFFFFF),
+            a_format=_a, b_format=_b, c_format="fp32", chunk=16, c_entry="ieee_add",
+            provenance="hypothesis pending capture (as dense mma.sync FP8 on sm_90: FP16 chunks, then C added)",
+            notes="structured sparse 2:4: logical K=64, evaluate with tcnumerics.sparse.dot_bits"))
