@@ -144,6 +144,10 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated substrings of names to capture")
     ap.add_argument("--stage", default="caps")
     ap.add_argument("--salt", default="h200-1")
+    ap.add_argument("--sass-dump", default="hopper.mma.m16n8k32.f32.e4m3.e4m3.f32,hopper.mma.m16n8k32.f16.e4m3.e4m3.f16,"
+                    "hopper.mma.m16n8k16.f32.e4m3.e4m3.f32,hopper.mma.m16n8k16.f16.e5m2.e4m3.f16,"
+                    "hopper.mma.sp.m16n8k64.f32.e4m3.e4m3.f32,hopper.mma.m16n8k64.s32.s4.s4.s32,"
+                    "hopper.mma.m16n8k256.s32.b1.b1.s32.xor.popc,hopper.mma.sp.m16n8k32.f32.f16.f16.f32")
     ap.add_argument("--wide", default="hopper.wgmma.m64n8k16.f32.f16.f16,hopper.wgmma.m64n8k32.f32.e4m3.e4m3")
     args = ap.parse_args()
     import tcnumerics as tc
@@ -172,6 +176,17 @@ def main() -> int:
     from tcnumerics.probe.runtime import device_description
 
     summary["device"] = device_description()
+    import subprocess
+
+    from tcnumerics.probe.kernels import kernel_source
+    from tcnumerics.probe.runtime import build_cubin
+    from tcnumerics.probe.targets import target
+
+    with open(os.path.join(args.out, f"sass_{args.stage}.txt"), "w") as fh:
+        for name in filter(None, args.sass_dump.split(",")):
+            cubin = build_cubin(kernel_source(target(name)))
+            sass = subprocess.run(["cuobjdump", "-sass", cubin], capture_output=True, text=True).stdout
+            fh.write(f"===== {name}\n{sass}\n")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, f"summary_{args.stage}.json"), "w") as fh:
         json.dump(summary, fh, indent=1)
