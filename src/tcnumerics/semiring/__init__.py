@@ -15,8 +15,9 @@ Example:
     [[1, 1, 1], [0, 1, 1], [0, 0, 1]]
 """
 
-from .core import DEFAULT_UNIT, ENGINES, SemiringUnit, format_of_dtype, semiring_instruction, semiring_matmul
+from .core import (DEFAULT_UNIT, ENGINES, SemiringUnit, format_of_dtype, semiring_closure, semiring_instruction,
+                   semiring_matmul)
 from .ops import OPS, SemiringOp, get_op, op_names
 
-__all__ = ["semiring_matmul", "semiring_instruction", "SemiringUnit", "SemiringOp", "OPS", "get_op", "op_names",
+__all__ = ["semiring_matmul", "semiring_closure", "semiring_instruction", "SemiringUnit", "SemiringOp", "OPS", "get_op", "op_names",
            "DEFAULT_UNIT", "ENGINES", "format_of_dtype"]

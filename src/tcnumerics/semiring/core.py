@@ -37,7 +37,7 @@ from ..model import InstructionSpec, UnitModel
 from . import oracle, reference
 from .ops import SemiringOp, get_op
 
-__all__ = ["SemiringUnit", "semiring_instruction", "semiring_matmul", "DEFAULT_UNIT", "ENGINES"]
+__all__ = ["SemiringUnit", "semiring_instruction", "semiring_matmul", "semiring_closure", "DEFAULT_UNIT", "ENGINES"]
 
 DEFAULT_UNIT = "hopper.wgmma.m64n8k16.f32.f16.f16"  # Hopper FP16 wgmma: L=16, F=25, FP32 RZ (measured, H200)
 ENGINES = ("auto", "reference", "fast", "exact")
@@ -470,9 +470,24 @@ def semiring_instruction(op: "str | SemiringOp", in_format=None, out_format=None
                         engine=engine)
 
 
-def _auto_format(X) -> FloatFormat:
-    f = format_of_dtype(np.asarray(X).dtype)
-    return f if f is not None else get_format("fp16")
+def _auto_format(name: str, X) -> FloatFormat:
+    """The operand's own format, or for float64 / integer arrays the narrowest of FP16, FP32
+    holding every value exactly (min/max results depend on nothing but the exact values)."""
+    X = np.asarray(X)
+    own = format_of_dtype(X.dtype)
+    if own is not None:
+        return own
+    if X.dtype.kind not in "iuf":
+        raise TypeError(f"{name}: expected numbers, got dtype {X.dtype}")
+    values = X.astype(np.float64)
+    for candidate in ("fp16", "fp32"):
+        fmt = get_format(candidate)
+        with np.errstate(over="ignore"):
+            held = fmt.to_float(fmt.from_float(values))
+        if np.array_equal(held, values, equal_nan=True):
+            return fmt
+    raise ValueError(f"{name}: some {X.dtype} values are exact in neither FP16 nor FP32; pass in_format= "
+                     "to have them rounded to that format")
 
 
 def semiring_matmul(A, B, C=None, *, op: "str | SemiringOp", in_format="auto", out_format=None,
@@ -480,10 +495,11 @@ def semiring_matmul(A, B, C=None, *, op: "str | SemiringOp", in_format="auto", o
     """``D = C ⊕ (A ⊗ B)`` for a SIMD2 semiring operation, bit-exact to the documented numerics.
 
     ``A`` [M, K], ``B`` [K, N], ``C`` [M, N] or None: values (numpy / ml_dtypes arrays;
-    booleans for or-and).  ``in_format="auto"`` reads each min/max operand in its own
-    format when its dtype is one (float16, float32, bfloat16, float8_*; so FP32 results fed
-    back stay exact) and as FP16 otherwise (float64 and integers are rounded to FP16, RNE);
-    mul-plus and plus-norm read the unit's operand formats.  ``out_format`` defaults to FP32
+    booleans for or-and).  ``in_format="auto"`` takes min/max operands exactly as given: in
+    their own format when their dtype is one (float16, float32, bfloat16, float8_*; so FP32
+    results fed back stay exact), float64 and integer arrays in the narrowest of FP16, FP32
+    that holds them (ValueError if neither does); mul-plus and plus-norm read the unit's
+    operand formats (other values rounded to them, RNE, as ``tcnumerics.gemm`` does).  ``out_format`` defaults to FP32
     (min/max ops) or the unit's output (plus-type ops); or-and returns booleans.
     See :func:`semiring_instruction` for ``unit``, ``rounding`` and ``engine``.
 
@@ -497,8 +513,41 @@ def semiring_matmul(A, B, C=None, *, op: "str | SemiringOp", in_format="auto", o
     op = get_op(op)
     if in_format == "auto" or in_format is None:
         if op.kind == "select":
-            in_format = (_auto_format(A), _auto_format(B))
+            in_format = (_auto_format("A", A), _auto_format("B", B))
         else:
             in_format = None
     unit_obj = semiring_instruction(op, in_format, out_format, unit=unit, rounding=rounding, engine=engine)
     return unit_obj.matmul(A, B, C)
+
+
+def semiring_closure(D, *, op: "str | SemiringOp", max_squarings: int | None = None, **options) -> np.ndarray:
+    """Repeated squaring ``D <- D ⊗ D`` (through :func:`semiring_matmul`) until nothing changes.
+
+    With the identity of ⊗ on the diagonal (0 for min-plus / max-plus, 1 for the mul ops,
+    -inf for min-max, +inf for max-min, True for or-and), squaring k times covers every
+    path of at most 2**k edges, so ``ceil(log2(n - 1))`` squarings (the default limit)
+    reach the closure of an n-node graph; it stops earlier at a bitwise fixpoint.
+    ``options`` go to :func:`semiring_matmul` (``out_format``, ``rounding``, ``engine``).
+
+    >>> import numpy as np
+    >>> inf = np.inf
+    >>> D = np.array([[0, 1, inf, inf], [inf, 0, 1, inf], [inf, inf, 0, 1], [inf, inf, inf, 0]], np.float16)
+    >>> semiring_closure(D, op="min-plus")[0].tolist()
+    [0.0, 1.0, 2.0, 3.0]
+    """
+    op = get_op(op)
+    if op.kind == "accumulate":
+        raise ValueError(f"op: {op.name} accumulates; a closure needs a selecting or boolean operation")
+    D = np.asarray(D)
+    if D.ndim != 2 or D.shape[0] != D.shape[1]:
+        raise ValueError(f"D: expected a square matrix, got shape {D.shape}")
+    n = D.shape[0]
+    limit = max(1, int(np.ceil(np.log2(max(n - 1, 1))))) if max_squarings is None else max_squarings
+    if limit < 0:
+        raise ValueError(f"max_squarings: must be >= 0, got {max_squarings}")
+    for _ in range(limit):
+        squared = semiring_matmul(D, D, op=op, **options)
+        if np.array_equal(squared, D, equal_nan=squared.dtype != bool) and squared.dtype == D.dtype:
+            return squared
+        D = squared
+    return D
