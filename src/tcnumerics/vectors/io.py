@@ -144,10 +144,17 @@ def _resolve(where, meta: dict) -> InstructionSpec:
     except (ValueError, TypeError) as exc:
         raise VectorFileError(where, f"unknown instruction {meta['instruction']!r}"
                               + (f" ({str(exc).split(';', 1)[1].strip().split(' (')[0]})" if ";" in str(exc) else ""))
+    sparse_entry = ".mma.sp." in spec.name  # tcnumerics.sparse's naming rule for 2:4 entries
+    if meta.get("sparse") and not sparse_entry:
+        raise VectorFileError(where, f"meta says sparse but {spec.name} is not a structured-sparse instruction")
+    if sparse_entry:
+        meta["sparse"] = True  # the layout follows from the instruction
     K = meta["K"]
-    if K % spec.k:
-        raise VectorFileError(where, f"K={K} is not a multiple of {spec.name}'s K={spec.k}")
-    if K > spec.k and spec.c_format != spec.d_format:
+    # a sparse file's K is the dense B width; the datapath (spec.k) sees half of it
+    per_instruction = 2 * spec.k if meta.get("sparse") else spec.k
+    if K % per_instruction:
+        raise VectorFileError(where, f"K={K} is not a multiple of {spec.name}'s K={per_instruction}")
+    if K > per_instruction and spec.c_format != spec.d_format:
         raise VectorFileError(where, f"K={K} chains {spec.name}, which cannot chain "
                               f"(C is {spec.c_format.name}, D is {spec.d_format.name})")
     return spec
@@ -155,14 +162,12 @@ def _resolve(where, meta: dict) -> InstructionSpec:
 
 def _expected_shapes(meta: dict, n: int) -> dict:
     K = meta["K"]
-    shapes = {"b": (n, K), "c": (n,), "d": (n,)}
-    if meta.get("sparse"):
-        if K % 2:
-            raise VectorFileError(None, f"sparse K={K} must be even")
-        shapes["a"] = (n, K // 2)
+    sparse = bool(meta.get("sparse"))
+    if sparse and K % 2:
+        raise VectorFileError(None, f"sparse K={K} must be even")
+    shapes = {"a": (n, K // 2 if sparse else K), "b": (n, K), "c": (n,), "d": (n,)}
+    if sparse:
         shapes["sparse_index"] = (n, K // 2)
-    else:
-        shapes["a"] = (n, K)
     return shapes
 
 
