@@ -232,9 +232,11 @@ def _nan_as_f32(fmt: FloatFormat, bits: np.ndarray) -> np.ndarray:
 
 
 def _x86_pick(first: np.ndarray, second: np.ndarray) -> np.ndarray:
-    """NaN result bits of an x86 binary operation: the first NaN operand, else the default NaN.
+    """NaN result bits of an x86 binary operation: ``first`` if it is a NaN, else ``second``,
+    else the default NaN (both are NaN bits, 0 where that operand is not a NaN).
 
-    ``first``/``second``: NaN bits of each operand, 0 where that operand is not a NaN.
+    Which operand comes first is a property of the compiled code: MMA-Sim's torch kernels
+    (vectorised on x86-64) return the NaN of their *second* operand when both are NaN.
     """
     return np.where(first != 0, first, np.where(second != 0, second, _F32_DEFAULT_NAN)).astype(np.uint32)
 
@@ -274,11 +276,11 @@ def _exact_sum(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c_
 
 
 def _product_nan_x86(model: UnitModel, a_col, b_col, A: Decoded, B: Decoded, k: int) -> np.ndarray:
-    """NaN bits of an x86 product a*b (a's NaN first, inf*0 the default NaN), 0 if not NaN."""
+    """NaN bits of MMA-Sim's product a*b (b's NaN first, inf*0 the default NaN), 0 if not NaN."""
     an = np.where(A.is_nan[:, k], _nan_as_f32(model.a_format, a_col), 0).astype(np.uint32)
     bn = np.where(B.is_nan[:, k], _nan_as_f32(model.b_format, b_col), 0).astype(np.uint32)
     invalid = (A.is_inf[:, k] & B.is_zero[:, k]) | (A.is_zero[:, k] & B.is_inf[:, k])
-    return np.where((an != 0) | (bn != 0), _x86_pick(an, bn), np.where(invalid, _F32_DEFAULT_NAN, 0)).astype(np.uint32)
+    return np.where((an != 0) | (bn != 0), _x86_pick(bn, an), np.where(invalid, _F32_DEFAULT_NAN, 0)).astype(np.uint32)
 
 
 def _ftz_mul_add(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c_format: Format) -> np.ndarray:
@@ -305,7 +307,7 @@ def _ftz_mul_add(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, 
         if x86:
             an = np.where(np.isnan(xa), _nan_as_f32(fa, a), 0).astype(np.uint32)
             bn = np.where(np.isnan(xb), _nan_as_f32(fb, b), 0).astype(np.uint32)
-            pn = np.where(np.isnan(prod), _x86_pick(an, bn), 0).astype(np.uint32)
+            pn = np.where(np.isnan(prod), _x86_pick(bn, an), 0).astype(np.uint32)
             prod = np.where(pn != 0, pn, _f32_bits(prod)).view(np.float32)
         acc = flush_input(c_format, c).astype(np.float32)
         if x86:
@@ -314,7 +316,7 @@ def _ftz_mul_add(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, 
         def add(x, y):
             s = flush(x + y)
             if x86:
-                s = np.where(np.isnan(s), _x86_pick(nan_of(x), nan_of(y)), _f32_bits(s)).view(np.float32)
+                s = np.where(np.isnan(s), _x86_pick(nan_of(y), nan_of(x)), _f32_bits(s)).view(np.float32)
             return s
 
         for k in range(0, a.shape[1], model.pair_tree):
@@ -373,7 +375,8 @@ def _staged_sum(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c
     else:
         s_dot, e_dot = truncated_sum(p_sig, p_ulp, p_exp, p_neg)
     c_sig = np.where(C.kind == 0, C.significand, 0)
-    c_exp = C.exponent  # zero C aligns at the minimum normal exponent
+    # zero C aligns at the minimum normal exponent; a NaN/inf C at -1 (as frexp leaves it)
+    c_exp = np.where(C.kind != 0, -1, C.exponent)
     e_max = np.maximum(e_dot, c_exp)
     # both parts on the grid 2**(e_max - F2 - 1)
     dot = _floor_shift(s_dot, np.where(e_dot == none, 0, e_dot - e_max + F2 + 1 - F))
@@ -381,6 +384,11 @@ def _staged_sum(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c
     c_part = _floor_shift(c_signed, C.ulp_exponent - (e_max - F))
     if model.split_even_odd:
         c_part = np.where(c_exp < e_max - F - 1, 0, c_part)
+        # MMA-Sim aligns a NaN/inf C at exponent -1 and drops it like any C below the
+        # window, so a special C vanishes once the products reach 2**25
+        c_dropped = (C.kind != 0) & (np.maximum(e_dot, -1) - F - 1 > -1)
+        nan = np.where(c_dropped, (A.is_nan | B.is_nan).any(axis=1), nan)
+        inf = np.where(c_dropped, False, inf)
     total = dot + (c_part << (F2 + 1 - F))
     # normalise (exponent at least FP32's minimum normal) and floor to F2 fraction bits
     lead = bit_length(np.abs(total)) - 1 + (e_max - F2 - 1)
