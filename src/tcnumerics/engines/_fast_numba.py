@@ -334,6 +334,83 @@ _TILE_M = 4
 _BLOCK_N = 512
 
 
+@njit(cache=True, nogil=True)
+def _fused_row_block(m, n0, nb, a_sig, a_exp, a_flag, b_sig, b_exp, b_flag, acc, glen, n_inst,
+                     c_fp, d_fp, out_fp, F, e_zero, ls_ab, rs_ab, ls_c, rs_c, ls_d, rs_d,
+                     rounding, overflow, nan_bits, ieee_add, add_rounding,
+                     emax, total, c_sig, c_exp, c_kind, bits, saved, sa_g, ea_g, sb_g, eb_g):
+    """Row m, columns n0:n0+nb of a GEMM panel (scratch arrays of at least nb / L entries)."""
+    for j in range(nb):
+        bits[j] = acc[m, n0 + j]
+    k0 = 0
+    gg = 0
+    for inst in range(n_inst):
+        for g in range(len(glen)):
+            L = glen[g]
+            # the group's incoming accumulator
+            if g == 0 and ieee_add:
+                for j in range(nb):
+                    saved[j] = bits[j]
+                    c_sig[j] = 0
+                    c_exp[j] = 0
+                    c_kind[j] = 0
+            else:
+                fp = c_fp if g == 0 else d_fp
+                for j in range(nb):
+                    c_sig[j], c_exp[j], c_kind[j] = _decode(bits[j], fp)
+            ls_acc = ls_c if g == 0 else ls_d
+            rs_acc = rs_c if g == 0 else rs_d
+            fa = a_flag[m, gg]
+            # pass 1: the maximum exponent over products and C
+            for j in range(nb):
+                e = c_exp[j] if c_sig[j] != 0 else e_zero
+                if (fa | b_flag[gg, n0 + j]) & FLAG_ZERO:
+                    e = max(e, e_zero)
+                emax[j] = e
+            for kk in range(k0, k0 + L):
+                ea = np.int64(a_exp[m, kk])
+                if ea <= ZERO_EXP:
+                    continue  # zero or special a: covered by the flags
+                b_row = b_exp[kk, n0:n0 + nb]
+                for j in range(nb):
+                    emax[j] = max(emax[j], ea + b_row[j])
+            # pass 2: truncate every term to F fraction bits below 2**emax and sum exactly
+            for j in range(nb):
+                total[j] = _term(c_sig[j], emax[j] - c_exp[j], ls_acc, rs_acc)
+            for kk in range(k0, k0 + L):
+                sa = np.int64(a_sig[m, kk])
+                if sa == 0:
+                    continue
+                ea = np.int64(a_exp[m, kk]) - rs_ab
+                bs_row = b_sig[kk, n0:n0 + nb]
+                be_row = b_exp[kk, n0:n0 + nb]
+                for j in range(nb):
+                    p = sa * bs_row[j]
+                    s = p >> 63
+                    mag = ((p ^ s) - s) << ls_ab
+                    t = mag >> min(emax[j] - ea - be_row[j], 63)
+                    total[j] += (t ^ s) - s
+            # round once; groups with an inf/NaN operand or accumulator are special
+            for j in range(nb):
+                if ((fa | b_flag[gg, n0 + j]) & FLAG_SPECIAL) or c_kind[j] != 0:
+                    for i in range(L):
+                        sa_g[i] = a_sig[m, k0 + i]
+                        ea_g[i] = a_exp[m, k0 + i]
+                        sb_g[i] = b_sig[k0 + i, n0 + j]
+                        eb_g[i] = b_exp[k0 + i, n0 + j]
+                    bits[j] = _special_outcome(sa_g[:L], ea_g[:L], sb_g[:L], eb_g[:L], c_kind[j], d_fp, nan_bits)
+                else:
+                    t = total[j]
+                    bits[j] = _round(t < 0, abs(t), emax[j] - F, out_fp, rounding, overflow, False)
+            k0 += L
+            gg += 1
+        if ieee_add:
+            for j in range(nb):
+                bits[j] = _ieee_add(bits[j], d_fp, saved[j], c_fp, d_fp, add_rounding, nan_bits)
+    for j in range(nb):
+        acc[m, n0 + j] = bits[j]
+
+
 @njit(cache=True, parallel=True)
 def gemm_fused_panel(a_sig, a_exp, a_flag, b_sig, b_exp, b_flag, acc, glen, n_inst,
                      c_fp, d_fp, out_fp, F, e_zero, ls_ab, rs_ab, ls_c, rs_c, ls_d, rs_d,
@@ -346,9 +423,8 @@ def gemm_fused_panel(a_sig, a_exp, a_flag, b_sig, b_exp, b_flag, acc, glen, n_in
     """
     M = a_sig.shape[0]
     N = b_sig.shape[1]
-    n_groups = len(glen)
     lmax = 0
-    for g in range(n_groups):
+    for g in range(len(glen)):
         lmax = max(lmax, glen[g])
     n_tiles = (M + _TILE_M - 1) // _TILE_M
     for tile in prange(n_tiles):
@@ -366,76 +442,10 @@ def gemm_fused_panel(a_sig, a_exp, a_flag, b_sig, b_exp, b_flag, acc, glen, n_in
         for n0 in range(0, N, _BLOCK_N):
             nb = min(_BLOCK_N, N - n0)
             for m in range(tile * _TILE_M, min(M, tile * _TILE_M + _TILE_M)):
-                for j in range(nb):
-                    bits[j] = acc[m, n0 + j]
-                k0 = 0
-                gg = 0
-                for inst in range(n_inst):
-                    for g in range(n_groups):
-                        L = glen[g]
-                        # the group's incoming accumulator
-                        if g == 0:
-                            if ieee_add:
-                                for j in range(nb):
-                                    saved[j] = bits[j]
-                                    c_sig[j] = 0
-                                    c_exp[j] = 0
-                                    c_kind[j] = 0
-                            else:
-                                for j in range(nb):
-                                    c_sig[j], c_exp[j], c_kind[j] = _decode(bits[j], c_fp)
-                            ls_acc, rs_acc = ls_c, rs_c
-                        else:
-                            for j in range(nb):
-                                c_sig[j], c_exp[j], c_kind[j] = _decode(bits[j], d_fp)
-                            ls_acc, rs_acc = ls_d, rs_d
-                        fa = a_flag[m, gg]
-                        # pass 1: the maximum exponent over products and C
-                        for j in range(nb):
-                            e = c_exp[j] if c_sig[j] != 0 else e_zero
-                            if (fa | b_flag[gg, n0 + j]) & FLAG_ZERO:
-                                e = max(e, e_zero)
-                            emax[j] = e
-                        for kk in range(k0, k0 + L):
-                            ea = np.int64(a_exp[m, kk])
-                            if ea <= ZERO_EXP:
-                                continue  # zero or special a: covered by the flags
-                            for j in range(nb):
-                                emax[j] = max(emax[j], ea + b_exp[kk, n0 + j])
-                        # pass 2: truncate every term to F fraction bits below 2**emax and sum
-                        for j in range(nb):
-                            total[j] = _term(c_sig[j], emax[j] - c_exp[j], ls_acc, rs_acc)
-                        for kk in range(k0, k0 + L):
-                            sa = np.int64(a_sig[m, kk])
-                            if sa == 0:
-                                continue
-                            ea = np.int64(a_exp[m, kk])
-                            for j in range(nb):
-                                p = sa * b_sig[kk, n0 + j]
-                                s = p >> 63
-                                mag = ((p ^ s) - s) << ls_ab
-                                t = mag >> min(emax[j] - ea - b_exp[kk, n0 + j] + rs_ab, 63)
-                                total[j] += (t ^ s) - s
-                        # round once; groups with an inf/NaN operand or accumulator are special
-                        for j in range(nb):
-                            if ((fa | b_flag[gg, n0 + j]) & FLAG_SPECIAL) or c_kind[j] != 0:
-                                for i in range(L):
-                                    sa_g[i] = a_sig[m, k0 + i]
-                                    ea_g[i] = a_exp[m, k0 + i]
-                                    sb_g[i] = b_sig[k0 + i, n0 + j]
-                                    eb_g[i] = b_exp[k0 + i, n0 + j]
-                                bits[j] = _special_outcome(sa_g[:L], ea_g[:L], sb_g[:L], eb_g[:L], c_kind[j], d_fp,
-                                                           nan_bits)
-                            else:
-                                t = total[j]
-                                bits[j] = _round(t < 0, abs(t), emax[j] - F, out_fp, rounding, overflow, False)
-                        k0 += L
-                        gg += 1
-                    if ieee_add:
-                        for j in range(nb):
-                            bits[j] = _ieee_add(bits[j], d_fp, saved[j], c_fp, d_fp, add_rounding, nan_bits)
-                for j in range(nb):
-                    acc[m, n0 + j] = bits[j]
+                _fused_row_block(m, n0, nb, a_sig, a_exp, a_flag, b_sig, b_exp, b_flag, acc, glen, n_inst,
+                                 c_fp, d_fp, out_fp, F, e_zero, ls_ab, rs_ab, ls_c, rs_c, ls_d, rs_d,
+                                 rounding, overflow, nan_bits, ieee_add, add_rounding,
+                                 emax, total, c_sig, c_exp, c_kind, bits, saved, sa_g, ea_g, sb_g, eb_g)
 
 
 @njit(cache=True, parallel=True)
