@@ -143,6 +143,9 @@ def _operand_bits(name: str, x: np.ndarray, fmt: Format) -> np.ndarray:
 
 def _grid(inst: Instruction, a_rows: np.ndarray, b_cols: np.ndarray, c: np.ndarray, engine) -> np.ndarray:
     """All M x N dot products of a_rows [M, K] and b_cols [N, K] with c [M, N], in bounded blocks."""
+    native = getattr(get_engine(engine or inst.engine), "gemm_bits", None)
+    if native is not None:  # a native GEMM avoids the repeated operand copies below
+        return native(inst.spec, a_rows, b_cols, c)
     M, K = a_rows.shape
     N = b_cols.shape[0]
     out = np.empty((M, N), dtype=inst.spec.d_format.container_dtype)

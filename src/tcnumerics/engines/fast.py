@@ -145,6 +145,8 @@ def gemm_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: np.ndar
     a_rows = np.asarray(a_rows)
     if a_rows.ndim != 2:
         raise ValueError(f"a_rows: expected a 2-D [M, K] array, got shape {a_rows.shape}")
+    if a_rows.shape[1] == 0 or a_rows.shape[1] % spec.k:
+        raise ValueError(f"a_rows: K={a_rows.shape[1]} is not a positive multiple of {spec.name}'s K={spec.k}")
     return accumulate_bits(spec, a_rows, b_cols, c, 0, a_rows.shape[1])
 
 
