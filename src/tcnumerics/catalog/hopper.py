@@ -43,7 +43,7 @@ def _add(name: str, k: int, model: UnitModel, provenance: str, **kw) -> None:
 for _k in (16, 8):
     for _d in ("f32", "f16"):
         _prov = (f"{MEASURED} (mma.sync m16n8k{_k})" if (_k == 16 or _d == "f32") else
-                 "hypothesis pending capture (FP16 output of m16n8k8 as the k16 unit)")
+                 f"{MEASURED} (mma.sync m16n8k8, HMMA.1688.F16; tcnumerics probe captures, vectors/hopper)")
         # the zero exponent and output rounding follow the output (D) format
         _add(f"hopper.mma.m16n8k{_k}.{_d}.f16.f16.{_d}", _k, _fused("f16", "f16", _d, _d, _k, 25), _prov)
     _add(f"hopper.mma.m16n8k{_k}.f32.bf16.bf16.f32", _k, _fused("bf16", "bf16", "f32", "f32", _k, 25),
@@ -72,14 +72,18 @@ for _a in _FP8:
         _add(f"hopper.mma.m16n8k32.f32.{_a}.{_b}.f32", 32, _fused("f16", "f16", "f32", "f32", 16, 25),
              f"{MEASURED} (SASS: FP8->FP16 unpack + 2x HMMA.16816.F32, then FADD)",
              a_format=_a, b_format=_b, c_format="fp32", k_order=_order, chunk=16, c_entry="ieee_add")
-        # PTX ISA 8.7 forms sm_90 also accepts (ptxas 13.0): FP16 output of k32, and k16
+        # PTX ISA 8.7 forms sm_90 also accepts (ptxas 13.0), lowered the same way (SASS):
+        # FP16 output of k32 = 2x HMMA.16816.F16 then HADD2 (FP16 RNE addition of C);
+        # k16 = 2x HMMA.1688 (k8 groups) over the interleaved halves, then FADD / HADD2
         _add(f"hopper.mma.m16n8k32.f16.{_a}.{_b}.f16", 32, _fused("f16", "f16", "f16", "f16", 16, 25),
-             "hypothesis pending capture (as the f32 form, FP16 chunks and FP16 addition of C)",
+             f"{MEASURED} (SASS: FP8->FP16 unpack + 2x HMMA.16816.F16, then HADD2; probe captures)",
              a_format=_a, b_format=_b, c_format="fp16", k_order=_order, chunk=16, c_entry="ieee_add")
+        _order16 = tuple(k for k in range(16) if k % 4 < 2) + tuple(k for k in range(16) if k % 4 >= 2)
         for _d in ("f32", "f16"):
-            _add(f"hopper.mma.m16n8k16.{_d}.{_a}.{_b}.{_d}", 16, _fused("f16", "f16", _d, _d, 16, 25),
-                 "hypothesis pending capture (one FP16 HMMA from zero, then an IEEE addition of C)",
-                 a_format=_a, b_format=_b, c_format=_FMT[_d], chunk=16, c_entry="ieee_add")
+            _sass = "2x HMMA.1688.F32, then FADD" if _d == "f32" else "2x HMMA.1688.F16, then HADD2"
+            _add(f"hopper.mma.m16n8k16.{_d}.{_a}.{_b}.{_d}", 16, _fused("f16", "f16", _d, _d, 8, 25),
+                 f"{MEASURED} (SASS: FP8->FP16 unpack + {_sass}; probe captures)",
+                 a_format=_a, b_format=_b, c_format=_FMT[_d], k_order=_order16, chunk=8, c_entry="ieee_add")
 
 # --- 8-bit integer: exact, two's-complement wraparound or .satfinite clamping ---------------
 _INT8 = ("s8", "u8")

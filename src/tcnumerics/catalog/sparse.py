@@ -37,6 +37,8 @@ def _add(name: str, k_compressed: int, model: UnitModel, provenance: str, **kw) 
 
 
 # --- FP16 / BF16: the selected products form one group, as the dense unit's k16 / k8 -------
+# (measured: m16n8k32 = one fused group of its 16 selected products, HMMA.SP.16832;
+# m16n8k16 = one group of 8, HMMA.SP.16816; F = 25, outputs as the dense units)
 for _k in (16, 32):
     for _d in ("f32", "f16"):
         _add(f"hopper.mma.sp.m16n8k{_k}.{_d}.f16.f16.{_d}", _k // 2, _fused("f16", _d, _d, _k // 2),
@@ -57,13 +59,18 @@ for _a in ("s8", "u8"):
                     provenance=SPARSE_MEASURED,
                     notes=f"structured sparse 2:4: logical K={_k}, evaluate with tcnumerics.sparse.dot_bits"))
 
-# --- FP8 (m16n8k64, FP32 output; sm_90 rejects FP16 output) -----------------------------------
+# --- FP8 (m16n8k64, FP32 output; ptxas rejects FP16 output on sm_90) -------------------------
+# Not native, like dense mma.sync FP8 on sm_90 (SASS): FP8->FP16 unpack, then two
+# HMMA.SP.16832.F32 -- the first over the even chunks (compressed elements c with c % 4 in
+# {0, 1}) from a zero accumulator, the second over the odd chunks onto it -- then C is added
+# by an FP32 round-to-nearest FADD.
+_ORDER = tuple(c for c in range(32) if c % 4 < 2) + tuple(c for c in range(32) if c % 4 >= 2)
 for _a in ("e4m3", "e5m2"):
     for _b in ("e4m3", "e5m2"):
         register(InstructionSpec(
             name=f"hopper.mma.sp.m16n8k64.f32.{_a}.{_b}.f32", k=32,
             model=UnitModel(a_format="fp16", b_format="fp16", c_format="fp32", d_format="fp32", group_size=16,
                             frac_bits=25, zero_exponent=-133, output_rounding="rz", nan_bits=0x7FFFFFFF),
-            a_format=_a, b_format=_b, c_format="fp32", chunk=16, c_entry="ieee_add",
-            provenance="hypothesis pending capture (as dense mma.sync FP8 on sm_90: FP16 chunks, then C added)",
+            a_format=_a, b_format=_b, c_format="fp32", k_order=_ORDER, chunk=16, c_entry="ieee_add",
+            provenance=SPARSE_MEASURED + " (SASS: FP8->FP16 unpack, 2x HMMA.SP.16832.F32, FADD)",
             notes="structured sparse 2:4: logical K=64, evaluate with tcnumerics.sparse.dot_bits"))

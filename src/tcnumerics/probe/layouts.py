@@ -215,13 +215,15 @@ class MetadataLayout:
     selector: int
 
 
-def sparse_metadata(m: int, k: int, selector: int = 0) -> MetadataLayout:
+def sparse_metadata(m: int, k: int, selector: int = 0, elem_bits: int = 16) -> MetadataLayout:
     """Metadata layout of ``mma.sp.m{m}n8k{k}`` for 2:4 sparsity (16- and 8-bit types).
 
     Threads per group of four that carry metadata: ``P = 16 * (k // 4) / 64``; with
-    selector ``sel`` those are ``tig = sel*P .. sel*P + P-1``; thread ``p`` of them holds,
-    in nibbles 0..3, chunks ``4p .. 4p+3`` of row ``group`` and in nibbles 4..7 the same
-    chunks of row ``group + 8``.  (Checked on the device by ``discover_metadata``.)
+    selector ``sel`` those are ``tig = sel*P .. sel*P + P-1``.  16-bit types: thread ``p``
+    of them holds, in nibbles 0..3, chunks ``4p .. 4p+3`` of row ``group`` and in nibbles
+    4..7 the same chunks of row ``group + 8``.  8-bit types: thread ``p`` holds chunks
+    ``8*(p // 2) .. +7`` of row ``group + 8*(p % 2)``.  (Both found on an H200 by
+    ``tcnumerics.probe.runtime.discover_metadata``.)
     """
     chunks = k // 4
     per_group = m * chunks // 64
@@ -234,7 +236,10 @@ def sparse_metadata(m: int, k: int, selector: int = 0) -> MetadataLayout:
         if not 0 <= p < per_group:
             continue
         for j in range(8):
-            coords[lane, j] = (g + 8 * (j >= 4), 4 * p + j % 4)
+            if elem_bits == 16:
+                coords[lane, j] = (g + 8 * (j >= 4), 4 * p + j % 4)
+            else:
+                coords[lane, j] = (g + 8 * (p % 2), 8 * (p // 2) + j)
     return MetadataLayout(coords, selector)
 
 

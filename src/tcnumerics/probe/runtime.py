@@ -213,19 +213,23 @@ class Probe:
         """Launch: register images (wgmma: B's shared-memory image) in, D register images out."""
         t, cp = self.target, self._cp
         tiles = a_regs.shape[0]
+
+        def dev(x):  # the kernel indexes raw memory: it must be C-ordered (numpy reductions may not be)
+            return cp.asarray(np.ascontiguousarray(x, dtype=np.uint32))
+
         d = cp.empty((tiles, t.threads, t.cd.registers), dtype=cp.uint32)
         d.fill(0xDEADBEEF)  # poison: an unwritten result shows
         if t.kind == "wgmma":
             words = b_data.shape[1]
             fields = (self.stride_bytes, self.lead_bytes) if self.swap_fields else (self.lead_bytes, self.stride_bytes)
-            self._kernel((tiles,), (128,), (cp.asarray(a_regs), cp.asarray(b_data), cp.asarray(c_regs), d,
+            self._kernel((tiles,), (128,), (dev(a_regs), dev(b_data), dev(c_regs), d,
                                             np.int32(tiles), np.int32(words), np.uint32(fields[0]),
                                             np.uint32(fields[1])), shared_mem=words * 4)
         else:
             warps = 4
             grid = (tiles + warps - 1) // warps
-            self._kernel((grid,), (32 * warps,), (cp.asarray(a_regs), cp.asarray(b_data), cp.asarray(c_regs),
-                                                 cp.asarray(e), d, np.int32(tiles)))
+            self._kernel((grid,), (32 * warps,), (dev(a_regs), dev(b_data), dev(c_regs), dev(e), d,
+                                                 np.int32(tiles)))
         cp.cuda.Device().synchronize()
         return cp.asnumpy(d)
 
@@ -314,8 +318,11 @@ def discover_metadata(probe: Probe) -> np.ndarray:
     one = _encode(t.atype, np.ones(1, np.int64))[0]
     A = np.full((tiles, t.m, t.a_k), one, np.uint32)
     k = np.arange(t.k)
-    b_row = np.where(k % 4 == 2, k // 4 + 1, 0)
-    B = np.broadcast_to(_encode(t.btype, b_row)[None, None, :], (tiles, t.n, t.k)).copy()
+    # column n of B holds bit n of (chunk + 1) at position 2 of each chunk: values 0/1 are
+    # exact in every format, and the moved row of D spells the chunk number in binary
+    n = np.arange(t.n)[:, None]
+    b_vals = np.where(k[None, :] % 4 == 2, ((k[None, :] // 4 + 1) >> n) & 1, 0)
+    B = np.broadcast_to(_encode(t.btype, b_vals)[None], (tiles, t.n, t.k)).copy()
     C = np.broadcast_to(_encode(t.ctype, np.zeros(1, np.int64))[0], (tiles, t.m, t.n)).astype(np.uint32)
     e = np.full((tiles, 32), 0x44444444, np.uint32)
     for lane in range(32):
@@ -329,8 +336,9 @@ def discover_metadata(probe: Probe) -> np.ndarray:
         for nib in range(8):
             diff = D[1 + lane * 8 + nib] - base
             rows = np.flatnonzero((diff != 0).any(axis=1))
-            if len(rows) == 1 and np.all(diff[rows[0]] == diff[rows[0], 0]):
-                coords[lane, nib] = (rows[0], int(round(diff[rows[0], 0])) - 1)
+            if len(rows) == 1 and np.isin(diff[rows[0]], (0, 1)).all():
+                code = int(sum(int(v) << i for i, v in enumerate(diff[rows[0]])))
+                coords[lane, nib] = (rows[0], code - 1)
             elif len(rows) > 1:
                 coords[lane, nib] = (-2, -2)  # more than one row moved: not a plain layout
     return coords

@@ -154,6 +154,6 @@ def target(name: str, n: int | None = None) -> Target:
     a_k = k // 2 if sparse else k
     cd = layouts.mma_cd(m, _cd_bits(dtype))
     cf = layouts.mma_cd(m, _cd_bits(ctype))
-    meta = layouts.sparse_metadata(m, k) if sparse else None
+    meta = layouts.sparse_metadata(m, k, elem_bits=a_bits) if sparse else None
     return Target(name, "mma.sp" if sparse else "mma", ptx, m, n, k, atype, btype, ctype, dtype,
                   layouts.mma_a(m, a_k, a_bits), layouts.mma_b(k, b_bits), cd, cf, meta, bop, satfinite)
