@@ -245,12 +245,29 @@ def _fused_one(sa, ea, sb, eb, acc_bits, acc_fp, acc_zero, ls_acc, rs_acc, F, e_
     return _round(total < 0, abs(total), emax - F, out_fp, rounding, overflow, False)
 
 
+@njit(cache=True, nogil=True)
+def _load(raw, row, col, nbytes):
+    """Element ``col`` of a row of little-endian unsigned integers stored as bytes
+    (one compiled kernel serves 8-, 16- and 32-bit containers)."""
+    if nbytes == 1:
+        return np.int64(raw[row, col])
+    base = col * nbytes
+    v = np.int64(raw[row, base]) | (np.int64(raw[row, base + 1]) << 8)
+    if nbytes == 4:
+        v |= (np.int64(raw[row, base + 2]) << 16) | (np.int64(raw[row, base + 3]) << 24)
+    return v
+
+
 @njit(cache=True, parallel=True)
-def dot_fused(a, b, c, perm, glen, lut_a_sig, lut_a_exp, a_shift, lut_b_sig, lut_b_exp, b_shift,
+def dot_fused(a, a_bytes, b, b_bytes, c, perm, glen, lut_a_sig, lut_a_exp, a_shift, lut_b_sig, lut_b_exp, b_shift,
               c_fp, d_fp, out_fp, F, e_zero, ls_ab, rs_ab, ls_c, rs_c, ls_d, rs_d,
               rounding, overflow, nan_bits, ieee_add, add_rounding, out):
-    """Chained fused instructions over [N, K'] operand bits; writes out[N] (int64 bits)."""
-    n, k_total = a.shape
+    """Chained fused instructions over N vectors; writes out[N] (int64 bits).
+
+    a, b: [N, K' * a_bytes] / [N, K' * b_bytes] uint8 views of the operand containers;
+    c: [N] int64 accumulator bits."""
+    n = a.shape[0]
+    k_total = a.shape[1] // a_bytes
     k = len(perm)
     lmax = 0
     for g in range(len(glen)):
@@ -262,7 +279,7 @@ def dot_fused(a, b, c, perm, glen, lut_a_sig, lut_a_exp, a_shift, lut_b_sig, lut
         sb = np.empty(lmax, np.int64)
         eb = np.empty(lmax, np.int64)
         for row in range(chunk * 4096, min(n, chunk * 4096 + 4096)):
-            acc = np.int64(c[row])
+            acc = c[row]
             for base in range(0, k_total, k):
                 c_in = acc
                 pos = 0
@@ -270,19 +287,16 @@ def dot_fused(a, b, c, perm, glen, lut_a_sig, lut_a_exp, a_shift, lut_b_sig, lut
                     L = glen[g]
                     for i in range(L):
                         col = base + perm[pos + i]
-                        ia = np.int64(a[row, col]) >> a_shift
-                        ib = np.int64(b[row, col]) >> b_shift
+                        ia = _load(a, row, col, a_bytes) >> a_shift
+                        ib = _load(b, row, col, b_bytes) >> b_shift
                         sa[i] = lut_a_sig[ia]
                         ea[i] = lut_a_exp[ia]
                         sb[i] = lut_b_sig[ib]
                         eb[i] = lut_b_exp[ib]
                     first = g == 0
-                    if first:
-                        acc = _fused_one(sa[:L], ea[:L], sb[:L], eb[:L], acc, c_fp, ieee_add, ls_c, rs_c, F, e_zero,
-                                         ls_ab, rs_ab, out_fp, d_fp, rounding, overflow, nan_bits)
-                    else:
-                        acc = _fused_one(sa[:L], ea[:L], sb[:L], eb[:L], acc, d_fp, False, ls_d, rs_d, F, e_zero,
-                                         ls_ab, rs_ab, out_fp, d_fp, rounding, overflow, nan_bits)
+                    acc = _fused_one(sa[:L], ea[:L], sb[:L], eb[:L], acc, c_fp if first else d_fp,
+                                     first and ieee_add, ls_c if first else ls_d, rs_c if first else rs_d, F, e_zero,
+                                     ls_ab, rs_ab, out_fp, d_fp, rounding, overflow, nan_bits)
                     pos += L
                 if ieee_add:
                     acc = _ieee_add(acc, d_fp, c_in, c_fp, d_fp, add_rounding, nan_bits)
@@ -297,19 +311,21 @@ def _int_wrap(total, d_fp, saturate):
 
 
 @njit(cache=True, parallel=True)
-def dot_integer(a, b, c, perm, glen, lut_a, a_shift, lut_b, b_shift, c_fp, d_fp, saturate, out):
-    """Chained exact integer instructions over [N, K'] operand bits; writes out[N]."""
-    n, k_total = a.shape
+def dot_integer(a, a_bytes, b, b_bytes, c, perm, glen, lut_a, a_shift, lut_b, b_shift, c_fp, d_fp, saturate, out):
+    """Chained exact integer instructions over N vectors (operands as in ``dot_fused``)."""
+    n = a.shape[0]
+    k_total = a.shape[1] // a_bytes
     k = len(perm)
     for row in prange(n):
-        acc = np.int64(c[row])
+        acc = c[row]
         for base in range(0, k_total, k):
             pos = 0
             for g in range(len(glen)):
                 total = _decode_int(acc, c_fp if g == 0 else d_fp)
                 for i in range(glen[g]):
                     col = base + perm[pos + i]
-                    total += np.int64(lut_a[np.int64(a[row, col]) >> a_shift]) * lut_b[np.int64(b[row, col]) >> b_shift]
+                    total += np.int64(lut_a[_load(a, row, col, a_bytes) >> a_shift]) * \
+                        lut_b[_load(b, row, col, b_bytes) >> b_shift]
                 acc = _int_wrap(total, d_fp, saturate)
                 pos += glen[g]
         out[row] = acc

@@ -117,9 +117,15 @@ def _gather(lut, bits, shift):
     return lut[bits.astype(np.int64) >> shift]
 
 
-def dot_fused(a, b, c, perm, glen, lut_a_sig, lut_a_exp, a_shift, lut_b_sig, lut_b_exp, b_shift,
+def _containers(raw, nbytes):
+    """Undo the byte view the kernels take: [N, K * nbytes] uint8 -> [N, K] containers."""
+    return raw.view({1: np.uint8, 2: "<u2", 4: "<u4"}[nbytes])
+
+
+def dot_fused(a, a_bytes, b, b_bytes, c, perm, glen, lut_a_sig, lut_a_exp, a_shift, lut_b_sig, lut_b_exp, b_shift,
               c_fp, d_fp, out_fp, F, e_zero, ls_ab, rs_ab, ls_c, rs_c, ls_d, rs_d,
               rounding, overflow, nan_bits, ieee_add, add_rounding, out):
+    a, b = _containers(a, a_bytes), _containers(b, b_bytes)
     n, k_total = a.shape
     k = len(perm)
     rows = max(1, _BLOCK // max(1, k))
@@ -156,7 +162,8 @@ def _decode_int(bits, fp):
     return _fmt(fp).decode_int(bits.astype(np.uint64) & np.uint64(0xFFFFFFFF))
 
 
-def dot_integer(a, b, c, perm, glen, lut_a, a_shift, lut_b, b_shift, c_fp, d_fp, saturate, out):
+def dot_integer(a, a_bytes, b, b_bytes, c, perm, glen, lut_a, a_shift, lut_b, b_shift, c_fp, d_fp, saturate, out):
+    a, b = _containers(a, a_bytes), _containers(b, b_bytes)
     n, k_total = a.shape
     k = len(perm)
     acc = c.astype(np.int64)

@@ -93,6 +93,12 @@ def _bits(name: str, x, fmt) -> np.ndarray:
     return np.ascontiguousarray(arr.astype(fmt.container_dtype, copy=False))
 
 
+def _byte_view(x: np.ndarray) -> np.ndarray:
+    """[N, K] containers as [N, K * itemsize] little-endian bytes: one compiled kernel for all widths."""
+    x = np.ascontiguousarray(x.astype(x.dtype.newbyteorder("<"), copy=False))
+    return x.view(np.uint8).reshape(x.shape[0], -1)
+
+
 def _check_k(name: str, k_total: int, k: int, spec: InstructionSpec) -> None:
     if k_total % k:
         raise ValueError(f"{name}: K={k_total} is not a multiple of {spec.name}'s K={k}")
@@ -114,15 +120,18 @@ def dot_bits(spec: "str | InstructionSpec", a: np.ndarray, b: np.ndarray, c: np.
         raise ValueError(f"a, b, c: expected [N, K], [N, K], [N]; got {a.shape}, {b.shape}, {c.shape}")
     _check_k("a", a.shape[1], plan.k, spec)
     out = np.empty(a.shape[0], np.int64)
+    a_raw, b_raw = _byte_view(a), _byte_view(b)
+    a_bytes, b_bytes = a.dtype.itemsize, b.dtype.itemsize
+    c64 = c.astype(np.int64)
     if plan.kind == "integer":
-        _kernels.dot_integer(a, b, c, plan.perm, plan.group_lengths, plan.a_sig, plan.a_shift, plan.b_sig,
-                             plan.b_shift, plan.c_params, plan.d_params, plan.saturate, out)
+        _kernels.dot_integer(a_raw, a_bytes, b_raw, b_bytes, c64, plan.perm, plan.group_lengths, plan.a_sig,
+                             plan.a_shift, plan.b_sig, plan.b_shift, plan.c_params, plan.d_params, plan.saturate, out)
     else:
-        _kernels.dot_fused(a, b, c, plan.perm, plan.group_lengths, plan.a_sig, plan.a_exp, plan.a_shift,
-                           plan.b_sig, plan.b_exp, plan.b_shift, plan.c_params, plan.d_params, plan.out_params,
-                           plan.frac_bits, plan.e_zero, plan.lshift_ab, plan.rshift_ab, plan.lshift_c,
-                           plan.rshift_c, plan.lshift_d, plan.rshift_d, plan.rounding, plan.overflow,
-                           plan.nan_bits, plan.ieee_add, plan.add_rounding, out)
+        _kernels.dot_fused(a_raw, a_bytes, b_raw, b_bytes, c64, plan.perm, plan.group_lengths, plan.a_sig,
+                           plan.a_exp, plan.a_shift, plan.b_sig, plan.b_exp, plan.b_shift, plan.c_params,
+                           plan.d_params, plan.out_params, plan.frac_bits, plan.e_zero, plan.lshift_ab,
+                           plan.rshift_ab, plan.lshift_c, plan.rshift_c, plan.lshift_d, plan.rshift_d, plan.rounding,
+                           plan.overflow, plan.nan_bits, plan.ieee_add, plan.add_rounding, out)
     return out.astype(plan.d_dtype)
 
 
