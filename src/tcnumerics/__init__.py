@@ -10,6 +10,7 @@ Quick look:
 
 from .api import Instruction, instruction, instructions
 from .gemm import gemm
+from .library import library_gemm
 from .engines.oracle import true_dot
 from .formats import FloatFormat, IntFormat, Rounding, format_names, get_format
 from .model import InstructionSpec, UnitModel
@@ -25,6 +26,7 @@ __all__ = [
     "IntFormat",
     "Rounding",
     "gemm",
+    "library_gemm",
     "semiring_matmul",
     "instruction",
     "instructions",

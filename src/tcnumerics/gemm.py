@@ -1,4 +1,24 @@
-"""GEMM-level composition: whole matrices through a chain of instructions.
+"""GEMM-level composition: whole matrices through the instruction chains real kernels run.
+
+A library GEMM is more than one chain of instructions over K.  This module composes the
+catalogued instructions into the structures measured on real kernels (NUMERICS.md section 3
+and ``docs/gemm.md``):
+
+* **chain** -- the accumulator starts at C (or +0) and each instruction's D is the next one's C;
+* **promotion** (``promote_every=P``) -- every P K-elements are chained from a zero
+  accumulator and the partial result is added into an FP32 main accumulator with one
+  round-to-nearest-even addition (cuBLASLt's FP8 "slow accumulation", DeepSeek-V3's N_C);
+* **split-K** (``split_k``) -- K slices are computed independently (each with its own chain
+  or promotion) and their FP32 results are summed in slice order, each addition RNE, as
+  cuBLASLt's ``splitKreduce_kernel`` does;
+* **scales** -- per-tensor and row-wise scales multiply the FP32 result in the epilogue;
+  block-wise scales (DeepSeek-V3 1x128 for A, 128x128 for B) multiply each promoted partial
+  before it is added;
+* **epilogue** -- an optional C added to the FP32 result (``c_role="epilogue"``, as
+  ``torch.addmm``), then one conversion to ``out_format`` with ``out_rounding``.
+
+K need not be a multiple of the instruction's K: the tail is padded with zeros, as the
+kernels' out-of-bounds tile loads do.
 
 Example:
     >>> import numpy as np, ml_dtypes
@@ -10,45 +30,205 @@ Example:
 
 from __future__ import annotations
 
+from typing import Literal, Sequence
+
 import numpy as np
 
-from .api import Instruction
+from .api import Instruction, _operand_bits
 from .catalog import get_instruction
-from .formats import Format, IntFormat, Rounding, get_format
+from .engines import get_engine
+from .formats import FloatFormat, Format, IntFormat, Rounding, get_format
 from .model import InstructionSpec
 
-__all__ = ["gemm", "convert_output"]
+__all__ = ["gemm", "convert_output", "split_bounds", "promotion_blocks"]
+
+_FP32 = get_format("fp32")
+_WORKING_SET = 1 << 22  # elements per operand block of the reference fallback
 
 
 def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", out_format: str | None = None,
-         out_rounding: Rounding | str = Rounding.RNE, engine: str = "auto") -> np.ndarray:
-    """Whole-matrix ``A @ B (+ C)`` by chaining ``instruction`` over K in order.
+         out_rounding: Rounding | str = Rounding.RNE, promote_every: int | None = None,
+         split_k: "int | Sequence[int] | None" = None, scale_a=None, scale_b=None, scale_block: int = 128,
+         c_role: Literal["accumulator", "epilogue"] = "accumulator", engine: str = "auto") -> np.ndarray:
+    """``A @ B (+ C)`` as a library kernel built from ``instruction`` computes it, bit for bit.
 
-    The accumulator starts at C (or +0) in the instruction's accumulator format and each
-    instruction's D is the next one's C; the result is converted to ``out_format``
-    (default: the instruction's output format) with ``out_rounding``.
+    Args:
+        A: [M, K] array of the instruction's A format (an ml_dtypes/numpy dtype; float32
+            containers for TF32; other floats are rounded to the format first, RNE).
+        B: [K, N] array of the B format.
+        C: optional [M, N] values; see ``c_role``.
+        instruction: catalog name, InstructionSpec or Instruction.
+        out_format: format of the result (default: the instruction's output format, i.e.
+            the FP32 accumulator itself); ``out_rounding`` is the epilogue conversion's rounding.
+        promote_every: K elements per promotion block (a multiple of the instruction's K):
+            each block is chained from +0 and added into an FP32 accumulator, RNE.
+            None: one chain over the whole slice.
+        split_k: number of K slices (equal, on instruction-K granules, the last one shorter),
+            or the list of slice lengths.  Slices start from +0; their FP32 results are summed
+            in slice order, each addition RNE, starting from the first.
+        scale_a, scale_b: per-tensor scalars -- the FP32 result becomes
+            ``acc * fp32(scale_a * scale_b)`` -- row-wise (``scale_a`` [M] or [M, 1], ``scale_b``
+            [N] or [1, N]) -- ``(acc * scale_b) * scale_a``, each product rounded -- or block-wise: ``scale_a`` [M, ceil(K/bk)] (1 x bk
+            blocks), ``scale_b`` [ceil(K/bk), ceil(N/bn)] (bk x bn blocks) with
+            ``bk = bn = scale_block``, multiplying each promoted partial (then
+            ``promote_every`` defaults to ``scale_block``).  FP32 values.
+        c_role: ``"accumulator"`` -- C (in the instruction's accumulator format) is where
+            the first chain starts (the main accumulator's start under promotion);
+            ``"epilogue"`` -- C is added to the FP32 result by one RNE addition before the
+            output conversion (cuBLAS's beta * C with beta = 1).
+        engine: ``"auto"``, ``"fast"``, ``"reference"`` or ``"exact"``.
+
+    Returns:
+        [M, N] array of ``out_format``'s numpy/ml_dtypes type.
 
     >>> import numpy as np, ml_dtypes
     >>> A = np.full((4, 32), 0.5, ml_dtypes.float8_e4m3fn); B = np.full((32, 2), 2, ml_dtypes.float8_e4m3fn)
     >>> gemm(A, B, instruction="hopper.wgmma.m64n8k32.f32.e4m3.e4m3")[0].tolist()
     [32.0, 32.0]
+    >>> gemm(A, B, instruction="hopper.wgmma.m64n8k32.f32.e4m3.e4m3", promote_every=128, split_k=2,
+    ...      out_format="bf16")[0].tolist()
+    [32.0, 32.0]
     """
-    inst = instruction if isinstance(instruction, Instruction) else Instruction(get_instruction(instruction), engine)
+    spec = _resolve(instruction)
+    get_engine(engine)  # validates the name early
     A, B = np.asarray(A), np.asarray(B)
     if A.ndim != 2 or B.ndim != 2:
         raise ValueError(f"A, B: expected 2-D matrices, got shapes {A.shape} and {B.shape}")
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"A, B: inner dimensions differ: A is {A.shape}, B is {B.shape}")
-    if A.shape[1] % inst.k:
-        raise ValueError(f"A: K={A.shape[1]} is not a multiple of {inst.name}'s K={inst.k}")
-    if C is not None and np.shape(C) != (A.shape[0], B.shape[1]):
-        raise ValueError(f"C: expected shape {(A.shape[0], B.shape[1])}, got {np.shape(C)}")
-    d = inst.mma(A, B, C, engine=engine if engine != "auto" else None)
-    return convert_output(d, inst.d_format, out_format, out_rounding)
+    M, K = A.shape
+    N = B.shape[1]
+    if K == 0:
+        raise ValueError("A: K must be at least 1")
+    if c_role not in ("accumulator", "epilogue"):
+        raise ValueError(f"c_role: expected 'accumulator' or 'epilogue', got {c_role!r}")
+    out_rounding = Rounding.parse(out_rounding)
+    a_bits = _operand_bits("A", A, spec.a_format)
+    b_bits = _operand_bits("B", B, spec.b_format)
+    k = spec.k
+    k_pad = -(-K // k) * k
+    a_rows = _pad_k(a_bits, k_pad)
+    b_cols = _pad_k(np.ascontiguousarray(b_bits.T), k_pad)
+
+    block_a, block_b, tensor_scale = _parse_scales(scale_a, scale_b, M, N, K, scale_block)
+    blockwise = block_a is not None
+    if blockwise and promote_every is None:
+        promote_every = scale_block
+    if promote_every is not None:
+        _check_promotion(spec, promote_every)
+        if blockwise and scale_block % promote_every:
+            raise ValueError(f"promote_every: {promote_every} must divide scale_block={scale_block}")
+    slices = split_bounds(k_pad, split_k, k)
+    multi = promote_every is not None or len(slices) > 1
+    if multi and isinstance(spec.d_format, IntFormat):
+        raise ValueError("promote_every, split_k: FP32 promotion and reduction need a floating-point instruction")
+    if k_pad > k and spec.c_format != spec.d_format:
+        raise ValueError(f"instruction: K={K} chains instructions, but {spec.name} takes C as "
+                         f"{spec.c_format.name} and writes D as {spec.d_format.name}")
+
+    c_acc = None  # C as the first chain's accumulator bits
+    c_values = None  # C as exact float64 values (main accumulator start or epilogue addend)
+    if C is not None:
+        C = np.asarray(C)
+        if C.shape != (M, N):
+            raise ValueError(f"C: expected shape {(M, N)}, got {C.shape}")
+        if c_role == "accumulator" and not multi:
+            c_acc = _operand_bits("C", C, spec.c_format)
+        else:
+            if isinstance(spec.c_format, IntFormat) and c_role == "accumulator":
+                raise ValueError("C: an integer accumulator cannot start an FP32 promotion chain")
+            c_values = _FP32.round(_float_values("C", C))
+
+    chain = _chainer(spec, engine)
+    zero = np.zeros((M, N), spec.c_format.container_dtype)
+    if not multi:
+        d_bits = chain(a_rows, b_cols, c_acc if c_acc is not None else zero, 0, k_pad)
+        if tensor_scale is None and (c_values is None or c_role != "epilogue"):
+            return convert_output(spec.d_format.to_array(d_bits), spec.d_format, out_format, out_rounding)
+        total = spec.d_format.to_float(d_bits)
+    else:
+        total = None
+        for s, (k0, k1) in enumerate(slices):
+            start = c_values if (s == 0 and c_role == "accumulator" and c_values is not None) else None
+            if promote_every is None:
+                part = spec.d_format.to_float(chain(a_rows, b_cols, zero, k0, k1))
+                part = part if start is None else _fp32_add(start, part)
+            else:
+                part = start
+                for b0, b1 in promotion_blocks(k0, k1, promote_every):
+                    p = spec.d_format.to_float(chain(a_rows, b_cols, zero, b0, b1))
+                    if blockwise:
+                        # measured (cuBLASLt 13.1, H200): main = fma(partial, fp32(sa * sb), main)
+                        kb = b0 // scale_block
+                        factor = _FP32.round(block_a[:, kb][:, None] * block_b[kb][None, :])
+                        part = _fp32_fma(p, factor, np.zeros_like(p) if part is None else part)
+                    else:
+                        part = p if part is None else _fp32_add(part, p)
+            total = part if total is None else _fp32_add(total, part)
+    if tensor_scale is not None:
+        total = _apply_scales(total, *tensor_scale)
+    if c_values is not None and c_role == "epilogue":
+        total = _fp32_add(total, c_values)
+    # the FP32 main accumulator is the result unless an output format is asked for
+    out = _FP32 if out_format is None else get_format(out_format)
+    if isinstance(out, IntFormat):
+        raise ValueError(f"out_format: cannot convert floating-point results to integer format {out.name}")
+    return out.to_array(out.from_float(total, out_rounding))
+
+
+def split_bounds(k_total: int, split_k: "int | Sequence[int] | None", granule: int) -> list[tuple[int, int]]:
+    """K ranges of the split-K slices: ``split_k`` equal slices on ``granule`` boundaries, or given lengths.
+
+    >>> split_bounds(8192, 4, 16)
+    [(0, 2048), (2048, 4096), (4096, 6144), (6144, 8192)]
+    >>> split_bounds(336, 2, 16)
+    [(0, 176), (176, 336)]
+    >>> split_bounds(64, [32, 32], 16)
+    [(0, 32), (32, 64)]
+    """
+    if split_k is None:
+        return [(0, k_total)]
+    if isinstance(split_k, (int, np.integer)) and not isinstance(split_k, bool):
+        if split_k < 1:
+            raise ValueError(f"split_k: must be >= 1, got {split_k}")
+        granules = -(-k_total // granule)
+        per = -(-granules // int(split_k)) * granule
+        bounds = [(k0, min(k_total, k0 + per)) for k0 in range(0, k_total, per)]
+        return bounds
+    try:
+        lengths = [int(x) for x in split_k]
+    except TypeError:
+        raise TypeError(f"split_k: expected an int or a sequence of slice lengths, got {type(split_k).__name__}") \
+            from None
+    if not lengths or any(n <= 0 or n % granule for n in lengths):
+        raise ValueError(f"split_k: slice lengths must be positive multiples of {granule}, got {lengths}")
+    if sum(lengths) < k_total:
+        raise ValueError(f"split_k: slice lengths sum to {sum(lengths)}, less than K={k_total}")
+    bounds, k0 = [], 0
+    for n in lengths:
+        if k0 >= k_total:
+            break
+        bounds.append((k0, min(k_total, k0 + n)))
+        k0 += n
+    return bounds
+
+
+def promotion_blocks(k0: int, k1: int, promote_every: int) -> list[tuple[int, int]]:
+    """Promotion blocks of a slice: ``promote_every`` elements each, counted from the slice start.
+
+    >>> promotion_blocks(0, 352, 128)
+    [(0, 128), (128, 256), (256, 352)]
+    """
+    return [(b0, min(k1, b0 + promote_every)) for b0 in range(k0, k1, promote_every)]
 
 
 def convert_output(d: np.ndarray, d_format: Format, out_format: str | None, rounding: Rounding | str) -> np.ndarray:
-    """Epilogue conversion of accumulator values to ``out_format`` (None keeps them)."""
+    """Epilogue conversion of accumulator values to ``out_format`` (None keeps them).
+
+    >>> import numpy as np
+    >>> convert_output(np.array([1 + 2**-9], np.float32), get_format("fp32"), "bf16", "rne").tolist()
+    [1.0]
+    """
     if out_format is None:
         return d
     out = get_format(out_format)
@@ -56,5 +236,143 @@ def convert_output(d: np.ndarray, d_format: Format, out_format: str | None, roun
         return d
     if isinstance(out, IntFormat):
         raise ValueError(f"out_format: cannot convert {d_format.name} results to integer format {out.name}")
-    values = d.astype(np.float64) if not isinstance(d_format, IntFormat) else d.astype(np.float64)
+    if isinstance(d_format, IntFormat):
+        values = np.asarray(d).astype(np.float64)
+    else:
+        values = d_format.to_float(d_format.bits_of(d))
     return out.to_array(out.from_float(values, rounding))
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+def _resolve(instruction) -> InstructionSpec:
+    if isinstance(instruction, Instruction):
+        return instruction.spec
+    return get_instruction(instruction)
+
+
+def _pad_k(bits: np.ndarray, k_pad: int) -> np.ndarray:
+    """Zero-pad the K axis (axis 1) to ``k_pad``: +0 bit patterns, as out-of-bounds tile loads give."""
+    if bits.shape[1] == k_pad:
+        return np.ascontiguousarray(bits)
+    out = np.zeros((bits.shape[0], k_pad), bits.dtype)
+    out[:, :bits.shape[1]] = bits
+    return out
+
+
+def _check_promotion(spec: InstructionSpec, promote_every) -> None:
+    if isinstance(promote_every, bool) or not isinstance(promote_every, (int, np.integer)):
+        raise TypeError(f"promote_every: expected an int, got {type(promote_every).__name__}")
+    if promote_every < spec.k or promote_every % spec.k:
+        raise ValueError(f"promote_every: must be a positive multiple of {spec.name}'s K={spec.k}, "
+                         f"got {promote_every}")
+
+
+def _float_values(name: str, x) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype.kind not in "fiuV" and not x.dtype.name.startswith(("float", "bfloat")):
+        raise TypeError(f"{name}: expected numeric values, got dtype {x.dtype}")
+    try:
+        return x.astype(np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: cannot read dtype {x.dtype} as numbers") from None
+
+
+def _parse_scales(scale_a, scale_b, M: int, N: int, K: int, block: int):
+    """(block_a [M, KB] or None, block_b [KB, N] or None, epilogue factor [M, N] / scalar or None)."""
+    if scale_a is None and scale_b is None:
+        return None, None, None
+    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
+        raise ValueError(f"scale_block: expected a positive int, got {block!r}")
+    sa = np.ones(()) if scale_a is None else _FP32.round(_float_values("scale_a", scale_a))
+    sb = np.ones(()) if scale_b is None else _FP32.round(_float_values("scale_b", scale_b))
+    kb, nb = -(-K // block), -(-N // block)
+    a_block = sa.ndim == 2 and sa.shape == (M, kb) and not (kb == 1 and sa.shape[1] == 1 and sb.ndim < 2)
+    b_block = sb.ndim == 2 and sb.shape in ((kb, nb), (kb, N)) and not (kb == 1 and sb.shape == (1, N))
+    if a_block or b_block:
+        if not (a_block and b_block):
+            raise ValueError(f"scale_a, scale_b: block-wise scaling needs scale_a of shape {(M, kb)} and "
+                             f"scale_b of shape {(kb, nb)}, got {sa.shape} and {sb.shape}")
+        b_full = sb if sb.shape == (kb, N) else np.repeat(sb, block, axis=1)[:, :N]  # [KB, N]
+        return sa, b_full, None
+    if sa.ndim == 2 and sa.shape == (M, 1):
+        sa = sa[:, 0]
+    if sb.ndim == 2 and sb.shape == (1, N):
+        sb = sb[0]
+    if sa.ndim not in (0, 1) or (sa.ndim == 1 and sa.shape != (M,)):
+        raise ValueError(f"scale_a: expected a scalar, shape ({M},) or ({M}, 1), or block-wise ({M}, {kb}); "
+                         f"got {sa.shape}")
+    if sb.ndim not in (0, 1) or (sb.ndim == 1 and sb.shape != (N,)):
+        raise ValueError(f"scale_b: expected a scalar, shape ({N},) or (1, {N}), or block-wise ({kb}, {nb}); "
+                         f"got {sb.shape}")
+    return None, None, (sa[:, None] if sa.ndim else sa, sb[None, :] if sb.ndim else sb)
+
+
+def _apply_scales(acc: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
+    """Epilogue scaling as measured on cuBLASLt (13.1, H200).
+
+    Per-tensor: ``acc * fp32(sa * sb)``.  Row-wise (either scale a vector): ``(acc * sb) * sa``,
+    each product rounded to FP32 (cuBLAS sees the operands swapped, so B's scale comes first).
+    """
+    if np.ndim(sa) == 0 and np.ndim(sb) == 0:
+        return _FP32.round(acc * _FP32.round(sa * sb))
+    return _FP32.round(_FP32.round(acc * sb) * sa)
+
+
+def _fp32_add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """IEEE FP32 addition, RNE: exact FP32 values in float64, one rounding (correct: 53 >= 2*24 + 2)."""
+    with np.errstate(invalid="ignore"):
+        return _FP32.round(x + y)
+
+
+def _fp32_fma(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Fused multiply-add ``x * y + z`` of FP32 values with one RNE rounding to FP32.
+
+    ``x * y`` is exact in float64 (48 bits); the sum's float64 rounding error is recovered
+    exactly (TwoSum) and folded in as a sticky bit (round to odd), after which rounding to
+    FP32 is correct because 53 >= 24 + 2.
+
+    >>> float(_fp32_fma(np.array(1 + 2.0**-23), np.array(1 - 2.0**-23), np.array(-1.0)))   # -2**-46 exactly
+    -1.4210854715202004e-14
+    """
+    x, y, z = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (x, y, z)))
+    with np.errstate(invalid="ignore", over="ignore"):
+        p = x * y
+        s = p + z
+        bp = s - z
+        err = (p - bp) + (z - (s - bp))  # TwoSum: s + err == p + z exactly
+        finite = np.isfinite(s) & np.isfinite(err)
+        odd = (s.view(np.uint64) & np.uint64(1)) == 1
+        toward = np.nextafter(s, np.where(err > 0, np.inf, -np.inf))
+        sticky = np.where(finite & (err != 0) & ~odd, toward, s)
+    return _FP32.round(sticky)
+
+
+def _chainer(spec: InstructionSpec, engine: str):
+    """``chain(a_rows, b_cols, acc_bits, k0, k1)``: the instruction chain over K range k0:k1 from acc."""
+    eng = get_engine(engine)
+    accumulate = getattr(eng, "accumulate_bits", None)
+    gemm_bits = getattr(eng, "gemm_bits", None)
+
+    def chain(a_rows, b_cols, acc, k0, k1):
+        if accumulate is not None:
+            return accumulate(spec, a_rows, b_cols, acc, k0, k1)
+        if gemm_bits is not None:
+            return gemm_bits(spec, a_rows[:, k0:k1], b_cols[:, k0:k1], acc)
+        return _grid(eng, spec, a_rows[:, k0:k1], b_cols[:, k0:k1], acc)
+
+    return chain
+
+
+def _grid(eng, spec: InstructionSpec, a_rows: np.ndarray, b_cols: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Every (m, n) dot product through an engine's ``dot_bits``, in bounded blocks of rows."""
+    M, K = a_rows.shape
+    N = b_cols.shape[0]
+    out = np.empty((M, N), dtype=spec.d_format.container_dtype)
+    rows = max(1, _WORKING_SET // max(1, N * K))
+    for m0 in range(0, M, rows):
+        m1 = min(M, m0 + rows)
+        a = np.repeat(a_rows[m0:m1], N, axis=0)
+        b = np.tile(b_cols, (m1 - m0, 1))
+        out[m0:m1] = eng.dot_bits(spec, a, b, c[m0:m1].reshape(-1)).reshape(m1 - m0, N)
+    return out
