@@ -153,9 +153,9 @@ class Probe:
 
     def __init__(self, name: str, n: int | None = None, arch: str = "sm_90a"):
         self.target: Target = target(name, n)
+        cp = _cupy()  # the GPU runtime first: without it nothing else matters
         self.source = kernel_source(self.target)
         self.cubin = build_cubin(self.source, arch)
-        cp = _cupy()
         self._cp = cp
         self._module = cp.RawModule(path=self.cubin)
         self._kernel = self._module.get_function(KERNEL_NAME)
