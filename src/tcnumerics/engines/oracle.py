@@ -224,7 +224,217 @@ def _binary_oracle(model: UnitModel, a_bits, b_bits, c_bits: int, c_fmt) -> int:
     return (value_of(c_fmt, c_bits) + count) & ((1 << model.d_format.bits) - 1)
 
 
-_BITWISE = {"ieee_mul_add": _ieee_mul_add_oracle, "binary": _binary_oracle}
+def _floor_to(x: Fraction, quantum_exp: int) -> Fraction:
+    """The largest multiple of 2**quantum_exp not above x (floor, toward -inf)."""
+    q = Fraction(2) ** quantum_exp
+    return (x / q).__floor__() * q
+
+
+def _trunc_to(x: Fraction, quantum_exp: int) -> Fraction:
+    q = Fraction(2) ** quantum_exp
+    return int(x / q) * q  # int() truncates toward zero
+
+
+def _special_products(model, a_vals, b_vals):
+    """(any NaN, set of infinity signs) among the products a_k*b_k."""
+    nan, infs = False, set()
+    for x, y in zip(a_vals, b_vals):
+        if NAN in (x, y) or (isinstance(x, float) and y == 0) or (isinstance(y, float) and x == 0):
+            nan = True
+        elif isinstance(x, float) or isinstance(y, float):
+            infs.add((x > 0) == (y > 0))
+    return nan, infs
+
+
+def _exact_sum_oracle(model: UnitModel, a_bits, b_bits, c_bits: int, c_fmt) -> int:
+    """CDNA1: sum(a*b) + c exactly, one RNE rounding; NaN results compared as NaN only."""
+    a_vals = [value_of(model.a_format, int(x)) for x in a_bits]
+    b_vals = [value_of(model.b_format, int(x)) for x in b_bits]
+    c = value_of(c_fmt, c_bits)
+    nan, infs = _special_products(model, a_vals, b_vals)
+    if isinstance(c, float):
+        infs.add(c > 0)
+    if nan or c == NAN or len(infs) == 2:
+        return model.nan_bits
+    if infs:
+        return _ieee_round(model.d_format, float("inf") if True in infs else float("-inf"), False)
+    total = sum(x * y for x, y in zip(a_vals, b_vals)) + c
+    return round_exact(total, model.d_format, Rounding.RNE, "inf", False)
+
+
+def _staged_sum_oracle(model: UnitModel, a_bits, b_bits, c_bits: int, c_fmt) -> int:
+    """CDNA3, from its description: truncated product sums, floors, one RNE rounding."""
+    F, F2 = model.frac_bits, model.sum_frac_bits
+    a_vals = [value_of(model.a_format, int(x)) for x in a_bits]
+    b_vals = [value_of(model.b_format, int(x)) for x in b_bits]
+    c = value_of(c_fmt, c_bits)
+    nan, infs = _special_products(model, a_vals, b_vals)
+    terms = []  # (index, value, alignment exponent) of nonzero finite products
+    for i, (x, y) in enumerate(zip(a_vals, b_vals)):
+        if isinstance(x, float) or isinstance(y, float) or NAN in (x, y) or x == 0 or y == 0:
+            continue
+        e = _align_exponent(model.a_format, x) + _align_exponent(model.b_format, y)
+        if not model.split_even_odd and (abs(x * y) >= Fraction(2) ** 128 or e >= 128):
+            infs.add(x * y > 0)  # the product overflows FP32's exponent range
+            continue
+        terms.append((i, x * y, e))
+    halves = [terms[0::1]] if not model.split_even_odd else [[t for t in terms if t[0] % 2 == h] for h in (0, 1)]
+    sums = []
+    for half in halves:
+        if half:
+            e_h = max(e for _, _, e in half)
+            sums.append((sum(_trunc_to(v, e_h - F) for _, v, _ in half), e_h))
+    e_dot = max((e for _, e in sums), default=None)
+    dot = sum((_floor_to(t, e_dot - F) for t, _ in sums), Fraction(0)) if model.split_even_odd and sums else \
+        sum((t for t, _ in sums), Fraction(0))
+    c_special = c == NAN or isinstance(c, float)
+    e_c = -1 if c_special else _align_exponent(c_fmt, c) if c != 0 else 1 - c_fmt.bias
+    e_max = e_c if e_dot is None else max(e_dot, e_c)
+    if c_special and model.split_even_odd and e_c < e_max - F - 1:
+        c_special, c = False, Fraction(0)  # dropped below the window, as MMA-Sim aligns it
+    if nan or c == NAN:
+        return model.nan_bits
+    if isinstance(c, float):
+        infs.add(c > 0)
+    if len(infs) == 2:
+        return model.nan_bits
+    if infs:
+        return _ieee_round(model.d_format, float("inf") if True in infs else float("-inf"), False)
+    part_c = _floor_to(c, e_max - F)
+    if model.split_even_odd and e_c < e_max - F - 1:
+        part_c = Fraction(0)
+    x = _floor_to(dot, e_max - F2 - 1) + part_c
+    if x == 0:
+        return 0
+    lead = max(_floor_log2(abs(x)), -126)
+    return round_exact(_floor_to(x, lead - F2), model.d_format, Rounding.RNE, "ieee", False)
+
+
+def _ftz_mul_add_oracle(model: UnitModel, a_bits, b_bits, c_bits: int, c_fmt) -> int:
+    """CDNA2: flushed inputs, FP32-rounded products, FP32 RNE additions in pairs, IEEE zeros."""
+    f32 = model.d_format
+    tiny = Fraction(2) ** -126
+
+    def operand(fmt, bits):
+        v = value_of(fmt, int(bits))
+        neg = bool(_sign_bit(fmt, int(bits)))
+        if isinstance(v, Fraction) and abs(v) < Fraction(2) ** fmt.emin:
+            return Fraction(0), False  # flushed to +0
+        return v, neg
+
+    def rounded(v, neg_zero):  # (value, sign) of an FP32 RNE result with flushing
+        if v == NAN:
+            return NAN, False
+        bits = _ieee_round(f32, v, neg_zero)
+        r = value_of(f32, bits)
+        neg = bool(bits >> 31)
+        if isinstance(r, Fraction) and abs(r) < tiny:
+            return Fraction(0), neg
+        return r, neg
+
+    def mul(x, y):
+        (xv, xn), (yv, yn) = x, y
+        if NAN in (xv, yv) or (isinstance(xv, float) and yv == 0) or (isinstance(yv, float) and xv == 0):
+            return NAN, False
+        if isinstance(xv, float) or isinstance(yv, float):
+            return float("-inf") if xn ^ yn else float("inf"), xn ^ yn
+        return rounded(xv * yv, xn ^ yn)
+
+    def add(x, y):
+        (xv, xn), (yv, yn) = x, y
+        if NAN in (xv, yv):
+            return NAN, False
+        if isinstance(xv, float) or isinstance(yv, float):
+            if isinstance(xv, float) and isinstance(yv, float) and xv != yv:
+                return NAN, False
+            inf = xv if isinstance(xv, float) else yv
+            return inf, inf < 0
+        total = xv + yv
+        return rounded(total, (xn and yn) if total == 0 else False)
+
+    prods = [mul(operand(model.a_format, x), operand(model.b_format, y)) for x, y in zip(a_bits, b_bits)]
+    acc = operand(c_fmt, c_bits)
+    step = model.pair_tree
+    for k in range(0, len(prods), step):
+        part = add(prods[k], prods[k + 1])
+        if step == 4:
+            part = add(part, add(prods[k + 2], prods[k + 3]))
+        acc = add(acc, part)
+    if acc[0] == NAN:
+        return model.nan_bits
+    return _ieee_round(f32, acc[0], acc[1]) if acc[0] != 0 else (0x80000000 if acc[1] else 0)
+
+
+_BITWISE = {"ieee_mul_add": _ieee_mul_add_oracle, "binary": _binary_oracle, "exact_sum": _exact_sum_oracle,
+            "staged_sum": _staged_sum_oracle, "ftz_mul_add": _ftz_mul_add_oracle}
+
+
+def _scaled_terms(model: UnitModel, a_vals, b_vals, sa_vals, sb_vals):
+    """Block-scaled terms: list of (value, alignment exponent), or the special outcome."""
+    sf = model.scale_format
+    if any(v == NAN for v in list(sa_vals) + list(sb_vals)):
+        return NAN
+    terms, specials = [], []
+    if model.algorithm == "scaled_fused":
+        for x, y, s, t in zip(a_vals, b_vals, sa_vals, sb_vals):
+            if NAN in (x, y) or (isinstance(x, float) and y == 0) or (isinstance(y, float) and x == 0):
+                return NAN
+            if isinstance(x, float) or isinstance(y, float):
+                specials.append(1 if (x > 0) == (y > 0) else -1)
+            elif x == 0 or y == 0:
+                terms.append((Fraction(0), model.zero_exponent))
+            else:
+                e = (_align_exponent(model.a_format, x) + _align_exponent(model.b_format, y)
+                     + _align_exponent(sf, s) + _align_exponent(sf, t))
+                terms.append((x * y * s * t, e))
+        return terms, specials
+    G = model.subgroup_size
+    for j in range(0, len(a_vals), G):
+        prods = [x * y for x, y in zip(a_vals[j:j + G], b_vals[j:j + G])]
+        s, t = sa_vals[j], sb_vals[j]
+        if all(p == 0 for p in prods) or s * t == 0:
+            terms.append((sum(prods) * s * t, model.zero_exponent))
+        else:
+            terms.append((sum(prods) * s * t, _align_exponent(sf, s) + _align_exponent(sf, t)))
+    return terms, specials
+
+
+def scaled_dot_bits(spec, a: np.ndarray, b: np.ndarray, c: np.ndarray, scale_a: np.ndarray,
+                    scale_b: np.ndarray) -> np.ndarray:
+    """Exact-oracle result bits of a block-scaled instruction (scales [N, K'/scale_block])."""
+    from ..catalog import get_instruction
+
+    spec = get_instruction(spec)
+    model = spec.model
+    d = model.d_format
+    out = np.empty(len(c), dtype=d.container_dtype)
+    for i in range(len(c)):
+        acc, acc_fmt = int(c[i]), spec.c_format
+        for start in range(0, a.shape[1], model.group_size):
+            sl = slice(start, start + model.group_size)
+            a_vals = [value_of(spec.a_format, int(x)) for x in a[i, sl]]
+            b_vals = [value_of(spec.b_format, int(x)) for x in b[i, sl]]
+            blocks = [k // model.scale_block for k in range(start, start + model.group_size)]
+            sa_vals = [value_of(model.scale_format, int(scale_a[i, j])) for j in blocks]
+            sb_vals = [value_of(model.scale_format, int(scale_b[i, j])) for j in blocks]
+            found = _scaled_terms(model, a_vals, b_vals, sa_vals, sb_vals)
+            c_val = value_of(acc_fmt, acc)
+            if found == NAN or c_val == NAN:
+                acc = model.nan_bits
+            else:
+                terms, specials = found
+                if isinstance(c_val, float):
+                    specials.append(1 if c_val > 0 else -1)
+                if specials:
+                    acc = model.nan_bits if len(set(specials)) == 2 else _ieee_round(d, float(specials[0]) * float("inf"), False)
+                else:
+                    terms.append((c_val, _align_exponent(acc_fmt, c_val) if c_val != 0 else model.zero_exponent))
+                    emax = max(e for _, e in terms)
+                    total = sum(_trunc_to(v, emax - model.frac_bits) for v, _ in terms)
+                    acc = round_exact(total, model.output_format, model.output_rounding, model.output_overflow, False)
+            acc_fmt = d
+        out[i] = acc
+    return out
 
 
 def _instruction(spec: InstructionSpec, a_bits, b_bits, c_bits: int) -> int:
