@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit, prange
 
 __all__ = ["PLUS", "PLUS_TWO_SUM", "MUL", "MAX", "ROUNDING_CODES", "OVERFLOW_CODES", "min_select", "or_and",
-           "norm_matrix", "norm_pairs", "round_scaled"]
+           "norm_matrix", "norm_pairs", "round_scaled", "floor_scaled_square"]
 
 # ⊗ of the minimising kernel.  PLUS_TWO_SUM keeps the exact remainder of sums that need
 # more than 53 bits (operands wider than FP16); PLUS assumes every sum is exact in float64.
@@ -162,6 +162,26 @@ def round_scaled(total, q, p, emin, max_finite, mode, overflow):
 
 
 @njit(cache=True)
+def floor_scaled_square(d, scale):
+    """``floor(d*d*scale)`` exactly, for a power-of-two ``scale`` with ``d*d*scale < 2**53``.
+
+    ``d*d = sq + err`` exactly (Dekker's product with Veltkamp's split), and ``sq*scale``
+    lies on a float64 grid that contains the integers, so only an integral ``sq*scale``
+    with a negative ``err`` floors differently from ``sq*scale`` itself.
+    """
+    sq = d * d
+    split = 134217729.0 * d  # 2**27 + 1
+    d_hi = split - (split - d)
+    d_lo = d - d_hi
+    err = ((d_hi * d_hi - sq) + 2.0 * d_hi * d_lo) + d_lo * d_lo
+    scaled = sq * scale
+    f = math.floor(scaled)
+    if f == scaled and err < 0.0:
+        f -= 1.0  # the exact square lies just below an integer
+    return f
+
+
+@njit(cache=True)
 def _norm_cell(a, b, c, group, frac_bits, e_zero, has_e_zero, c_emin, d_emin, p, emin, max_finite, mode,
                overflow):
     """One plus-norm output through the fused truncating group model (see reference.norm_group)."""
@@ -213,17 +233,7 @@ def _norm_cell(a, b, c, group, frac_bits, e_zero, has_e_zero, c_emin, d_emin, p,
                 for k in range(g0, g1):
                     d = a[k] - b[k]
                     if d != 0.0:
-                        # d*d = sq + err exactly (Dekker's product with Veltkamp's split)
-                        sq = d * d
-                        split = 134217729.0 * d
-                        d_hi = split - (split - d)
-                        d_lo = d - d_hi
-                        err = ((d_hi * d_hi - sq) + 2.0 * d_hi * d_lo) + d_lo * d_lo
-                        scaled = sq * scale  # < 2**53, on a grid containing the integers
-                        f = math.floor(scaled)
-                        if f == scaled and err < 0.0:
-                            f -= 1.0  # the exact square lies just below an integer
-                        total += np.int64(f)
+                        total += np.int64(floor_scaled_square(d, scale))
                 acc = round_scaled(total, q, p, emin, max_finite, mode, overflow)
         acc_emin = d_emin
     return acc
