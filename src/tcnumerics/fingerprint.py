@@ -483,35 +483,28 @@ def _probe_c_entry(box: _Box, spec: InstructionSpec, fp: Fingerprint, b_exp: int
         fp.c_entry = "ieee_add"
 
 
-def _ez_interval(sig: int, ulp: int, e_al: int, n: int, F: int, observed, lo_scan: int) -> tuple | None:
+def _ez_interval(sig: int, ulp: int, e_al: int, n: int, F: int, observed) -> tuple | None:
     """Zero exponents under which n terms sig * 2**ulp (alignment exponent e_al), alone in a
     group with zero terms, sum to ``observed``; an interval (lo or None for unbounded, hi)."""
-    def predicted(ez):
-        grid = max(ez, e_al) - F
-        if grid <= ulp:
-            kept = Fraction(sig) * Fraction(2) ** ulp
-        elif grid - ulp >= sig.bit_length():
-            kept = Fraction(0)
-        else:
-            kept = Fraction((sig >> (grid - ulp)) << (grid - ulp)) * Fraction(2) ** ulp
-        return n * kept
-
     if observed is None:
         return None
-    base_ok = predicted(e_al) == observed  # every ez <= e_al gives this
-    matches = [ez for ez in range(e_al + 1, e_al + F + sig.bit_length() + 3) if predicted(ez) == observed]
-    if base_ok:
-        hi = e_al
-        for ez in range(e_al + 1, e_al + F + sig.bit_length() + 3):
-            if predicted(ez) != observed:
-                break
-            hi = ez
-        return (None, hi)
+    scaled = observed / Fraction(2) ** ulp
+    if scaled.denominator != 1:
+        return None
+    target = int(scaled)
+
+    def kept(ez: int) -> int:  # n * (the term truncated on the grid 2**(max(ez, e_al) - F)), in ulps
+        shift = max(ez, e_al) - F - ulp
+        if shift <= 0:
+            return n * sig
+        return 0 if shift >= sig.bit_length() else n * ((sig >> shift) << shift)
+
+    top = e_al + F + sig.bit_length() + 2  # from here on the term is gone entirely
+    matches = [ez for ez in range(e_al, top + 1) if kept(ez) == target]
     if not matches:
         return None
-    if predicted(matches[-1] + 1) == observed:  # zero from here on: unbounded above
-        return (matches[0], 10**6)
-    return (matches[0], matches[-1])
+    hi = 10**6 if matches[-1] == top else matches[-1]  # kept(top) holds for every larger ez
+    return (None if matches[0] == e_al else matches[0], hi)
 
 
 def _probe_zero_exponent(box: _Box, spec: InstructionSpec, fp: Fingerprint) -> None:
@@ -566,7 +559,7 @@ def _probe_zero_exponent(box: _Box, spec: InstructionSpec, fp: Fingerprint) -> N
     vals = _decode(fd, box(t.a, t.b, t.c))
     lo, hi = None, None
     for row, sig, ulp, e_al, count in cases:
-        iv = _ez_interval(sig, ulp, e_al, count, F, vals[row], 0)
+        iv = _ez_interval(sig, ulp, e_al, count, F, vals[row])
         if iv is None:
             fp.notes.append("lone-term probe fits no zero exponent: not a fused truncating unit")
             return
@@ -620,6 +613,12 @@ def _templates(spec: InstructionSpec) -> list[InstructionSpec]:
     """Catalog entries with the same interface (operand, accumulator, output formats and K)."""
     key = _interface(spec)
     return [s for s in all_instructions() if _interface(s) == key]
+
+
+def _behaviour(spec: InstructionSpec) -> tuple:
+    """Everything of a spec that decides its results (the name aside)."""
+    return (spec.a_format, spec.b_format, spec.c_format, spec.k, spec.model, spec.k_order, spec.chunk,
+            spec.c_entry, spec.c_add_rounding)
 
 
 def _interface(spec: InstructionSpec) -> tuple:
@@ -853,7 +852,13 @@ def fingerprint(dot: Dot, interface: "str | InstructionSpec", *, validation: int
         if not fp.reproduces and fp.kind == "fused":
             fp.notes.append("the inferred fused model misses some validation vectors")
     if match_catalog:
-        fp.matches = [s.name for s in _templates(spec) if _agree(s, check, d)]
+        verdicts: dict = {}  # entries that differ only in name behave alike: replay each behaviour once
+        for t in _templates(spec):
+            key = _behaviour(t)
+            if key not in verdicts:
+                verdicts[key] = _agree(t, check, d)
+            if verdicts[key]:
+                fp.matches.append(t.name)
         if not fp.reproduces and fp.matches:
             algos = sorted({get_instruction(m).model.algorithm for m in fp.matches})
             fp.kind = fp.kind if fp.kind in ("integer", "binary") else "other: " + "/".join(algos)
