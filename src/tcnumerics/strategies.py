@@ -720,7 +720,7 @@ def sample_dot_products(instruction: Any, n: int, *, family: "str | Sequence[str
 def matrices(fmt: "Format | str", shape, *, specials: bool = False, subnormals: bool = True,
              elements: st.SearchStrategy | None = None) -> st.SearchStrategy[np.ndarray]:
     """Arrays of ``fmt`` values in its numpy/ml_dtypes type (float32 containers for TF32,
-    decoded integers for integer formats).  ``shape`` is a tuple or a strategy of tuples;
+    decoded integers for integer formats, exact float64 values where numpy has no type).  ``shape`` is a tuple or a strategy of tuples;
     ``elements`` (bit patterns) overrides the default ``bit_patterns(fmt, specials)``.
 
     >>> from hypothesis import given, settings
@@ -736,7 +736,15 @@ def matrices(fmt: "Format | str", shape, *, specials: bool = False, subnormals: 
         elements = bit_patterns(fmt, specials, subnormals=subnormals)
     elif not isinstance(elements, st.SearchStrategy):
         raise TypeError(f"elements: expected a hypothesis strategy, got {type(elements).__name__}")
-    return hnp.arrays(fmt.container_dtype, shape, elements=elements).map(fmt.to_array)
+    return hnp.arrays(fmt.container_dtype, shape, elements=elements).map(lambda bits: _as_values(fmt, bits))
+
+
+def _as_values(fmt: Format, bits: np.ndarray) -> np.ndarray:
+    """Bits as the format's array type; exact float64 values where numpy has no such type."""
+    try:
+        return fmt.to_array(bits)
+    except TypeError:
+        return fmt.to_float(bits)
 
 
 def mma_operands(instruction: Any, *, family: "str | Sequence[str] | None" = None, max_m: int = 4,
@@ -771,9 +779,9 @@ def mma_operands(instruction: Any, *, family: "str | Sequence[str] | None" = Non
         steps = draw(st.integers(1, max_k_steps))
         fam = chosen[0] if len(chosen) == 1 else draw(st.sampled_from(chosen))
         rows = _generate(_DrawSource(draw, m * n), spec, fam, steps)
-        A = spec.a_format.to_array(rows.a[:m])
-        B = spec.b_format.to_array(rows.b[:n]).T.copy()
-        C = spec.c_format.to_array(rows.c.reshape(m, n))
+        A = _as_values(spec.a_format, rows.a[:m])
+        B = _as_values(spec.b_format, rows.b[:n]).T.copy()
+        C = _as_values(spec.c_format, rows.c.reshape(m, n))
         return A, B, C
 
     return build()
