@@ -221,7 +221,7 @@ def _term(sig, dist, lshift, rshift):
 
 
 @njit(cache=True, nogil=True)
-def _fused_one(sa, ea, sb, eb, acc_bits, acc_fp, acc_zero, ls_acc, rs_acc, F, e_zero, ls_ab, rs_ab,
+def _fused_one(sa, ea, sb, eb, L, acc_bits, acc_fp, acc_zero, ls_acc, rs_acc, F, e_zero, ls_ab, rs_ab,
                out_fp, d_fp, rounding, overflow, nan_bits):
     """One fused group for one vector (operand table entries sa/ea/sb/eb of length L)."""
     if acc_zero:
@@ -230,7 +230,7 @@ def _fused_one(sa, ea, sb, eb, acc_bits, acc_fp, acc_zero, ls_acc, rs_acc, F, e_
         c_sig, c_exp, c_kind = _decode(acc_bits, acc_fp)
     special = c_kind != 0
     emax = c_exp if c_sig != 0 else e_zero
-    for i in range(len(sa)):
+    for i in range(L):
         if ea[i] < ZERO_EXP or eb[i] < ZERO_EXP:
             special = True
         if sa[i] == 0 or sb[i] == 0:
@@ -238,9 +238,9 @@ def _fused_one(sa, ea, sb, eb, acc_bits, acc_fp, acc_zero, ls_acc, rs_acc, F, e_
         else:
             emax = max(emax, np.int64(ea[i]) + eb[i])
     if special:
-        return _special_outcome(sa, ea, sb, eb, c_kind, d_fp, nan_bits)
+        return _special_outcome(sa[:L], ea[:L], sb[:L], eb[:L], c_kind, d_fp, nan_bits)
     total = _term(c_sig, emax - c_exp, ls_acc, rs_acc)
-    for i in range(len(sa)):
+    for i in range(L):
         total += _term(np.int64(sa[i]) * sb[i], emax - ea[i] - eb[i], ls_ab, rs_ab)
     return _round(total < 0, abs(total), emax - F, out_fp, rounding, overflow, False)
 
@@ -294,7 +294,7 @@ def dot_fused(a, a_bytes, b, b_bytes, c, perm, glen, lut_a_sig, lut_a_exp, a_shi
                         sb[i] = lut_b_sig[ib]
                         eb[i] = lut_b_exp[ib]
                     first = g == 0
-                    acc = _fused_one(sa[:L], ea[:L], sb[:L], eb[:L], acc, c_fp if first else d_fp,
+                    acc = _fused_one(sa, ea, sb, eb, L, acc, c_fp if first else d_fp,
                                      first and ieee_add, ls_c if first else ls_d, rs_c if first else rs_d, F, e_zero,
                                      ls_ab, rs_ab, out_fp, d_fp, rounding, overflow, nan_bits)
                     pos += L
