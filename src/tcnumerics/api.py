@@ -21,6 +21,7 @@ from .model import InstructionSpec, UnitModel
 __all__ = ["Instruction", "instruction", "instructions", "check_bits"]
 
 _WORKING_SET = 1 << 22  # elements per operand block the bit-level GEMM path builds at once
+_DOT_BLOCK = 1 << 20  # operand elements per engine call in dot_bits (bounds the engines' temporaries)
 
 
 def check_bits(name: str, x, fmt: Format, ndim: int | None = None) -> np.ndarray:
@@ -91,7 +92,14 @@ class Instruction:
         if a.shape[1] > spec.k and spec.c_format != spec.d_format:
             raise ValueError(f"a: K={a.shape[1]} chains instructions, but {spec.name} takes C as "
                              f"{spec.c_format.name} and writes D as {spec.d_format.name}")
-        out = get_engine(engine or self.engine).dot_bits(spec, a, b, c)
+        eng = get_engine(engine or self.engine)
+        rows = max(1, _DOT_BLOCK // a.shape[1])  # bounded memory: engines build [rows, K] temporaries
+        if a.shape[0] <= rows:
+            out = eng.dot_bits(spec, a, b, c)
+        else:
+            out = np.empty(a.shape[0], dtype=spec.d_format.container_dtype)
+            for r0 in range(0, a.shape[0], rows):
+                out[r0:r0 + rows] = eng.dot_bits(spec, a[r0:r0 + rows], b[r0:r0 + rows], c[r0:r0 + rows])
         return out[0:1].reshape(()) if single else out
 
     def mma(self, A, B, C=None, *, engine: str | None = None) -> np.ndarray:
@@ -108,9 +116,14 @@ class Instruction:
             raise ValueError(f"A, B: need at least 2-D arrays, got shapes {A.shape} and {B.shape}")
         if A.shape[-1] != B.shape[-2]:
             raise ValueError(f"A, B: inner dimensions differ: A is {A.shape}, B is {B.shape}")
+        if A.shape[-1] == 0 or A.shape[-1] % spec.k:
+            raise ValueError(f"A: K={A.shape[-1]} is not a positive multiple of {spec.name}'s K={spec.k}")
         a_bits = _operand_bits("A", A, spec.a_format)
         b_bits = _operand_bits("B", B, spec.b_format)
-        batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+        try:
+            batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+        except ValueError:
+            raise ValueError(f"A, B: batch dimensions do not broadcast: A is {A.shape}, B is {B.shape}") from None
         M, K, N = A.shape[-2], A.shape[-1], B.shape[-1]
         a_bits = np.broadcast_to(a_bits, batch + (M, K))
         b_bits = np.broadcast_to(b_bits, batch + (K, N))
@@ -118,7 +131,11 @@ class Instruction:
             c_bits = np.zeros(batch + (M, N), spec.c_format.container_dtype)
         else:
             C = np.asarray(C)
-            c_bits = np.broadcast_to(_operand_bits("C", C, spec.c_format), batch + (M, N))
+            c_bits = _operand_bits("C", C, spec.c_format)
+            try:
+                c_bits = np.broadcast_to(c_bits, batch + (M, N))
+            except ValueError:
+                raise ValueError(f"C: shape {C.shape} does not match the result shape {batch + (M, N)}") from None
         rows_a = a_bits.reshape(-1, M, K)
         cols_b = np.swapaxes(b_bits.reshape(-1, K, N), 1, 2)
         c_flat = c_bits.reshape(-1, M, N)

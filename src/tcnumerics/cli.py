@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # command -> module that registers it (``register(subparsers)``)
@@ -91,17 +92,29 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return int(args.func(args) or 0)
     except CLIError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return exc.code
-    except (ValueError, KeyError, TypeError, OSError) as exc:
+    except BrokenPipeError:  # output piped into head & co.: not an error
+        return 0
+    except (ValueError, KeyError, TypeError, OSError, EOFError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"error: {msg}", file=sys.stderr)
+        print(f"error: {_one_line(msg)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
+    except Exception as exc:  # anything unforeseen still ends in one line, never a traceback
+        if os.environ.get("TCNUMERICS_DEBUG"):
+            raise
+        print(f"error: {type(exc).__name__}: {_one_line(exc)} (set TCNUMERICS_DEBUG=1 for a traceback)",
+              file=sys.stderr)
+        return 2
+
+
+def _one_line(message) -> str:
+    """An error message squeezed onto one line (empty messages name nothing, so say so)."""
+    text = " ".join(str(message).split())
+    return text or "unspecified error"
 
 
 if __name__ == "__main__":

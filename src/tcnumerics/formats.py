@@ -305,6 +305,9 @@ class FloatFormat:
         rounding = Rounding.parse(rounding)
         sign = np.asarray(sign).astype(bool)
         mag = np.asarray(magnitude)
+        if mag.dtype.kind not in "iu" or np.asarray(exponent).dtype.kind not in "iu":
+            raise TypeError(f"magnitude, exponent: expected integer arrays, got dtypes {mag.dtype} and "
+                            f"{np.asarray(exponent).dtype}")
         if mag.dtype.kind == "i" and mag.size and int(mag.min()) < 0:
             raise ValueError("magnitude: must be non-negative")
         mag = mag.astype(np.uint64)

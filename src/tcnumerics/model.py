@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from numbers import Integral
 from typing import Literal
 
 from .formats import FloatFormat, Format, IntFormat, Rounding, get_format
@@ -109,6 +110,12 @@ class UnitModel:
         for name in ("a_format", "b_format", "c_format", "d_format"):
             object.__setattr__(self, name, get_format(getattr(self, name)))
         object.__setattr__(self, "output_rounding", Rounding.parse(self.output_rounding))
+        for name in ("group_size", "frac_bits", "zero_exponent", "output_mantissa_bits", "nan_bits"):
+            value = getattr(self, name)
+            if (value is not None or name == "group_size") and (isinstance(value, bool) or not isinstance(value, Integral)):
+                raise TypeError(f"{name}: expected an integer, got {value!r}")
+        if self.output_overflow not in ("inf", "ieee", "saturate"):
+            raise ValueError(f"output_overflow: expected 'inf', 'ieee' or 'saturate', got {self.output_overflow!r}")
         if self.group_size < 1:
             raise ValueError(f"group_size: must be >= 1, got {self.group_size}")
         if self.algorithm == "fused":
@@ -250,11 +257,20 @@ class InstructionSpec:
     notes: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.model, UnitModel):
+            raise TypeError(f"model: expected a UnitModel, got {type(self.model).__name__}")
         for name, default in (("a_format", self.model.a_format), ("b_format", self.model.b_format),
                               ("c_format", self.model.c_format)):
             value = getattr(self, name)
             object.__setattr__(self, name, get_format(value) if value is not None else default)
         object.__setattr__(self, "c_add_rounding", Rounding.parse(self.c_add_rounding))
+        if isinstance(self.k, bool) or not isinstance(self.k, Integral) or self.k < 1:
+            raise ValueError(f"k: expected a positive integer, got {self.k!r}")
+        if self.chunk is not None and (isinstance(self.chunk, bool) or not isinstance(self.chunk, Integral)
+                                       or self.chunk < 1):
+            raise ValueError(f"chunk: expected a positive integer or None, got {self.chunk!r}")
+        if self.c_entry not in ("fused", "ieee_add"):
+            raise ValueError(f"c_entry: expected 'fused' or 'ieee_add', got {self.c_entry!r}")
         if self.k_order is not None and sorted(self.k_order) != list(range(self.k)):
             raise ValueError(f"k_order: must be a permutation of range({self.k})")
         chunk = self.chunk or self.k

@@ -51,7 +51,11 @@ def _load() -> None:
 def instruction_names(arch: str | None = None) -> list[str]:
     """Every catalogued instruction name (optionally of one architecture), sorted."""
     _load()
-    return sorted(n for n in _REGISTRY if arch is None or n.split(".", 1)[0] == arch)
+    names = sorted(n for n in _REGISTRY if arch is None or n.split(".", 1)[0] == arch)
+    if arch is not None and not names:
+        known = sorted({n.split(".", 1)[0] for n in _REGISTRY})
+        raise ValueError(f"arch: unknown architecture {arch!r} (known: {', '.join(known)})")
+    return names
 
 
 def all_instructions() -> list[InstructionSpec]:
