@@ -143,11 +143,14 @@ class LibraryGemm:
                         note=PROVENANCE if measured else PROVENANCE + " (E4M3 only; other FP8 pairs by analogy)")
 
     def __call__(self, A, B, C=None, *, out_dtype: str | None = None, scale_a=None, scale_b=None,
-                 engine: str = "auto") -> np.ndarray:
+                 plan: GemmPlan | None = None, engine: str = "auto") -> np.ndarray:
         """Predict the library's result for ``A @ B`` (B given as [K, N]).
 
         ``out_dtype``: the result type (default: torch.matmul -- the input type, FP32 for TF32;
-        torch._scaled_mm -- bf16).  torch.matmul's C (``addmm``) is added in the epilogue.
+        torch._scaled_mm -- bf16).  torch.matmul's C (``addmm``) is added to the result after
+        its conversion to the output type, with one more rounding (measured for BF16).
+        ``plan``: use this plan instead of planning for A's and B's shape (to replay sampled
+        rows and columns of a larger call: the kernel choice depends on the full shape).
         """
         A, B = np.asarray(A), np.asarray(B)
         if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
@@ -157,13 +160,13 @@ class LibraryGemm:
         if self.function == "torch.matmul":
             if scale_a is not None or scale_b is not None:
                 raise ValueError("scale_a, scale_b: torch.matmul takes no scales")
-            plan = self.plan(M, N, K)
+            plan = plan or self.plan(M, N, K)
             out = out_dtype or ("fp32" if self.dtype == "tf32" else self.dtype)
         else:
             if C is not None:
                 raise ValueError("C: torch._scaled_mm is modelled without a bias/C")
             kind = _scale_kind(scale_a, scale_b, M, N)
-            plan = self.plan(M, N, K, scales=kind)
+            plan = plan or self.plan(M, N, K, scales=kind)
             out = out_dtype or "bf16"
         get_format(out)  # validates the name
         if not plan.modelled:
@@ -174,7 +177,7 @@ class LibraryGemm:
             A = tf32.to_float(tf32.from_float(A.astype(np.float64), plan.input_rounding)).astype(np.float32)
             B = tf32.to_float(tf32.from_float(B.astype(np.float64), plan.input_rounding)).astype(np.float32)
         return gemm(A, B, C, out_format=out, scale_a=scale_a, scale_b=scale_b, engine=engine,
-                    c_role="epilogue", **plan.gemm_options())
+                    c_role="output", **plan.gemm_options())
 
 
 def _split(K: int, tile: int, M: int, N: int) -> list[int] | None:

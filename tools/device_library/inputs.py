@@ -29,24 +29,45 @@ except Exception:  # a half-edited package elsewhere in the tree must not stop a
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-def splitmix64(seed: int, n: int) -> np.ndarray:
-    """n pseudo-random uint64 words of stream ``seed``."""
+def splitmix64(seed: int, n: int, index: np.ndarray | None = None) -> np.ndarray:
+    """Words 0..n-1 (or the words at ``index``) of pseudo-random uint64 stream ``seed``."""
+    i = np.arange(n, dtype=np.uint64) if index is None else np.asarray(index, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        z = (np.arange(1, n + 1, dtype=np.uint64) + np.uint64(seed) * np.uint64(0x100000001B3)) * _GOLDEN
+        z = (i + np.uint64(1) + np.uint64(seed) * np.uint64(0x100000001B3)) * _GOLDEN
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         return z ^ (z >> np.uint64(31))
 
 
-def normal_like(seed: int, n: int) -> np.ndarray:
-    """Approximately N(0, 1) values (Irwin-Hall of four uniforms), computed exactly in float64."""
-    u = (splitmix64(seed, 4 * n) >> np.uint64(11)).astype(np.float64) * 2.0**-53
-    u = u.reshape(4, n)
+def normal_like(seed: int, n: int, index: np.ndarray | None = None) -> np.ndarray:
+    """Approximately N(0, 1) values (Irwin-Hall of four uniforms), computed exactly in float64.
+
+    Element i uses words i, n + i, 2n + i and 3n + i of the stream; ``index`` picks elements.
+    """
+    i = np.arange(n, dtype=np.uint64) if index is None else np.asarray(index, dtype=np.uint64).ravel()
+    words = np.concatenate([i + np.uint64(j * n) for j in range(4)])
+    u = (splitmix64(seed, 0, words) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    u = u.reshape(4, len(i))
     return ((u[0] + u[1]) + (u[2] + u[3]) - 2.0) * 1.7320508075688772
 
 
-def operand_bits(fmt: str, seed: int, shape: tuple[int, ...], scale: float = 1.0) -> np.ndarray:
-    """Bit patterns of ``fmt`` (RNE from ``scale * normal_like``); fp32 keeps all 23 fraction bits."""
+def operand_bits(fmt: str, seed: int, shape: tuple[int, ...], scale: float = 1.0,
+                 rows: np.ndarray | None = None, cols: np.ndarray | None = None) -> np.ndarray:
+    """Bit patterns of ``fmt`` (RNE from ``scale * normal_like``); fp32 keeps all 23 fraction bits.
+
+    ``rows`` / ``cols`` select a sub-matrix of a 2-D ``shape`` without generating the rest.
+
+    >>> full = operand_bits("bf16", 3, (5, 7))
+    >>> bool((operand_bits("bf16", 3, (5, 7), rows=[1, 4], cols=[0, 6]) == full[[1, 4]][:, [0, 6]]).all())
+    True
+    """
     n = int(np.prod(shape))
-    values = normal_like(seed, n) * scale
-    return get_format(fmt).from_float(values).reshape(shape)
+    if rows is None and cols is None:
+        values = normal_like(seed, n) * scale
+        return get_format(fmt).from_float(values).reshape(shape)
+    R, C = shape
+    r = np.arange(R) if rows is None else np.asarray(rows)
+    c = np.arange(C) if cols is None else np.asarray(cols)
+    index = (r[:, None] * C + c[None, :]).ravel()
+    values = normal_like(seed, n, index) * scale
+    return get_format(fmt).from_float(values).reshape(len(r), len(c))
