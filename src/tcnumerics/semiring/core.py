@@ -397,7 +397,7 @@ class SemiringUnit:
         if pairs:
             values = fast.norm_pairs(av, bv, cv, *params)
         else:
-            values = fast.norm_matrix(av, np.ascontiguousarray(bv.T), np.ascontiguousarray(cv), *params)
+            values = fast.norm_matrix(av, bv, cv, *params)
         d = model.d_format
         bits = d.from_float(values)  # exact: the kernel's values are d_format numbers
         return np.where(np.isnan(values), model.nan_bits, bits).astype(d.container_dtype)
@@ -421,8 +421,8 @@ def _norm_fast_refusal(model: UnitModel) -> str | None:
         return f"differences of {model.a_format.name} and {model.b_format.name} values need more than 53 bits"
     if model.frac_bits is None:
         return "exact accumulation (frac_bits=None)"
-    if model.frac_bits > 56 - 8:
-        return f"frac_bits={model.frac_bits} is too wide for 64-bit sums"
+    if model.frac_bits + 2 + (model.group_size - 1).bit_length() > 53:  # a group's sum must be exact in float64
+        return f"frac_bits={model.frac_bits} with group_size={model.group_size} is too wide for float64 sums"
     if model.output_rounding is Rounding.SR:
         return "stochastic output rounding"
     if model.output_overflow not in ("inf", "ieee", "saturate"):

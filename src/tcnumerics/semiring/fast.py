@@ -1,5 +1,9 @@
 """The semiring fast engine: numba kernels, parallel over output rows, bit-identical to the reference.
 
+The kernels are compiled serial and release the GIL (``nogil=True``); the wrappers hand
+blocks of output rows to a pool of threads, one per core.  (numba's ``parallel=True``
+would do the same but doubles the first-use compile time, which every fresh CI run pays.)
+
 Kernels work on exact float64 values of the operands (every format of at most 32 bits is
 exact in float64) and return exact float64 results that the shared numpy finishing step
 (:func:`tcnumerics.semiring.reference.round_pairs`, ``FloatFormat.from_float``) turns into
@@ -27,9 +31,11 @@ Example:
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 __all__ = ["PLUS", "PLUS_TWO_SUM", "MUL", "MAX", "ROUNDING_CODES", "OVERFLOW_CODES", "min_select", "or_and",
            "norm_matrix", "norm_pairs", "round_scaled", "floor_scaled_square"]
@@ -41,17 +47,22 @@ ROUNDING_CODES = {"rne": 0, "rna": 1, "rz": 2, "ru": 3, "rd": 4, "rto": 5}
 OVERFLOW_CODES = {"inf": 0, "ieee": 1, "saturate": 2}
 
 
-@njit(cache=True, parallel=True)
-def min_select(A, B, C, combine):
-    """``min(C[i,j], min_k A[i,k] ⊗ B[k,j])`` as exact pairs ``(hi, lo)``; NaN is sticky.
+def _row_blocks(M: int, block) -> None:
+    """Call ``block(r0, r1)`` over blocks of the M output rows, one thread per core."""
+    threads = min(os.cpu_count() or 1, max(1, M // 4))
+    bounds = np.linspace(0, M, threads + 1).astype(int)
+    if threads == 1:
+        block(0, M)
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda t: block(bounds[t], bounds[t + 1]), range(threads)))
 
-    ``A`` [M, K], ``B`` [K, N], ``C`` [M, N] float64 (``+inf`` where there is no C).
-    """
+
+@njit(cache=True, nogil=True)
+def _min_select_rows(A, B, hi, lo, combine):
     M, K = A.shape
     N = B.shape[1]
-    hi = C.copy()
-    lo = np.zeros((M, N))
-    for i in prange(M):
+    for i in range(M):
         h = hi[i]
         lo_row = lo[i]
         for k in range(K):
@@ -84,22 +95,40 @@ def min_select(A, B, C, combine):
                     if better:
                         h[j] = t
                         lo_row[j] = r
+
+
+def min_select(A: np.ndarray, B: np.ndarray, C: np.ndarray, combine: int) -> tuple[np.ndarray, np.ndarray]:
+    """``min(C[i,j], min_k A[i,k] ⊗ B[k,j])`` as exact pairs ``(hi, lo)``; NaN is sticky.
+
+    ``A`` [M, K], ``B`` [K, N], ``C`` [M, N] float64 (``+inf`` where there is no C).
+    """
+    A = np.ascontiguousarray(A, np.float64)
+    B = np.ascontiguousarray(B, np.float64)
+    hi = np.array(C, dtype=np.float64, order="C")
+    lo = np.zeros(hi.shape)
+    _row_blocks(len(hi), lambda r0, r1: _min_select_rows(A[r0:r1], B, hi[r0:r1], lo[r0:r1], combine))
     return hi, lo
 
 
-@njit(cache=True, parallel=True)
-def or_and(A, B, C):
-    """``C[i,j] | OR_k (A[i,k] & B[k,j])`` on uint8 0/1 arrays."""
+@njit(cache=True, nogil=True)
+def _or_and_rows(A, B, out):
     M, K = A.shape
     N = B.shape[1]
-    out = C.copy()
-    for i in prange(M):
+    for i in range(M):
         o = out[i]
         for k in range(K):
             if A[i, k]:
                 b = B[k]
                 for j in range(N):
                     o[j] |= b[j]
+
+
+def or_and(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """``C[i,j] | OR_k (A[i,k] & B[k,j])`` on uint8 0/1 arrays."""
+    A = np.ascontiguousarray(A, np.uint8)
+    B = np.ascontiguousarray(B, np.uint8)
+    out = np.array(C, dtype=np.uint8, order="C")
+    _row_blocks(len(out), lambda r0, r1: _or_and_rows(A[r0:r1], B, out[r0:r1]))
     return out
 
 
@@ -176,9 +205,8 @@ def floor_scaled_square(d, scale):
     err = ((d_hi * d_hi - sq) + 2.0 * d_hi * d_lo) + d_lo * d_lo
     scaled = sq * scale
     f = math.floor(scaled)
-    if f == scaled and err < 0.0:
-        f -= 1.0  # the exact square lies just below an integer
-    return f
+    # branch-free (the loop vectorises): step down where the exact square lies just below an integer
+    return f - ((f == scaled) & (err < 0.0))
 
 
 @njit(cache=True)
@@ -229,37 +257,113 @@ def _norm_cell(a, b, c, group, frac_bits, e_zero, has_e_zero, c_emin, d_emin, p,
             else:
                 q = e_max - frac_bits
                 scale = math.ldexp(1.0, -q)
-                total = np.int64(acc * scale)  # truncation toward zero
+                # each truncated term is an integer below 2**(frac_bits + 3): a float64 sum of a
+                # group of them is exact
+                terms = 0.0
                 for k in range(g0, g1):
-                    d = a[k] - b[k]
-                    if d != 0.0:
-                        total += np.int64(floor_scaled_square(d, scale))
+                    terms += floor_scaled_square(a[k] - b[k], scale)
+                total = np.int64(acc * scale) + np.int64(terms)  # C truncated toward zero
                 acc = round_scaled(total, q, p, emin, max_finite, mode, overflow)
         acc_emin = d_emin
     return acc
 
 
-@njit(cache=True, parallel=True)
-def norm_matrix(A, Bt, C, group, frac_bits, e_zero, has_e_zero, c_emin, d_emin, p, emin, max_finite, mode,
-                overflow):
-    """plus-norm of ``A`` [M, K] and ``Bt`` [N, K] (B transposed) with ``C`` [M, N]: d values."""
-    M = A.shape[0]
-    N = Bt.shape[0]
-    out = np.empty((M, N))
-    for i in prange(M):
-        for j in range(N):
-            out[i, j] = _norm_cell(A[i], Bt[j], C[i, j], group, frac_bits, e_zero, has_e_zero, c_emin, d_emin,
-                                   p, emin, max_finite, mode, overflow)
+@njit(cache=True, nogil=True)
+def _norm_rows(A, B, C, out, group, frac_bits, e_zero, has_e_zero, c_emin, d_emin, p, emin, max_finite, mode,
+               overflow):
+    """_norm_cell for every output of a block of rows, reorganised so the inner loops run along
+    contiguous rows of B and vectorise: per group, one pass finds each output's largest
+    difference, then one pass sums the truncated squares."""
+    M, K = A.shape
+    N = B.shape[1]
+    max_abs = np.empty(N)
+    has_zero = np.empty(N, np.bool_)
+    done = np.empty(N, np.bool_)
+    scale = np.empty(N)
+    quantum = np.empty(N, np.int64)
+    terms = np.empty(N)
+    for i in range(M):
+        acc = out[i]
+        acc[:] = C[i]
+        acc_emin = c_emin
+        for g0 in range(0, K, group):
+            g1 = min(K, g0 + group)
+            max_abs[:] = 0.0
+            has_zero[:] = False
+            for k in range(g0, g1):
+                a = A[i, k]
+                b = B[k]
+                for j in range(N):
+                    d = abs(a - b[j])
+                    max_abs[j] = d if (d > max_abs[j]) | (d != d) else max_abs[j]  # NaN sticks
+                    has_zero[j] |= d == 0.0
+            for j in range(N):
+                m = max_abs[j]
+                c = acc[j]
+                done[j] = True
+                scale[j] = 0.0
+                if m != m or c != c or (m == math.inf and c == -math.inf):
+                    acc[j] = math.nan  # a NaN operand, inf - inf of like signs, or +inf + -inf
+                elif m == math.inf or c == math.inf:
+                    acc[j] = math.inf
+                elif c == -math.inf:
+                    acc[j] = -math.inf
+                else:
+                    have = False
+                    e_max = 0
+                    if m > 0.0:
+                        e_max = 2 * (math.frexp(m)[1] - 1)
+                        have = True
+                    if c != 0.0:
+                        e_c = max(math.frexp(abs(c))[1] - 1, acc_emin)
+                        e_max = max(e_max, e_c) if have else e_c
+                        have = True
+                    if (has_zero[j] or c == 0.0) and has_e_zero:
+                        e_max = max(e_max, e_zero) if have else e_zero
+                        have = True
+                    if not have:
+                        acc[j] = 0.0
+                    else:
+                        quantum[j] = e_max - frac_bits
+                        scale[j] = math.ldexp(1.0, frac_bits - e_max)
+                        done[j] = False
+            terms[:] = 0.0
+            for k in range(g0, g1):
+                a = A[i, k]
+                b = B[k]
+                for j in range(N):
+                    terms[j] += floor_scaled_square(a - b[j], scale[j])
+            for j in range(N):
+                if not done[j]:
+                    total = np.int64(acc[j] * scale[j]) + np.int64(terms[j])  # C truncated toward zero
+                    acc[j] = round_scaled(total, quantum[j], p, emin, max_finite, mode, overflow)
+            acc_emin = d_emin
+
+
+@njit(cache=True, nogil=True)
+def _norm_pair_rows(a, b, c, out, group, frac_bits, e_zero, has_e_zero, c_emin, d_emin, p, emin, max_finite,
+                    mode, overflow):
+    for n in range(a.shape[0]):
+        out[n] = _norm_cell(a[n], b[n], c[n], group, frac_bits, e_zero, has_e_zero, c_emin, d_emin, p, emin,
+                            max_finite, mode, overflow)
+
+
+def norm_matrix(A: np.ndarray, B: np.ndarray, C: np.ndarray, *params) -> np.ndarray:
+    """plus-norm of ``A`` [M, K] and ``B`` [K, N] with ``C`` [M, N]: d values.
+
+    ``params``: group_size, frac_bits, zero exponent, whether there is one, C's and D's
+    minimum normal exponents, the output's fraction bits, minimum normal exponent and
+    largest finite value, and the ROUNDING_CODES / OVERFLOW_CODES of its rounding.
+    """
+    A, B, C = (np.ascontiguousarray(x, np.float64) for x in (A, B, C))
+    out = np.empty((A.shape[0], B.shape[1]))
+    _row_blocks(len(out), lambda r0, r1: _norm_rows(A[r0:r1], B, C[r0:r1], out[r0:r1], *params))
     return out
 
 
-@njit(cache=True, parallel=True)
-def norm_pairs(a, b, c, group, frac_bits, e_zero, has_e_zero, c_emin, d_emin, p, emin, max_finite, mode,
-               overflow):
-    """plus-norm of row pairs ``a[n]``, ``b[n]`` [N, K] with ``c`` [N]: d values."""
-    N = a.shape[0]
-    out = np.empty(N)
-    for n in prange(N):
-        out[n] = _norm_cell(a[n], b[n], c[n], group, frac_bits, e_zero, has_e_zero, c_emin, d_emin, p, emin,
-                            max_finite, mode, overflow)
+def norm_pairs(a: np.ndarray, b: np.ndarray, c: np.ndarray, *params) -> np.ndarray:
+    """plus-norm of row pairs ``a[n]``, ``b[n]`` [N, K] with ``c`` [N]: d values (``params`` as norm_matrix)."""
+    a, b, c = (np.ascontiguousarray(x, np.float64) for x in (a, b, c))
+    out = np.empty(a.shape[0])
+    _row_blocks(len(out), lambda r0, r1: _norm_pair_rows(a[r0:r1], b[r0:r1], c[r0:r1], out[r0:r1], *params))
     return out

@@ -122,6 +122,14 @@ def round_pairs(hi: np.ndarray, lo: np.ndarray, fmt: FloatFormat, rounding: Roun
     """
     hi = np.asarray(hi, np.float64)
     lo = np.asarray(lo, np.float64)
+    rounding = Rounding.parse(rounding)
+    if rounding is Rounding.RNE and fmt.name in ("fp32", "fp16") and not lo.any():
+        # numpy's float64 -> float32 / float16 casts are correctly rounded IEEE conversions:
+        # the same single RNE rounding (overflow to inf, subnormals kept), only faster
+        with np.errstate(over="ignore"):
+            bits = hi.astype(fmt.dtype).view(fmt.container_dtype)
+        bits = np.where(bits == (1 << (fmt.width - 1)), 0, bits)  # a zero result is +0
+        return np.where(np.isnan(hi), nan_bits, bits).astype(fmt.container_dtype)
     finite = np.isfinite(hi)
     safe = np.where(finite, hi, 0.0)
     m, e = np.frexp(np.abs(safe))
