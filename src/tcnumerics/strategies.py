@@ -553,12 +553,16 @@ def bit_patterns(fmt: "Format | str", specials: bool = True, *, subnormals: bool
 
     @st.composite
     def patterns(draw):
-        kind = draw(st.integers(0, 15))  # shrinks to 0: an ordinary finite pattern
+        # every path makes the same three draws, so shrinking compares them choice by choice:
+        # kind 0 (an ordinary finite pattern) beats notable values, which beat specials
+        negative = draw(st.booleans())
+        kind = draw(st.integers(0, 15))
         if kind >= 14 and special:
-            value = draw(st.sampled_from(special))
+            value = special[draw(st.integers(0, len(special) - 1))]
         else:
-            code = draw(st.sampled_from(notable)) if kind >= 11 else draw(st.integers(lowest, fmt.max_code))
-            negative = fmt.signed and draw(st.booleans()) and (code != 0 or fmt.has_negative_zero)
+            code = (notable[draw(st.integers(0, len(notable) - 1))] if kind >= 11
+                    else draw(st.integers(lowest, fmt.max_code)))
+            negative = fmt.signed and negative and (code != 0 or fmt.has_negative_zero)
             value = (sign_bit if negative else 0) | code
         garbage = draw(st.integers(0, (1 << fmt.pad_bits) - 1)) if (low_bits and fmt.pad_bits) else 0
         return (value << fmt.pad_bits) | garbage
@@ -621,22 +625,33 @@ def values(fmt: "Format | str", *, exact: bool = True, specials: bool = False, s
             if not keep:
                 raise ValueError(f"min_value, max_value: no {fmt.name} value in [{min_value}, {max_value}]")
             return st.sampled_from(keep)
-        return bit_patterns(fmt, specials, subnormals=subnormals).map(decode).filter(in_range)
+        if min_value is None and max_value is None:
+            return bit_patterns(fmt, specials, subnormals=subnormals).map(decode)
+        code_lo, code_hi, signs = _code_window(fmt, min_value, max_value)
+
+        @st.composite
+        def windowed(draw):  # draw inside the range's codes rather than filtering the whole format
+            negative = draw(st.sampled_from(signs))
+            x = decode(draw(st.integers(code_lo, code_hi)) << fmt.pad_bits)
+            return -x if negative else x
+
+        return windowed().filter(in_range)
 
     top = fmt.max_finite
     ulp_top = 2.0 ** (fmt.emax - fmt.man_bits)
+    code_lo, code_hi, signs = _code_window(fmt, min_value, max_value)
     tiny = fmt.min_subnormal if subnormals else fmt.min_normal
 
     @st.composite
     def between(draw):
         kind = draw(st.integers(0, 7))
-        negative = fmt.signed and draw(st.booleans())
+        negative = draw(st.sampled_from(signs))
         if kind == 6:  # beyond the largest finite: saturation / overflow boundary
             x = top + draw(st.sampled_from([0.5, 0.25, 0.75, 1.0, 2.0, 1e3])) * ulp_top
         elif kind == 7:  # below the smallest subnormal: the tie with zero
             x = tiny * draw(st.sampled_from([0.5, 0.25, 0.75, 1.0 - 2.0 ** -20]))
         else:
-            code = draw(st.integers(0, fmt.max_code - 1))
+            code = draw(st.integers(code_lo, min(code_hi, fmt.max_code - 1)))
             lo = decode(code << fmt.pad_bits)
             hi = decode((code + 1) << fmt.pad_bits)
             gap = hi - lo
@@ -652,6 +667,20 @@ def values(fmt: "Format | str", *, exact: bool = True, specials: bool = False, s
     if specials:
         strategy = st.one_of(strategy, st.sampled_from([np.inf, -np.inf, np.nan]))
     return strategy.filter(in_range)
+
+
+def _code_window(fmt: FloatFormat, min_value, max_value) -> tuple[int, int, list]:
+    """Magnitude codes and signs that can reach values in [min_value, max_value]."""
+    lo = -np.inf if min_value is None else float(min_value)
+    hi = np.inf if max_value is None else float(max_value)
+    signs = [s for s in (False, True) if (s is False and hi >= 0) or (s and lo <= 0 and fmt.signed)] or [False]
+    m_hi = min(max(abs(lo), abs(hi)), fmt.max_finite)
+    m_lo = 0.0 if lo <= 0 <= hi else min(abs(lo), abs(hi))
+
+    def code(x, rounding):
+        return int(fmt.from_float(np.array([min(x, fmt.max_finite)]), rounding)[0]) >> fmt.pad_bits
+
+    return code(m_lo, "rz"), max(code(m_hi, "ru"), code(m_lo, "rz")), signs
 
 
 def _has_value(fmt: FloatFormat, x: float) -> bool:
