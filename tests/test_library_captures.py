@@ -103,9 +103,11 @@ def test_predicted_kernel_families_match_the_recorded_kernels():
         plan = lg.plan(M, N, K, scales=_scale_kind(rec)) if rec["op"] == "torch._scaled_mm" else lg.plan(M, N, K)
         fam = _recorded_family(rec)
         if fam["cutlass"]:
-            if plan.modelled:  # CUTLASS fallbacks are the kernels whose order is not identified
-                wrong.append((rec["id"], "cutlass kernel predicted as modelled"))
+            if "cutlass" not in plan.kernel:
+                wrong.append((rec["id"], f"recorded a CUTLASS kernel, predicted {plan.kernel}"))
             continue
+        if "cutlass" in plan.kernel:
+            wrong.append((rec["id"], f"predicted {plan.kernel}, recorded {rec['kernels'][-1][:50]}"))
         if plan.modelled and (plan.split_k is not None) != fam["split"]:
             wrong.append((rec["id"], f"split-K predicted {plan.split_k is not None}, recorded {fam['split']}"))
         if rec["op"] == "torch._scaled_mm" and (plan.promote_every is not None) != fam["promoted"]:

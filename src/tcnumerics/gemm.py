@@ -49,7 +49,9 @@ _WORKING_SET = 1 << 22  # elements per operand block of the reference fallback
 def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", out_format: str | None = None,
          out_rounding: Rounding | str = Rounding.RNE, promote_every: int | None = None,
          split_k: "int | Sequence[int] | None" = None, scale_a=None, scale_b=None, scale_block: int = 128,
-         c_role: Literal["accumulator", "epilogue", "output"] = "accumulator", engine: str = "auto") -> np.ndarray:
+         c_role: Literal["accumulator", "epilogue", "output"] = "accumulator", k_tile: int | None = None,
+         k_residue: Literal["last", "first"] = "last", split_granule: int | None = None,
+         engine: str = "auto") -> np.ndarray:
     """``A @ B (+ C)`` as a library kernel built from ``instruction`` computes it, bit for bit.
 
     Args:
@@ -63,9 +65,15 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
         promote_every: K elements per promotion block (a multiple of the instruction's K):
             each block is chained from +0 and added into an FP32 accumulator, RNE.
             None: one chain over the whole slice.
-        split_k: number of K slices (equal, on instruction-K granules, the last one shorter),
-            or the list of slice lengths.  Slices start from +0; their FP32 results are summed
-            in slice order, each addition RNE, starting from the first.
+        split_k: number of K slices (equal, ``ceil(K / split_k)`` rounded up to a multiple of
+            ``split_granule`` (default: the instruction's K), the last one shorter), or the list
+            of slice lengths.  Slices start from +0; their FP32 results are summed in slice
+            order, each addition RNE, starting from the first.
+        k_tile, k_residue: where the zero padding of a K that is not a multiple of the
+            instruction's K goes.  ``"last"`` (default): at the end of each slice, as TMA-fed
+            kernels load out-of-bounds columns as zeros.  ``"first"``: the partial tile of
+            ``K mod k_tile`` elements comes first, padded on its own, and full tiles follow
+            (CUTLASS 2.x mainloops handle the residue tile first).
         scale_a, scale_b: per-tensor scalars -- the FP32 result becomes
             ``acc * fp32(scale_a * scale_b)`` -- row-wise (``scale_a`` [M] or [M, 1], ``scale_b``
             [N] or [1, N]) -- ``(acc * scale_b) * scale_a``, each product rounded -- or block-wise: ``scale_a`` [M, ceil(K/bk)] (1 x bk
@@ -108,9 +116,27 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
     a_bits = _operand_bits("A", A, spec.a_format)
     b_bits = _operand_bits("B", B, spec.b_format)
     k = spec.k
-    k_pad = -(-K // k) * k
-    a_rows = _pad_k(a_bits, k_pad)
-    b_cols = _pad_k(np.ascontiguousarray(b_bits.T), k_pad)
+    if k_residue not in ("last", "first"):
+        raise ValueError(f"k_residue: expected 'last' or 'first', got {k_residue!r}")
+    tile = k if k_tile is None else k_tile
+    if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or tile < k or tile % k:
+        raise ValueError(f"k_tile: must be a positive multiple of {spec.name}'s K={k}, got {k_tile!r}")
+    granule = k if split_granule is None else split_granule
+    if isinstance(granule, bool) or not isinstance(granule, (int, np.integer)) or granule < 1:
+        raise ValueError(f"split_granule: expected a positive int, got {split_granule!r}")
+    b_t = np.ascontiguousarray(b_bits.T)
+    # lay each slice out on instruction boundaries (zero padding where the kernel puts it)
+    pieces_a, pieces_b, segments, origins, pos = [], [], [], [], 0
+    for k0, k1 in split_bounds(K, split_k, granule):
+        pa = _layout(a_bits[:, k0:k1], k, tile, k_residue)
+        pieces_a.append(pa)
+        pieces_b.append(_layout(b_t[:, k0:k1], k, tile, k_residue))
+        segments.append((pos, pos + pa.shape[1]))
+        origins.append(k0)
+        pos += pa.shape[1]
+    a_rows = np.ascontiguousarray(np.concatenate(pieces_a, axis=1))
+    b_cols = np.ascontiguousarray(np.concatenate(pieces_b, axis=1))
+    k_pad = pos
 
     block_a, block_b, tensor_scale = _parse_scales(scale_a, scale_b, M, N, K, scale_block)
     blockwise = block_a is not None
@@ -120,8 +146,9 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
         _check_promotion(spec, promote_every)
         if blockwise and scale_block % promote_every:
             raise ValueError(f"promote_every: {promote_every} must divide scale_block={scale_block}")
-    slices = split_bounds(k_pad, split_k, k)
-    multi = promote_every is not None or len(slices) > 1
+    multi = promote_every is not None or len(segments) > 1
+    if blockwise and k_residue == "first" and K % tile:
+        raise ValueError("k_residue: block-wise scales need the padding last (block boundaries in K order)")
     if multi and isinstance(spec.d_format, IntFormat):
         raise ValueError("promote_every, split_k: FP32 promotion and reduction need a floating-point instruction")
     if k_pad > k and spec.c_format != spec.d_format:
@@ -150,7 +177,7 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
         total = spec.d_format.to_float(d_bits)
     else:
         total = None
-        for s, (k0, k1) in enumerate(slices):
+        for s, (k0, k1) in enumerate(segments):
             start = c_values if (s == 0 and c_role == "accumulator" and c_values is not None) else None
             if promote_every is None:
                 part = spec.d_format.to_float(chain(a_rows, b_cols, zero, k0, k1))
@@ -161,7 +188,7 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
                     p = spec.d_format.to_float(chain(a_rows, b_cols, zero, b0, b1))
                     if blockwise:
                         # measured (cuBLASLt 13.1, H200): main = fma(partial, fp32(sa * sb), main)
-                        kb = b0 // scale_block
+                        kb = (origins[s] + b0 - k0) // scale_block
                         factor = _FP32.round(block_a[:, kb][:, None] * block_b[kb][None, :])
                         part = _fp32_fma(p, factor, np.zeros_like(p) if part is None else part)
                     else:
@@ -186,8 +213,8 @@ def split_bounds(k_total: int, split_k: "int | Sequence[int] | None", granule: i
 
     >>> split_bounds(8192, 4, 16)
     [(0, 2048), (2048, 4096), (4096, 6144), (6144, 8192)]
-    >>> split_bounds(336, 2, 16)
-    [(0, 176), (176, 336)]
+    >>> split_bounds(333, 2, 8)
+    [(0, 168), (168, 333)]
     >>> split_bounds(64, [32, 32], 16)
     [(0, 32), (32, 64)]
     """
@@ -201,12 +228,14 @@ def split_bounds(k_total: int, split_k: "int | Sequence[int] | None", granule: i
         bounds = [(k0, min(k_total, k0 + per)) for k0 in range(0, k_total, per)]
         return bounds
     try:
+        if isinstance(split_k, (str, bytes)):
+            raise TypeError
         lengths = [int(x) for x in split_k]
-    except TypeError:
+    except (TypeError, ValueError):
         raise TypeError(f"split_k: expected an int or a sequence of slice lengths, got {type(split_k).__name__}") \
             from None
-    if not lengths or any(n <= 0 or n % granule for n in lengths):
-        raise ValueError(f"split_k: slice lengths must be positive multiples of {granule}, got {lengths}")
+    if not lengths or any(n <= 0 for n in lengths):
+        raise ValueError(f"split_k: slice lengths must be positive, got {lengths}")
     if sum(lengths) < k_total:
         raise ValueError(f"split_k: slice lengths sum to {sum(lengths)}, less than K={k_total}")
     bounds, k0 = [], 0
@@ -256,12 +285,21 @@ def _resolve(instruction) -> InstructionSpec:
     return get_instruction(instruction)
 
 
-def _pad_k(bits: np.ndarray, k_pad: int) -> np.ndarray:
-    """Zero-pad the K axis (axis 1) to ``k_pad``: +0 bit patterns, as out-of-bounds tile loads give."""
-    if bits.shape[1] == k_pad:
-        return np.ascontiguousarray(bits)
-    out = np.zeros((bits.shape[0], k_pad), bits.dtype)
-    out[:, :bits.shape[1]] = bits
+def _layout(bits: np.ndarray, k: int, tile: int, residue: str) -> np.ndarray:
+    """One slice's K axis (axis 1) on instruction boundaries: +0 padding at the end, or after a first partial tile.
+
+    >>> _layout(np.arange(1, 6)[None], 2, 4, "first").tolist()   # 5 = 1 + one tile of 4
+    [[1, 0, 2, 3, 4, 5]]
+    """
+    n = bits.shape[1]
+    r = n % tile
+    if residue == "first" and r:
+        head = np.zeros((bits.shape[0], -(-r // k) * k), bits.dtype)
+        head[:, :r] = bits[:, :r]
+        return np.concatenate([head, _layout(bits[:, r:], k, tile, "last")], axis=1)
+    n_pad = -(-n // k) * k
+    out = np.zeros((bits.shape[0], n_pad), bits.dtype)
+    out[:, :n] = bits
     return out
 
 
@@ -291,9 +329,14 @@ def _parse_scales(scale_a, scale_b, M: int, N: int, K: int, block: int):
         raise ValueError(f"scale_block: expected a positive int, got {block!r}")
     sa = np.ones(()) if scale_a is None else _FP32.round(_float_values("scale_a", scale_a))
     sb = np.ones(()) if scale_b is None else _FP32.round(_float_values("scale_b", scale_b))
+    for name, s in (("scale_a", sa), ("scale_b", sb)):  # a NaN, infinite or zero scale is a bug upstream
+        if s.size and not (np.isfinite(s).all() and (s != 0).all()):
+            raise ValueError(f"{name}: scales must be finite and nonzero, found {s[~np.isfinite(s) | (s == 0)].flat[0]}")
     kb, nb = -(-K // block), -(-N // block)
-    a_block = sa.ndim == 2 and sa.shape == (M, kb) and not (kb == 1 and sa.shape[1] == 1 and sb.ndim < 2)
-    b_block = sb.ndim == 2 and sb.shape in ((kb, nb), (kb, N)) and not (kb == 1 and sb.shape == (1, N))
+    # per-tensor / row-wise shapes win where K fits one block and the shapes coincide
+    rowwise = sa.shape in ((), (M,), (M, 1)) and sb.shape in ((), (N,), (1, N))
+    a_block = not rowwise and sa.ndim == 2 and sa.shape == (M, kb)
+    b_block = not rowwise and sb.ndim == 2 and sb.shape in ((kb, nb), (kb, N))
     if a_block or b_block:
         if not (a_block and b_block):
             raise ValueError(f"scale_a, scale_b: block-wise scaling needs scale_a of shape {(M, kb)} and "

@@ -17,18 +17,22 @@ which structure it predicts.  Everything here was measured on an NVIDIA H200 wit
 * TF32 (``sm90_xmma_gemm_*tf32*``): operands rounded FP32 -> TF32 to nearest-even, then
   a chain of k8 groups.
 
-Not modelled (``plan().modelled`` is False, a call warns): BF16/FP16 with K not a multiple of 8
-(cuBLAS picks CUTLASS sm75 kernels, ``s1688gemm``/``wmma`` with split-K), FP16 CUTLASS ``wmma``
-kernels (e.g. 100x100x100), TF32 CUTLASS sm80 kernels (small and medium shapes), block-wise
-scaled FP8 with split-K.  The split-K choice itself is a rule fitted to the measured shapes.
+* BF16/FP16 with K or N not a multiple of 8: CUTLASS 2.x kernels (``cutlass_75_*`` for odd
+  sizes: BF16 mma.sync k8, FP16 wmma k16; ``cutlass_80_wmma_*`` otherwise), the partial K-tile
+  first, and CUTLASS parallel split-K (slices of ceil(K/S) rounded up to 8, FP32 reduction).
+
+Not modelled (``plan().modelled`` is False, a call warns): the split-K count of the CUTLASS
+fallbacks at shapes other than the measured 96x80x333 and 100x100x100, TF32 CUTLASS sm80
+kernels (small and medium shapes), block-wise scaled FP8 with split-K.  The nvjet split-K
+choice itself is a rule fitted to the measured shapes.
 
 Example:
     >>> import numpy as np, ml_dtypes
     >>> mm = library_gemm("torch.matmul", arch="hopper", dtype="bf16")
     >>> mm.plan(64, 64, 8192).split_k
     [1408, 1408, 1408, 1408, 1408, 1408]
-    >>> A = np.ones((4, 32), ml_dtypes.bfloat16); B = np.ones((32, 3), ml_dtypes.bfloat16)
-    >>> mm(A, B).tolist()[0]
+    >>> A = np.ones((4, 32), ml_dtypes.bfloat16); B = np.ones((32, 8), ml_dtypes.bfloat16)
+    >>> mm(A, B).tolist()[0][:3]
     [32.0, 32.0, 32.0]
 """
 
@@ -76,11 +80,15 @@ class GemmPlan:
     promote_every: int | None = None
     split_k: list[int] | None = None
     input_rounding: str | None = None
+    k_tile: int | None = None
+    k_residue: str = "last"
+    split_granule: int | None = None
     modelled: bool = True
     note: str = field(default=PROVENANCE)
 
     def gemm_options(self) -> dict:
-        return dict(instruction=self.instruction, promote_every=self.promote_every, split_k=self.split_k)
+        return dict(instruction=self.instruction, promote_every=self.promote_every, split_k=self.split_k,
+                    k_tile=self.k_tile, k_residue=self.k_residue, split_granule=self.split_granule)
 
 
 class LibraryGemm:
@@ -113,9 +121,8 @@ class LibraryGemm:
                 return GemmPlan("sm90_xmma_gemm_f32f32_tf32f32_f32", inst, input_rounding="rne")
             return GemmPlan("cutlass_80_tensorop_s1688gemm (+ splitKreduce)", inst, input_rounding="rne",
                             modelled=False, note="CUTLASS sm80 TF32 kernels: reduction order not yet identified")
-        if K % 8:
-            return GemmPlan("cutlass_75 s1688gemm / wmma (align1) + splitKreduce", inst, modelled=False,
-                            note="K not a multiple of 8: CUTLASS sm75 kernels with split-K, order not identified")
+        if K % 8 or N % 8:
+            return _plan_cutlass_fallback(self.dtype, M, N, K)
         split = _split(K, 64, M, N)
         return GemmPlan("nvjet_sm90 (wgmma)" + (" splitK + splitKreduce" if split else ""), inst, split_k=split)
 
@@ -178,6 +185,31 @@ class LibraryGemm:
             B = tf32.to_float(tf32.from_float(B.astype(np.float64), plan.input_rounding)).astype(np.float32)
         return gemm(A, B, C, out_format=out, scale_a=scale_a, scale_b=scale_b, engine=engine,
                     c_role="output", **plan.gemm_options())
+
+
+# CUTLASS 2.x fallbacks cuBLAS picks when K or N is not a multiple of 8 (16-byte alignment):
+# measured shape -> split-K slices (CUTLASS "parallel" split-K: slices of ceil(K/S) rounded up to 8)
+_CUTLASS_MEASURED = {(96, 80, 333): 5, (100, 100, 100): 1}
+
+
+def _plan_cutlass_fallback(dtype: str, M: int, N: int, K: int) -> GemmPlan:
+    """BF16/FP16 with misaligned K or N: CUTLASS kernels, residue K-tile first, split-K by 8-element granules."""
+    odd = K % 4 != 0 or N % 4 != 0  # align1 kernels (cutlass_75_*); align4/align2 ones are cutlass_80_wmma
+    if dtype == "bf16" and odd:
+        kernel, inst, tile = "cutlass_75_tensorop_s1688gemm_bf16_64x64 (mma.sync k8)", \
+            "hopper.mma.m16n8k8.f32.bf16.bf16.f32", 64
+    elif dtype == "bf16":
+        kernel, inst, tile = "cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2", _WGMMA["bf16"], 128
+    else:
+        kernel, inst, tile = f"cutlass_{75 if odd else 80}_wmma_tensorop_s161616gemm_f16 (K-tile 64)", \
+            _WGMMA["fp16"], 64
+    measured = _CUTLASS_MEASURED.get((M, N, K))
+    slices = measured if measured is not None else (1 if K <= 128 else -(-K // 72))
+    return GemmPlan(kernel + (" + splitKreduce" if slices > 1 else ""), inst, split_k=slices if slices > 1 else None,
+                    split_granule=8, k_tile=tile, k_residue="first", modelled=measured is not None,
+                    note=PROVENANCE if measured is not None else
+                    "CUTLASS fallback: structure measured at 96x80x333 and 100x100x100 only; the split-K count "
+                    "cuBLAS picks for other shapes is a guess")
 
 
 def _split(K: int, tile: int, M: int, N: int) -> list[int] | None:
