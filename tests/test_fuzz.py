@@ -53,7 +53,11 @@ def _stable_seed(name: str) -> int:
 
 def test_fast_engine_equals_reference():
     fast = _fast_engine()
-    specs = all_instructions()
+    # entries the fast engine hands to the reference engine would compare the reference with itself
+    unsupported = getattr(fast, "unsupported_reason", lambda spec: None)
+    specs = [s for s in all_instructions() if unsupported(s) is None]
+    handed_over = len(all_instructions()) - len(specs)
+    assert specs, "the fast engine supports no catalogued instruction"
     per_entry = -(-VECTORS // len(specs))
     compared, began = 0, time.perf_counter()
     for spec in specs:
@@ -73,7 +77,7 @@ def test_fast_engine_equals_reference():
         compared += done
     elapsed = time.perf_counter() - began
     print(f"\nfuzz: {compared} fast-vs-reference comparisons over {len(specs)} instructions in {elapsed:.1f} s "
-          f"(seed {SEED}, mode {MODE})")
+          f"(seed {SEED}, mode {MODE}; {handed_over} entries the fast engine hands to the reference not compared)")
     assert compared >= VECTORS
 
 
