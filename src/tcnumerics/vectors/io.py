@@ -133,8 +133,11 @@ def _parse_meta(where, raw) -> dict:
         raise VectorFileError(where, "meta has no 'K'")
     if not isinstance(meta["instruction"], str):
         raise VectorFileError(where, f"meta 'instruction' must be a string, got {meta['instruction']!r}")
-    if isinstance(meta["K"], bool) or not isinstance(meta["K"], int) or meta["K"] <= 0:
-        raise VectorFileError(where, f"meta 'K' must be a positive integer, got {meta['K']!r}")
+    K = meta["K"]
+    if isinstance(K, float) and K.is_integer():
+        meta["K"] = K = int(K)  # JSON writers that emit 16.0
+    if isinstance(K, bool) or not isinstance(K, int) or K <= 0:
+        raise VectorFileError(where, f"meta 'K' must be a positive integer, got {K!r}")
     return meta
 
 
