@@ -10,8 +10,8 @@ which structure it predicts.  Everything here was measured on an NVIDIA H200 wit
   FP8 ``use_fast_accum=True`` a chain of k32 groups (13-bit accumulator), FP8 slow accumulation
   (``*_algo2_*``) promotion into FP32 every 128 elements.
 * split-K (``*_splitK_*`` + ``cublasLt::splitKreduce_kernel``) for small M*N with long K:
-  slices of 22 K-tiles (64 elements for BF16/FP16, 128 for FP8), each from +0, their FP32
-  results summed in slice order with RNE additions; then the epilogue.
+  ``floor(3 * tiles / 64)`` equal slices of K-tiles (64 elements for BF16/FP16, 128 for FP8),
+  each from +0, their FP32 results summed in slice order with RNE additions; then the epilogue.
 * ``torch._scaled_mm`` scales: per-tensor ``acc * fp32(sa * sb)``, row-wise
   ``(acc * sb) * sa``, block-wise 1x128 / 128x128 ``main = fma(partial, fp32(sa * sb), main)``.
 * TF32 (``sm90_xmma_gemm_*tf32*``): operands rounded FP32 -> TF32 to nearest-even, then
@@ -124,7 +124,10 @@ class LibraryGemm:
         if K % 8 or N % 8:
             return _plan_cutlass_fallback(self.dtype, M, N, K)
         split = _split(K, 64, M, N)
-        return GemmPlan("nvjet_sm90 (wgmma)" + (" splitK + splitKreduce" if split else ""), inst, split_k=split)
+        known = _split_modelled(K, 64, M, N)
+        return GemmPlan("nvjet_sm90 (wgmma)" + (" splitK + splitKreduce" if split else ""), inst, split_k=split,
+                        modelled=known, note=PROVENANCE if known else
+                        "nvjet split-K: the slice count cuBLAS picks for this output size was not verified")
 
     def _plan_scaled(self, M: int, N: int, K: int, scales: str) -> GemmPlan:
         if scales not in ("tensor", "rowwise", "blockwise"):
@@ -146,8 +149,10 @@ class LibraryGemm:
         split = _split(K, 128, M, N)
         kernel = "nvjet_sm90_qq" + ("" if self.fast_accum else " algo2") + (" splitK + splitKreduce" if split else "")
         measured = (self.dtype, self.b_dtype) == ("e4m3", "e4m3")
-        return GemmPlan(kernel, inst, promote_every=promote, split_k=split,
-                        note=PROVENANCE if measured else PROVENANCE + " (E4M3 only; other FP8 pairs by analogy)")
+        known = _split_modelled(K, 128, M, N)
+        return GemmPlan(kernel, inst, promote_every=promote, split_k=split, modelled=known,
+                        note=(PROVENANCE if measured else PROVENANCE + " (E4M3 only; other FP8 pairs by analogy)")
+                        if known else "nvjet split-K: not surveyed at this size")
 
     def __call__(self, A, B, C=None, *, out_dtype: str | None = None, scale_a=None, scale_b=None,
                  plan: GemmPlan | None = None, engine: str = "auto") -> np.ndarray:
@@ -213,13 +218,37 @@ def _plan_cutlass_fallback(dtype: str, M: int, N: int, K: int) -> GemmPlan:
 
 
 def _split(K: int, tile: int, M: int, N: int) -> list[int] | None:
-    """Split-K slice lengths predicted for cuBLAS (fitted rule), or None for one pass over K."""
+    """Split-K slice lengths predicted for cuBLAS, or None for one pass over K.
+
+    Fitted to a survey (``tools/device_library/survey.py``, M = N in 16..1024, K in
+    1024..16384): for M*N <= 256*256 cuBLAS splits into ``floor(3 * tiles / 64)`` slices of
+    ``ceil(tiles / S)`` K-tiles whenever that is at least 2 (tiles = ceil(K / tile)), capped
+    above 128*128 outputs so that slices x 64x64-tiles fit the 132 SMs.  Larger outputs: see
+    ``_split_modelled``.
+    """
     tiles = -(-K // tile)
-    if tiles < _SPLIT_MIN_TILES or M * N > _SPLIT_MAX_MN:
+    if M * N <= 256 * 256:
+        slices = (3 * tiles) // 64
+        if M * N > 128 * 128:  # 64x64 output tiles; slices x CTAs stays within the 132 SMs (256^2 x 16384: 8)
+            slices = min(slices, 132 // (-(-M // 64) * -(-N // 64)))
+    elif tile == 64 and ((M * N <= 512 * 512 and K >= 4096 and min(M, N) >= 256)
+                         or (M * N <= 1024 * 1024 and K >= 16384)):
+        slices = max(2, (3 * tiles) // 64)  # split seen; slice count not verified
+    else:
+        slices = 1
+    if slices < 2:
         return None
-    slices = -(-tiles // _SPLIT_TILES)
     per = -(-tiles // slices) * tile
     return [per] * slices
+
+
+def _split_modelled(K: int, tile: int, M: int, N: int) -> bool:
+    """Whether the split-K prediction was verified bit-exactly (see _split)."""
+    if M * N <= 256 * 256 or M * N > 1024 * 1024:
+        return True
+    if tile == 128:
+        return K <= 16384  # surveyed: no FP8 split above 256*256 outputs up to K = 16384
+    return _split(K, tile, M, N) is None and K <= 16384 and not (M * N <= 512 * 512 and K >= 4096)
 
 
 def _scale_kind(scale_a, scale_b, M: int, N: int) -> str:
