@@ -218,6 +218,18 @@ def test_gemm_equals_chained_mma(name, data):
 
 
 # --- 5. reference engine == exact oracle, every entry ---------------------------------------
+def _oracle(spec, case):
+    if case.scale_a is not None:  # block-scaled: drawn scales, not just unit ones
+        return oracle.scaled_dot_bits(spec, case.a, case.b, case.c, case.scale_a, case.scale_b)
+    return oracle.dot_bits(spec, case.a, case.b, case.c)
+
+
+def _reference(spec, case):
+    if case.scale_a is not None:
+        return reference.dot_bits(spec, case.a, case.b, case.c, scale_a=case.scale_a, scale_b=case.scale_b)
+    return reference.dot_bits(spec, case.a, case.b, case.c)
+
+
 @pytest.mark.parametrize("name", DISTINCT)
 @settings(max_examples=3, deadline=None)
 @given(data=st.data())
@@ -226,9 +238,9 @@ def test_reference_equals_exact_oracle(name, data):
     steps = data.draw(st.integers(1, 2)) if spec.c_format == spec.d_format else 1
     case = data.draw(tcs.dot_products(spec, batch=4, k_steps=steps))
     try:
-        want = oracle.dot_bits(spec, case.a, case.b, case.c)
+        want = _oracle(spec, case)
     except NotImplementedError as exc:
         pytest.skip(f"the oracle does not model this entry: {exc}")
-    got = reference.dot_bits(spec, case.a, case.b, case.c)
+    got = _reference(spec, case)
     bad = np.flatnonzero(got != want)
     assert bad.size == 0, (case[bad[:1]], [hex(int(x)) for x in got[bad[:1]]], [hex(int(x)) for x in want[bad[:1]]])

@@ -89,11 +89,15 @@ def test_reference_equals_oracle_on_a_sample():
         k_steps = 2 if spec.c_format == spec.d_format else 1
         # every family represented: the sample is split evenly over them
         batch = tcs.sample_dot_products(spec, ORACLE_PER_ENTRY, k_steps=k_steps, seed=rng)
+        scales = {} if batch.scale_a is None else {"scale_a": batch.scale_a, "scale_b": batch.scale_b}
         try:
-            want = oracle.dot_bits(spec, batch.a, batch.b, batch.c)
+            if scales:
+                want = oracle.scaled_dot_bits(spec, batch.a, batch.b, batch.c, **scales)
+            else:
+                want = oracle.dot_bits(spec, batch.a, batch.b, batch.c)
         except NotImplementedError:
             continue  # reported by test_core_properties (skip with reason)
-        got = reference.dot_bits(spec, batch.a, batch.b, batch.c)
+        got = reference.dot_bits(spec, batch.a, batch.b, batch.c, **scales)
         bad = np.flatnonzero(got != want)
         assert bad.size == 0, _describe(spec, batch, bad, got, want, "reference", "oracle")
         compared += len(batch)

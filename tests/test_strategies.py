@@ -306,3 +306,17 @@ def test_mma_operands_fit_mma(ops):
     inst = tc.instruction(S8)
     assert A.shape[1] == B.shape[0] and A.shape[1] % 32 == 0 and C.shape == (A.shape[0], B.shape[1])
     assert inst.mma(A, B, C).shape == C.shape
+
+
+def test_block_scaled_instructions_get_scales():
+    from tcnumerics import blockscale
+
+    spec = next(s for s in all_instructions() if getattr(s.model, "scale_block", None))
+    batch = tcs.sample_dot_products(spec, 200, seed=4)
+    blocks = batch.a.shape[1] // spec.model.scale_block
+    assert batch.scale_a.shape == batch.scale_b.shape == (200, blocks)
+    assert len(set(batch.scale_a.ravel().tolist())) > 3  # not only unit scales
+    d = blockscale.dot_bits(spec.name, batch.a, batch.b, batch.c, scale_a=batch.scale_a, scale_b=batch.scale_b)
+    assert np.isnan(spec.d_format.to_float(d[batch.family == "special"])).any()  # NaN scales reach the result
+    plain = tcs.sample_dot_products(BF16, 5)
+    assert plain.scale_a is None and plain.scale_b is None

@@ -96,7 +96,9 @@ class DotProducts:
     """A batch of dot products for one instruction: ``a``, ``b`` [N, K'] bits, ``c`` [N] bits.
 
     ``family`` [N] names the family each row was drawn from.  Pass straight to
-    ``Instruction.dot_bits(batch.a, batch.b, batch.c)``.
+    ``Instruction.dot_bits(batch.a, batch.b, batch.c)``.  Block-scaled instructions also get
+    ``scale_a``, ``scale_b`` [N, K'/scale_block] scale bits (for ``tcnumerics.blockscale``);
+    they are None otherwise.
     """
 
     instruction: str
@@ -104,13 +106,16 @@ class DotProducts:
     b: np.ndarray
     c: np.ndarray
     family: np.ndarray
+    scale_a: np.ndarray | None = None
+    scale_b: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.c)
 
     def __getitem__(self, rows) -> "DotProducts":
         rows = np.atleast_1d(np.arange(len(self))[rows])
-        return DotProducts(self.instruction, self.a[rows], self.b[rows], self.c[rows], self.family[rows])
+        scales = [None if x is None else x[rows] for x in (self.scale_a, self.scale_b)]
+        return DotProducts(self.instruction, self.a[rows], self.b[rows], self.c[rows], self.family[rows], *scales)
 
     @staticmethod
     def concat(parts: Sequence["DotProducts"]) -> "DotProducts":
@@ -120,8 +125,8 @@ class DotProducts:
         names = {p.instruction for p in parts}
         if len(names) != 1:
             raise ValueError(f"parts: batches of different instructions {sorted(names)}")
-        return DotProducts(parts[0].instruction, *(np.concatenate([getattr(p, f) for p in parts])
-                                                    for f in ("a", "b", "c", "family")))
+        fields = ["a", "b", "c", "family"] + (["scale_a", "scale_b"] if parts[0].scale_a is not None else [])
+        return DotProducts(parts[0].instruction, *(np.concatenate([getattr(p, f) for p in parts]) for f in fields))
 
     def __repr__(self) -> str:  # hex bits: what a shrunk falsifying example should show
         width = self.a.dtype.itemsize * 2
@@ -130,6 +135,7 @@ class DotProducts:
             return "[" + ", ".join(f"0x{int(v):0{width}x}" for v in x) + "]"
 
         rows = [f"  {self.family[i]}: a={hexes(self.a[i])} b={hexes(self.b[i])} c=0x{int(self.c[i]):x}"
+                + ("" if self.scale_a is None else f" scale_a={hexes(self.scale_a[i])} scale_b={hexes(self.scale_b[i])}")
                 for i in range(min(len(self), 4))]
         more = f"\n  ... {len(self) - 4} more" if len(self) > 4 else ""
         return f"DotProducts({self.instruction!r}, N={len(self)}, K={self.a.shape[1]}\n" + "\n".join(rows) + more + ")"
@@ -508,10 +514,28 @@ def _generate(src, spec: InstructionSpec, family: str, k_steps: int) -> DotProdu
                 a = x
             else:
                 b = x
+    scales = _scales(src, spec, family, K) if getattr(spec.model, "scale_block", None) else (None, None)
     return DotProducts(spec.name, np.asarray(a).astype(spec.a_format.container_dtype),
                        np.asarray(b).astype(spec.b_format.container_dtype),
                        np.asarray(c).astype(spec.c_format.container_dtype).reshape(-1),
-                       np.full(src.n, family, dtype=object))
+                       np.full(src.n, family, dtype=object), *scales)
+
+
+def _scales(src, spec: InstructionSpec, family: str, K: int):
+    """Block scales: near 1 (shrinking to exactly 1), wide in 'wide_alignment' and 'overflow',
+    with specials (NaN scales) in 'special'."""
+    fmt = get_format(spec.model.scale_format)
+    blocks = (K // spec.model.scale_block,)
+    span = {"wide_alignment": 20, "overflow": 60}.get(family, 3)
+    out = []
+    for _ in range(2):
+        e = _around(src, max(fmt.emin, -span), min(fmt.emax, span), 0, blocks)
+        x = _floats_at(src, fmt, e, negative=np.zeros(e.shape, bool))
+        if family == "special":
+            options = special_patterns(fmt)
+            x = np.where(src.chance(10, blocks), options[src.ints(0, len(options) - 1, blocks)], x)
+        out.append(x.astype(fmt.container_dtype))
+    return tuple(out)
 
 
 # ---------------------------------------------------------------------------------------
