@@ -15,7 +15,8 @@ which structure it predicts.  Everything here was measured on an NVIDIA H200 wit
 * ``torch._scaled_mm`` scales: per-tensor ``acc * fp32(sa * sb)``, row-wise
   ``(acc * sb) * sa``, block-wise 1x128 / 128x128 ``main = fma(partial, fp32(sa * sb), main)``.
 * TF32 (``sm90_xmma_gemm_*tf32*``): operands rounded FP32 -> TF32 to nearest-even, then
-  a chain of k8 groups.
+  a chain of k8 groups; CUTLASS ``s1688gemm`` TF32 kernels (smaller outputs) round to
+  nearest-away and split K (known at 100^3, 128x128x256 and 256x256x512 only).
 
 * BF16/FP16 with K or N not a multiple of 8: CUTLASS 2.x kernels (``cutlass_75_*`` for odd
   sizes: BF16 mma.sync k8, FP16 wmma k16; ``cutlass_80_wmma_*`` otherwise), the partial K-tile
@@ -23,7 +24,7 @@ which structure it predicts.  Everything here was measured on an NVIDIA H200 wit
 
 Not modelled (``plan().modelled`` is False, a call warns): the split-K count of the CUTLASS
 fallbacks at shapes other than the measured 96x80x333 and 100x100x100, TF32 CUTLASS sm80
-kernels (small and medium shapes), block-wise scaled FP8 with split-K.  The nvjet split-K
+kernels at other shapes (their slices did not fit equal splits), block-wise scaled FP8 with split-K.  The nvjet split-K
 choice itself is a rule fitted to the measured shapes.
 
 Example:
@@ -119,8 +120,12 @@ class LibraryGemm:
         if self.dtype == "tf32":
             if M * N >= 1024 * 1024:
                 return GemmPlan("sm90_xmma_gemm_f32f32_tf32f32_f32", inst, input_rounding="rne")
-            return GemmPlan("cutlass_80_tensorop_s1688gemm (+ splitKreduce)", inst, input_rounding="rne",
-                            modelled=False, note="CUTLASS sm80 TF32 kernels: reduction order not yet identified")
+            measured = _TF32_CUTLASS_MEASURED.get((M, N, K))
+            return GemmPlan("cutlass_80_tensorop_s1688gemm (TF32, + splitKreduce)", inst, input_rounding="rna",
+                            split_k=measured if measured and measured > 1 else None, split_granule=8, k_tile=32,
+                            k_residue="first", modelled=measured is not None,
+                            note=PROVENANCE if measured is not None else
+                            "CUTLASS sm80 TF32 kernels: split count known only at 100^3, 128x128x256, 256x256x512")
         if K % 8 or N % 8:
             return _plan_cutlass_fallback(self.dtype, M, N, K)
         split = _split(K, 64, M, N)
@@ -191,6 +196,9 @@ class LibraryGemm:
         return gemm(A, B, C, out_format=out, scale_a=scale_a, scale_b=scale_b, engine=engine,
                     c_role="output", **plan.gemm_options())
 
+
+# CUTLASS sm80 TF32 kernels (operands rounded to nearest-away): measured shape -> split-K slices
+_TF32_CUTLASS_MEASURED = {(100, 100, 100): 1, (128, 128, 256): 4, (256, 256, 512): 8}
 
 # CUTLASS 2.x fallbacks cuBLAS picks when K or N is not a multiple of 8 (16-byte alignment):
 # measured shape -> split-K slices (CUTLASS "parallel" split-K: slices of ceil(K/S) rounded up to 8)
