@@ -71,11 +71,16 @@ def _resolve_unit(unit) -> InstructionSpec:
         raise ValueError(f"unit: {exc}") from None
 
 
-def _float_format(name: str, fmt) -> FloatFormat:
+def _format(name: str, fmt) -> Format:
+    """``get_format`` with errors naming the argument."""
     try:
-        f = get_format(fmt)
+        return get_format(fmt)
     except (ValueError, TypeError) as exc:
         raise type(exc)(f"{name}: {exc}") from None
+
+
+def _float_format(name: str, fmt) -> FloatFormat:
+    f = _format(name, fmt)
     if not isinstance(f, FloatFormat):
         raise ValueError(f"{name}: {f.name} is not a floating-point format")
     return f
@@ -118,7 +123,7 @@ class SemiringUnit:
         kind = self.op.kind
         if kind == "boolean":
             for name, value in (("in_format", a_format), ("in_format", b_format), ("out_format", out_format)):
-                if value is not None and get_format(value) != _BOOL:
+                if value is not None and _format(name, value) != _BOOL:
                     raise ValueError(f"{name}: or-and works on booleans (format b1), got {value!r}")
             self.a_format = self.b_format = self.c_format = self.d_format = self.out_format = _BOOL
             self.rounding = None
@@ -151,7 +156,7 @@ class SemiringUnit:
     def _init_mul_plus(self, a_format, b_format, out_format, rounding) -> None:
         spec = self.spec
         for name, value, own in (("in_format", a_format, spec.a_format), ("in_format", b_format, spec.b_format)):
-            if value is not None and get_format(value) != own:
+            if value is not None and _format(name, value) != own:
                 raise ValueError(f"{name}: mul-plus runs on {spec.name}, whose operands are "
                                  f"{spec.a_format.name} x {spec.b_format.name}, not {get_format(value).name}; "
                                  "pick a unit with those operands (tcnumerics.instructions() lists them)")
@@ -165,7 +170,7 @@ class SemiringUnit:
         self.model = spec.model
         self.a_format, self.b_format, self.c_format, self.d_format = (spec.a_format, spec.b_format, spec.c_format,
                                                                       spec.d_format)
-        self.out_format = get_format(out_format) if out_format is not None else self.d_format
+        self.out_format = _format("out_format", out_format) if out_format is not None else self.d_format
         self.rounding = None
 
     def _init_plus_norm(self, a_format, b_format, out_format, rounding) -> None:
@@ -182,7 +187,7 @@ class SemiringUnit:
         self.model = model.with_(**changes)
         self.a_format, self.b_format = a, b
         self.c_format, self.d_format = model.c_format, model.d_format
-        self.out_format = get_format(out_format) if out_format is not None else self.d_format
+        self.out_format = _format("out_format", out_format) if out_format is not None else self.d_format
         self.rounding = None
 
     # -- description ----------------------------------------------------------------------
