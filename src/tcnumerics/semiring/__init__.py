@@ -19,5 +19,5 @@ from .core import (DEFAULT_UNIT, ENGINES, SemiringUnit, format_of_dtype, semirin
                    semiring_matmul)
 from .ops import OPS, SemiringOp, get_op, op_names
 
-__all__ = ["semiring_matmul", "semiring_closure", "semiring_instruction", "SemiringUnit", "SemiringOp", "OPS", "get_op", "op_names",
-           "DEFAULT_UNIT", "ENGINES", "format_of_dtype"]
+__all__ = ["semiring_matmul", "semiring_closure", "semiring_instruction", "SemiringUnit", "SemiringOp", "OPS",
+           "get_op", "op_names", "DEFAULT_UNIT", "ENGINES", "format_of_dtype"]
