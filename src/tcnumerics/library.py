@@ -209,8 +209,9 @@ def _plan_cutlass_fallback(dtype: str, M: int, N: int, K: int) -> GemmPlan:
     """BF16/FP16 with misaligned K or N: CUTLASS kernels, residue K-tile first, split-K by 8-element granules."""
     odd = K % 4 != 0 or N % 4 != 0  # align1 kernels (cutlass_75_*); align4/align2 ones are cutlass_80_wmma
     if dtype == "bf16" and odd:
+        # K-tile 32: the FPRev probes at 96x80x333 rule out 64 (residue placement)
         kernel, inst, tile = "cutlass_75_tensorop_s1688gemm_bf16_64x64 (mma.sync k8)", \
-            "hopper.mma.m16n8k8.f32.bf16.bf16.f32", 64
+            "hopper.mma.m16n8k8.f32.bf16.bf16.f32", 32
     elif dtype == "bf16":
         kernel, inst, tile = "cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2", _WGMMA["bf16"], 128
     else:
