@@ -77,11 +77,12 @@ def test_blockwise_scales_enter_by_fma_per_block():
     sa = (0.5 + rng.random((M, 2))).astype(np.float32)
     sb = (0.5 + rng.random((2, 2))).astype(np.float32)
     got = tc.gemm(A, B, instruction=FP8, scale_a=sa, scale_b=sb, scale_block=128)
+    parts = [_chain(FP8, A[:, kb * 128:(kb + 1) * 128], B[kb * 128:(kb + 1) * 128]) for kb in range(2)]
     for m in range(M):
         for n in range(N):
             main = Fraction(0)
             for kb in range(2):
-                p = Fraction(float(_chain(FP8, A[m:m + 1, kb * 128:(kb + 1) * 128], B[kb * 128:(kb + 1) * 128, n:n + 1])[0, 0]))
+                p = Fraction(float(parts[kb][m, n]))
                 s = Fraction(float(np.float32(sa[m, kb] * sb[kb, n // 128])))
                 main = Fraction(float(F32.to_float(np.array([round_exact(p * s + main, F32, "rne", "ieee", True)],
                                                                      np.uint32))[0]))
