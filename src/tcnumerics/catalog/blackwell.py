@@ -24,13 +24,32 @@ Example:
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..formats import FloatFormat
 from ..model import InstructionSpec, UnitModel
 from . import register
 from .ampere import NAN, PTX_TYPES, PUBLISHED, fp64_model, nv_model, register_sm80
 
+class ByteContainedE2M1(FloatFormat):
+    """E2M1 in bits 5:2 of a byte (kind::f8f6f4); value-level arrays are ml_dtypes float4_e2m1fn."""
+
+    def to_array(self, bits: np.ndarray) -> np.ndarray:
+        import ml_dtypes
+
+        return ((np.asarray(bits).astype(np.uint8) >> 2) & 0xF).view(ml_dtypes.float4_e2m1fn)
+
+    def bits_of(self, values: np.ndarray, rounding="rne") -> np.ndarray:
+        import ml_dtypes
+
+        x = np.asarray(values)
+        if x.dtype == np.dtype(ml_dtypes.float4_e2m1fn):
+            return ((x.view(np.uint8) & 0xF) << 2).astype(np.uint8)
+        return self.from_float(x, rounding)
+
+
 # FP6/FP4 operands of kind::f8f6f4 travel one per byte: FP6 in bits 5:0, FP4 in bits 5:2
-E2M1_IN_BYTE = FloatFormat("e2m1-b52", 2, 1, 1, specials="none", container_bits=8, pad_bits=2)
+E2M1_IN_BYTE = ByteContainedE2M1("e2m1-b52", 2, 1, 1, specials="none", container_bits=8, pad_bits=2)
 F8F6F4 = {"e4m3": "e4m3", "e5m2": "e5m2", "e3m2": "e3m2", "e2m3": "e2m3", "e2m1": E2M1_IN_BYTE}
 TYPES = tuple(F8F6F4)
 _KW = dict(frac_bits=25, zero_f32=-133, zero_f16=-21)

@@ -246,6 +246,29 @@ def _special_products(model, a_vals, b_vals):
     return nan, infs
 
 
+_X86_DEFAULT_NAN = 0xFFC00000  # the FP32 NaN an invalid x86 operation returns
+
+
+def _x86_nan32(fmt, bits: int) -> int:
+    """A NaN of ``fmt`` as the quiet FP32 NaN an x86 conversion makes of it (payload top-aligned)."""
+    v = (bits >> fmt.pad_bits) & ((1 << fmt.width) - 1)
+    sign = v >> (fmt.width - 1)
+    frac = v & ((1 << fmt.man_bits) - 1)
+    return (sign << 31) | 0x7FC00000 | (frac << (23 - fmt.man_bits))
+
+
+def _x86_product_nan(model: UnitModel, a_bits: int, b_bits: int):
+    """NaN bits of MMA-Sim's product (b's NaN before a's; inf*0 the default NaN), None if not NaN."""
+    x, y = value_of(model.a_format, a_bits), value_of(model.b_format, b_bits)
+    if y == NAN:
+        return _x86_nan32(model.b_format, b_bits)
+    if x == NAN:
+        return _x86_nan32(model.a_format, a_bits)
+    if (isinstance(x, float) and y == 0) or (isinstance(y, float) and x == 0):
+        return _X86_DEFAULT_NAN
+    return None
+
+
 def _exact_sum_oracle(model: UnitModel, a_bits, b_bits, c_bits: int, c_fmt) -> int:
     """CDNA1: sum(a*b) + c exactly, one RNE rounding; NaN results compared as NaN only."""
     a_vals = [value_of(model.a_format, int(x)) for x in a_bits]
@@ -255,7 +278,14 @@ def _exact_sum_oracle(model: UnitModel, a_bits, b_bits, c_bits: int, c_fmt) -> i
     if isinstance(c, float):
         infs.add(c > 0)
     if nan or c == NAN or len(infs) == 2:
-        return model.nan_bits
+        if model.nan_policy != "x86":
+            return model.nan_bits
+        # MMA-Sim's reduction keeps, with two products, the first NaN of (p0, p1, c); with
+        # more, the last product's NaN, C's only when no product is NaN
+        prods = [_x86_product_nan(model, int(x), int(y)) for x, y in zip(a_bits, b_bits)]
+        order = prods if len(prods) <= 2 else prods[::-1]
+        order.append(_x86_nan32(c_fmt, c_bits) if c == NAN else None)
+        return next((n for n in order if n is not None), _X86_DEFAULT_NAN)
     if infs:
         return _ieee_round(model.d_format, float("inf") if True in infs else float("-inf"), False)
     total = sum(x * y for x, y in zip(a_vals, b_vals)) + c
@@ -315,9 +345,13 @@ def _ftz_mul_add_oracle(model: UnitModel, a_bits, b_bits, c_bits: int, c_fmt) ->
     f32 = model.d_format
     tiny = Fraction(2) ** -126
 
+    x86 = model.nan_policy == "x86"
+
     def operand(fmt, bits):
         v = value_of(fmt, int(bits))
         neg = bool(_sign_bit(fmt, int(bits)))
+        if v == NAN:
+            return NAN, _x86_nan32(fmt, int(bits))  # a NaN carries its FP32 payload as "sign"
         if isinstance(v, Fraction) and abs(v) < Fraction(2) ** fmt.emin:
             return Fraction(0), False  # flushed to +0
         return v, neg
@@ -334,8 +368,10 @@ def _ftz_mul_add_oracle(model: UnitModel, a_bits, b_bits, c_bits: int, c_fmt) ->
 
     def mul(x, y):
         (xv, xn), (yv, yn) = x, y
-        if NAN in (xv, yv) or (isinstance(xv, float) and yv == 0) or (isinstance(yv, float) and xv == 0):
-            return NAN, False
+        if NAN in (xv, yv):  # the second operand's NaN first
+            return (NAN, yn) if yv == NAN else (NAN, xn)
+        if (isinstance(xv, float) and yv == 0) or (isinstance(yv, float) and xv == 0):
+            return NAN, _X86_DEFAULT_NAN
         if isinstance(xv, float) or isinstance(yv, float):
             return float("-inf") if xn ^ yn else float("inf"), xn ^ yn
         return rounded(xv * yv, xn ^ yn)
@@ -343,10 +379,10 @@ def _ftz_mul_add_oracle(model: UnitModel, a_bits, b_bits, c_bits: int, c_fmt) ->
     def add(x, y):
         (xv, xn), (yv, yn) = x, y
         if NAN in (xv, yv):
-            return NAN, False
+            return (NAN, yn) if yv == NAN else (NAN, xn)
         if isinstance(xv, float) or isinstance(yv, float):
             if isinstance(xv, float) and isinstance(yv, float) and xv != yv:
-                return NAN, False
+                return NAN, _X86_DEFAULT_NAN
             inf = xv if isinstance(xv, float) else yv
             return inf, inf < 0
         total = xv + yv
@@ -361,11 +397,47 @@ def _ftz_mul_add_oracle(model: UnitModel, a_bits, b_bits, c_bits: int, c_fmt) ->
             part = add(part, add(prods[k + 2], prods[k + 3]))
         acc = add(acc, part)
     if acc[0] == NAN:
-        return model.nan_bits
+        return acc[1] if x86 else model.nan_bits
     return _ieee_round(f32, acc[0], acc[1]) if acc[0] != 0 else (0x80000000 if acc[1] else 0)
 
 
-_BITWISE = {"ieee_mul_add": _ieee_mul_add_oracle, "binary": _binary_oracle, "exact_sum": _exact_sum_oracle,
+def _fma_chain_oracle(model: UnitModel, a_bits, b_bits, c_bits: int, c_fmt) -> int:
+    """Sequential IEEE FMA acc = RN(a*b + acc) with IEEE signed zeros; NaNs canonical or x86
+    (first NaN of a, b, acc quieted; an invalid operation gives the negative default NaN)."""
+    d = model.d_format
+    quiet = 1 << (d.man_bits - 1)
+    default = (1 << (d.width - 1)) | (((1 << (d.exp_bits + 1)) - 1) << (d.man_bits - 1))
+    acc, acc_fmt = c_bits, c_fmt
+    for xb, yb in zip(a_bits, b_bits):
+        xb, yb = int(xb), int(yb)
+        x, y, z = value_of(model.a_format, xb), value_of(model.b_format, yb), value_of(acc_fmt, acc)
+        invalid = (isinstance(x, float) and y == 0) or (isinstance(y, float) and x == 0)
+        p_inf = None if invalid or NAN in (x, y) or not (isinstance(x, float) or isinstance(y, float)) else \
+            float("inf") if (x > 0) == (y > 0) else float("-inf")
+        if not invalid and p_inf is not None and isinstance(z, float) and z != p_inf:
+            invalid = True
+        if NAN in (x, y, z) or invalid:
+            if model.nan_policy != "x86":
+                acc = model.nan_bits
+            else:
+                first = next((bits for v, bits in ((x, xb), (y, yb), (z, acc)) if v == NAN), None)
+                acc = (first | quiet) if first is not None else default
+        elif p_inf is not None or isinstance(z, float):
+            acc = _ieee_round(d, p_inf if p_inf is not None else z, False)
+        else:
+            p = x * y
+            total = p + z
+            if total == 0:
+                p_neg = _sign_bit(model.a_format, xb) ^ _sign_bit(model.b_format, yb)
+                both_neg = p == 0 and p_neg and _sign_bit(acc_fmt, acc)
+                acc = _ieee_round(d, Fraction(0), bool(both_neg))
+            else:
+                acc = _ieee_round(d, total, total < 0, model.output_rounding)
+        acc_fmt = d
+    return acc
+
+
+_BITWISE = {"ieee_mul_add": _ieee_mul_add_oracle, "fma_chain": _fma_chain_oracle, "binary": _binary_oracle, "exact_sum": _exact_sum_oracle,
             "staged_sum": _staged_sum_oracle, "ftz_mul_add": _ftz_mul_add_oracle}
 
 
@@ -480,6 +552,10 @@ def dot_bits(spec, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
     spec = get_instruction(spec)
     a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
+    if spec.model.is_block_scaled:  # unit scales; scaled_dot_bits takes explicit ones
+        unit = spec.model.scale_format.from_float(np.array([1.0]))[0]
+        scales = np.full((len(c), a.shape[1] // spec.model.scale_block), unit)
+        return scaled_dot_bits(spec, a, b, c, scales, scales)
     out = np.empty(len(c), dtype=spec.d_format.container_dtype)
     for i in range(len(c)):
         acc = int(c[i])
