@@ -66,15 +66,25 @@ class Instruction:
     def describe(self) -> str:
         return self.spec.describe()
 
-    def dot_bits(self, a, b, c, *, engine: str | None = None) -> np.ndarray:
+    def dot_bits(self, a, b, c, *, engine: str | None = None, scale_a=None, scale_b=None) -> np.ndarray:
         """Evaluate dot products on bit patterns.
 
         ``a``, ``b``: [N, K'] unsigned bit arrays of the operand formats (TF32 in 32-bit
         containers), K' a multiple of ``k`` (instructions chain in K order, each d the next c);
         ``c``: [N] accumulator bits.  1-D ``a``/``b`` with a scalar ``c`` is one vector.
-        Returns [N] result bits of the output format.
+        Block-scaled entries take ``scale_a``, ``scale_b`` ([N, K'/block] scale bits; omitted:
+        unit scales).  Returns [N] result bits of the output format.
         """
         spec = self.spec
+        if scale_a is not None or scale_b is not None:
+            if getattr(spec.model, "scale_format", None) is None:
+                raise ValueError(f"scale_a, scale_b: {spec.name} is not a block-scaled instruction")
+            if scale_a is None or scale_b is None:
+                raise ValueError("scale_a, scale_b: give both scale arrays or neither")
+            from . import blockscale
+
+            return blockscale.dot_bits(spec.name, a, b, c, scale_a=scale_a, scale_b=scale_b,
+                                       engine=engine if engine not in (None, "auto", "fast") else "reference")
         single = np.ndim(a) == 1
         a = check_bits("a", a, spec.a_format)
         b = check_bits("b", b, spec.b_format)
