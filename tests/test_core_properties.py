@@ -79,7 +79,7 @@ def _zero_or_nan(fmt, bits):
 
 
 # --- 1. sign symmetry ---------------------------------------------------------------------
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(name=st.sampled_from(NEGATABLE), data=st.data())
 def test_negating_a_and_c_negates_d(name, data):
     spec = get_instruction(name)
@@ -112,7 +112,7 @@ def _groups(spec: InstructionSpec) -> list[np.ndarray]:
     return [order[s:s + size] for c0 in range(0, spec.k, chunk) for s in range(c0, c0 + chunk, size)]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(name=st.sampled_from(PERMUTABLE), data=st.data())
 def test_permuting_products_within_a_group_keeps_d(name, data):
     spec = get_instruction(name)
@@ -184,7 +184,7 @@ def _untruncated_expectation(model: UnitModel, a_fmt, b_fmt, c_fmt, a_row, b_row
     return 0 if total == 0 or out.decode(bits).is_zero[0] else int(bits[0])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(name=st.sampled_from(FLOAT_FUSED), data=st.data())
 def test_untruncated_group_is_correctly_rounded(name, data):
     model = get_instruction(name).model
