@@ -27,7 +27,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import os
 
 import numpy as np
 
@@ -37,6 +36,7 @@ from ..formats import get_format
 from ..model import InstructionSpec
 from .cpu_reference import fp32_matmul
 from .elementwise import _DEVICE_CONVERSION, _low_values
+from .plotting import check_plot_target
 from .progress import Progress
 from .sampling import RNG_NAMES, make_normals
 
@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     if not 1 <= args.length <= 200:
         raise ValueError(f"--length: must be in 1..200, got {args.length}")
     if args.plot:
-        _check_plot_target(args.plot, args.force)
+        check_plot_target(args.plot, args.force)
     chosen = resolve_instructions(args.instruction, args.arch)
     formats = [f for f in FORMATS if f in chosen and (not args.format or f in args.format)]
     if not formats:
@@ -184,20 +184,6 @@ def run(args: argparse.Namespace) -> list[dict]:
     if args.plot:
         plot(rows, args.plot)
     return rows
-
-
-def _check_plot_target(path: str, force: bool) -> None:
-    if not path.lower().endswith(".png"):
-        raise ValueError(f"--plot: expected a .png file name, got {path!r}")
-    if os.path.exists(path) and not force:
-        raise ValueError(f"--plot: {path} exists; pass --force to replace it")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise ValueError(f"--plot: directory {parent} does not exist")
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise ValueError("--plot: needs matplotlib (pip install 'tcnumerics[plot]')") from None
 
 
 def plot(rows: list[dict], path: str) -> None:

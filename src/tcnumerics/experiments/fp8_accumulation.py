@@ -30,12 +30,12 @@ Example:
 from __future__ import annotations
 
 import argparse
-import os
 
 import numpy as np
 
 from ..formats import get_format
 from ..gemm import gemm
+from .plotting import check_plot_target
 from .progress import Progress
 
 __all__ = ["SCHEMES", "accumulation_rows", "exact_product", "add_arguments", "run", "render", "plot"]
@@ -131,27 +131,13 @@ def run(args: argparse.Namespace) -> list[dict]:
     if not 1 <= args.size <= 512:
         raise ValueError(f"--size: must be in 1..512, got {args.size}")
     if args.plot:
-        _check_plot_target(args.plot, args.force)
+        check_plot_target(args.plot, args.force)
     with Progress(len(args.k) * len(args.schemes), "fp8-accumulation", enabled=not args.quiet) as bar:
         rows = accumulation_rows(args.k, size=args.size, dist=args.dist, seed=args.seed, schemes=args.schemes,
                                  progress=bar)
     if args.plot:
         plot(rows, args.plot)
     return rows
-
-
-def _check_plot_target(path: str, force: bool) -> None:
-    if not path.lower().endswith(".png"):
-        raise ValueError(f"--plot: expected a .png file name, got {path!r}")
-    if os.path.exists(path) and not force:
-        raise ValueError(f"--plot: {path} exists; pass --force to replace it")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise ValueError(f"--plot: directory {parent} does not exist")
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise ValueError("--plot: needs matplotlib (pip install 'tcnumerics[plot]')") from None
 
 
 def plot(rows: list[dict], path: str) -> None:
