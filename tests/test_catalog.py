@@ -53,7 +53,6 @@ def test_reference_matches_exact_oracle(name):
         else:
             ours = tc.instruction(name, engine="reference").dot_bits(a, b, c)
             exact = oracle.dot_bits(name, a, b, c)
-        d = spec.d_format
         same = ours == exact  # NaN payloads included (x86 policy: the oracle derives them too)
         bad = np.flatnonzero(~same)
         assert bad.size == 0, (f"{name} [{family}] row {bad[0]}: a={a[bad[0]].tolist()} b={b[bad[0]].tolist()} "

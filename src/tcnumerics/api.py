@@ -15,8 +15,8 @@ import numpy as np
 
 from .catalog import get_instruction, instruction_names
 from .engines import get_engine
-from .formats import Format, IntFormat, Rounding, get_format
-from .model import InstructionSpec, UnitModel
+from .formats import Format, IntFormat
+from .model import InstructionSpec
 
 __all__ = ["Instruction", "instruction", "instructions", "check_bits"]
 

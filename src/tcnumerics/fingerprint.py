@@ -519,7 +519,6 @@ def _probe_zero_exponent(box: _Box, spec: InstructionSpec, fp: Fingerprint) -> N
     nb_a = min(fa.man_bits + 1, out_bits)
     mant_a = 2.0 - 2.0 ** (1 - nb_a)
     cases = []  # (row, sig, ulp, alignment exponent, n)
-    rows_a, rows_b, rows_c, rows = [], [], [], 0
     pmin, pmax = _product_range(spec)
     plan = []
     # the zero exponent shows only where every term is small: sweep the lowest exponents

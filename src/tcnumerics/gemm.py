@@ -37,7 +37,7 @@ import numpy as np
 from .api import Instruction, _operand_bits
 from .catalog import get_instruction
 from .engines import get_engine
-from .formats import FloatFormat, Format, IntFormat, Rounding, get_format
+from .formats import Format, IntFormat, Rounding, get_format
 from .model import InstructionSpec
 
 __all__ = ["gemm", "convert_output", "split_bounds", "promotion_blocks"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..formats import Decoded, FloatFormat, Format, IntFormat, Rounding, bit_length
+from ..formats import Decoded, FloatFormat, Format, Rounding, bit_length
 from ..model import InstructionSpec, UnitModel
 
 __all__ = ["dot_bits", "fused_group", "datapath", "instruction_step", "round_signed_sum", "ieee_add"]
