@@ -10,6 +10,7 @@ datapath and a total; exit 1 on any mismatch.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 
@@ -30,11 +31,16 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=100000, help="vectors per datapath")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--chain", type=int, default=2, help="instructions chained in one vector for part of the run")
+    ap.add_argument("--only", default="", help="regular expression: check only datapaths with a matching name")
     args = ap.parse_args()
     groups: dict = {}
     for spec in all_instructions():
-        if spec.arch == args.arch and spec.model.algorithm in ("fused", "integer"):
+        if spec.arch == args.arch and spec.model.algorithm in ("fused", "integer", "binary") \
+                and not getattr(spec, "sparse", False) and ".sp." not in spec.name:
             groups.setdefault(datapath_key(spec), []).append(spec)
+    if args.only:
+        pattern = re.compile(args.only)
+        groups = {key: specs for key, specs in groups.items() if any(pattern.search(s.name) for s in specs)}
     total_bad = total = 0
     for specs in groups.values():
         spec = specs[0]
