@@ -706,10 +706,17 @@ def _search_output(box: _Box, spec: InstructionSpec, fp: Fingerprint, seed: int)
                             cand = _build(spec, fp, fmts, rounding, cut, "inf", c_add, nan, ez)
                             if cand is not None and _agree(cand, screen, d):
                                 survivors.append((fmts, rounding, cut, c_add, ez))
-            if survivors:
-                break
         if survivors:
             break
+    if len(survivors) > 1:
+        # several candidates fit the screen: keep those that also fit tiny and subnormal terms,
+        # where the zero exponent and the operand formats the datapath reads show
+        extra = _family_vectors(spec, ("bits", "align", "special"), 96, seed + 3)
+        d_extra = box(*extra)
+        fitting = [s for s in survivors
+                   if (cand := _build(spec, fp, s[0], s[1], s[2], "inf", s[3], nan, s[4])) is not None
+                   and _agree(cand, extra, d_extra)]
+        survivors = fitting or survivors
     if not survivors:
         fp.frac_bits = None if fp.frac_bits_at_least is not None else fp.frac_bits
         fp.notes.append("no fused candidate reproduces the screening vectors")
@@ -728,6 +735,8 @@ def _search_output(box: _Box, spec: InstructionSpec, fp: Fingerprint, seed: int)
                               if (cand := _build(spec, fp, fmts, rounding, cut, o, c_add, nan, ez)) is not None
                               and _agree(cand, over, d_over)]
     fp._choice = (fmts, rounding, cut, (fp.output_overflow or ["inf"])[0], c_add, nan, ez)
+    # the other candidates, in case validation rules the first one out
+    fp._alternatives = [(f, r, c, fp._choice[3], a, nan, e) for f, r, c, a, e in survivors[1:]]
 
 
 # --------------------------------------------------------------------------------------------
@@ -799,7 +808,7 @@ def fingerprint(dot: Dot, interface: "str | InstructionSpec", *, validation: int
         raise ValueError(f"validation: expected a positive integer, got {validation!r}")
     box = _Box(dot, spec)
     fp = Fingerprint(spec.name, spec.k, {k: getattr(spec, f"{k}_format").name for k in "abcd"})
-    fp._nan_bits, fp._choice, fp._out_bits = [], None, None
+    fp._nan_bits, fp._choice, fp._out_bits, fp._alternatives = [], None, None, []
     if isinstance(spec.a_format, IntFormat):
         _fingerprint_integer(box, spec, fp)
     else:
@@ -849,6 +858,20 @@ def fingerprint(dot: Dot, interface: "str | InstructionSpec", *, validation: int
     if fp.spec is not None:
         fp.reproduces = _agree(fp.spec, check, d)
         if not fp.reproduces and fp.kind == "fused":
+            # screening left several candidates: take one the validation vectors accept, then
+            # confirm it on fresh vectors so the verdict does not rest on the set that chose it
+            for alt in getattr(fp, "_alternatives", []):
+                cand = _build(spec, fp, *alt)
+                if cand is not None and _agree(cand, check, d):
+                    fresh = _family_vectors(spec, ("normal", "bits", "cancel", "align", "cdom", "special"),
+                                            validation, seed + 4)
+                    if _agree(cand, fresh, box(*fresh)):
+                        fp.spec, fp._choice, fp.reproduces = cand, alt, True
+                        fp.operand_formats = [(alt[0][0].name, alt[0][1].name)]
+                        fp.notes.append("chosen among the screening survivors by the validation vectors, "
+                                        "confirmed on fresh ones")
+                        break
+        if not fp.reproduces and fp.kind == "fused":
             fp.notes.append("the inferred fused model misses some validation vectors")
     if match_catalog:
         verdicts: dict = {}  # entries that differ only in name behave alike: replay each behaviour once
@@ -862,7 +885,7 @@ def fingerprint(dot: Dot, interface: "str | InstructionSpec", *, validation: int
             algos = sorted({get_instruction(m).model.algorithm for m in fp.matches})
             fp.kind = fp.kind if fp.kind in ("integer", "binary") else "other: " + "/".join(algos)
     fp.box_vectors = box.vectors
-    del fp._nan_bits, fp._choice, fp._out_bits
+    del fp._nan_bits, fp._choice, fp._out_bits, fp._alternatives
     return fp
 
 
