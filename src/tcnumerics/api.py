@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .catalog import get_instruction, instruction_names
-from .engines import get_engine
+from .engines import get_engine, grid_dot_bits
 from .formats import Format, IntFormat
 from .model import InstructionSpec
 
@@ -173,16 +173,8 @@ def _grid(inst: Instruction, a_rows: np.ndarray, b_cols: np.ndarray, c: np.ndarr
     native = getattr(get_engine(engine or inst.engine), "gemm_bits", None)
     if native is not None:  # a native GEMM avoids the repeated operand copies below
         return native(inst.spec, a_rows, b_cols, c)
-    M, K = a_rows.shape
-    N = b_cols.shape[0]
-    out = np.empty((M, N), dtype=inst.spec.d_format.container_dtype)
-    rows = max(1, _WORKING_SET // max(1, N * K))
-    for m0 in range(0, M, rows):
-        m1 = min(M, m0 + rows)
-        a = np.repeat(a_rows[m0:m1], N, axis=0)
-        b = np.tile(b_cols, (m1 - m0, 1))
-        out[m0:m1] = inst.dot_bits(a, b, c[m0:m1].reshape(-1), engine=engine).reshape(m1 - m0, N)
-    return out
+    return grid_dot_bits(lambda spec, a, b, c_flat: inst.dot_bits(a, b, c_flat, engine=engine),
+                         inst.spec, a_rows, b_cols, c, _WORKING_SET)
 
 
 def instruction(name: "str | InstructionSpec", engine: str = "auto") -> Instruction:

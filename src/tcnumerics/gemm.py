@@ -36,7 +36,7 @@ import numpy as np
 
 from .api import Instruction, _operand_bits
 from .catalog import get_instruction
-from .engines import get_engine
+from .engines import get_engine, grid_dot_bits
 from .formats import Format, IntFormat, Rounding, get_format
 from .model import InstructionSpec
 
@@ -414,13 +414,4 @@ def _chainer(spec: InstructionSpec, engine: str):
 
 def _grid(eng, spec: InstructionSpec, a_rows: np.ndarray, b_cols: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Every (m, n) dot product through an engine's ``dot_bits``, in bounded blocks of rows."""
-    M, K = a_rows.shape
-    N = b_cols.shape[0]
-    out = np.empty((M, N), dtype=spec.d_format.container_dtype)
-    rows = max(1, _WORKING_SET // max(1, N * K))
-    for m0 in range(0, M, rows):
-        m1 = min(M, m0 + rows)
-        a = np.repeat(a_rows[m0:m1], N, axis=0)
-        b = np.tile(b_cols, (m1 - m0, 1))
-        out[m0:m1] = eng.dot_bits(spec, a, b, c[m0:m1].reshape(-1)).reshape(m1 - m0, N)
-    return out
+    return grid_dot_bits(eng.dot_bits, spec, a_rows, b_cols, c, _WORKING_SET)

@@ -236,13 +236,6 @@ def accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: n
 
 def _reference_grid(spec: InstructionSpec, a_rows: np.ndarray, b_cols: np.ndarray, c: np.ndarray) -> np.ndarray:
     """The reference engine over the grid, a bounded block of rows at a time."""
-    M, K = a_rows.shape
-    N = b_cols.shape[0]
-    out = np.empty((M, N), dtype=spec.d_format.container_dtype)
-    rows = max(1, (1 << 22) // max(1, N * K))
-    for m0 in range(0, M, rows):
-        m1 = min(M, m0 + rows)
-        a = np.repeat(a_rows[m0:m1], N, axis=0)
-        b = np.tile(b_cols, (m1 - m0, 1))
-        out[m0:m1] = reference.dot_bits(spec, a, b, c[m0:m1].reshape(-1)).reshape(m1 - m0, N)
-    return out
+    from . import grid_dot_bits
+
+    return grid_dot_bits(reference.dot_bits, spec, a_rows, b_cols, c)
