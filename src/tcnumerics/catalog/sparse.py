@@ -74,3 +74,38 @@ for _a in ("e4m3", "e5m2"):
             a_format=_a, b_format=_b, c_format="fp32", k_order=_ORDER, chunk=16, c_entry="ieee_add",
             provenance=SPARSE_MEASURED + " (SASS: FP8->FP16 unpack, 2x HMMA.SP.16832.F32, FADD)",
             notes="structured sparse 2:4: logical K=64, evaluate with tcnumerics.sparse.dot_bits"))
+
+# --- Ampere (sm_80) ------------------------------------------------------------------------
+# Not measured (no A100 here) and not modelled by MMA-Sim: Ampere's published dense parameters
+# (F = 24, FP16/BF16 groups of 8, TF32 groups of 4, zero exponent -132 / -20) applied to the
+# selected products, which is how Hopper's sparse path was measured to behave (the selected
+# products are grouped exactly as the dense unit groups the same number of products).
+AMPERE_INFERRED = ("inferred, not measured: Ampere's published dense datapath (MMA-Sim 2.1.1, arXiv 2511.10909; "
+                   "Khattak & Mikaitis, arXiv 2512.07004) over the selected products, the grouping measured for "
+                   "Hopper's sparse path on an H200")
+_AMPERE_OUT = {"f32": (-132, "rz", 0x7FFFFFFF), "f16": (-20, "rne", 0x7FFF)}
+
+
+def _ampere_fused(atype: str, dtype: str, group: int) -> UnitModel:
+    zero_exponent, rounding, nan = _AMPERE_OUT[dtype]
+    return UnitModel(a_format=_FMT.get(atype, atype), b_format=_FMT.get(atype, atype), c_format=_FMT[dtype],
+                     d_format=_FMT[dtype], group_size=group, frac_bits=24, zero_exponent=zero_exponent,
+                     output_rounding=rounding, nan_bits=nan)
+
+
+for _k in (16, 32):
+    for _d in ("f32", "f16"):
+        _add(f"ampere.mma.sp.m16n8k{_k}.{_d}.f16.f16.{_d}", _k // 2, _ampere_fused("f16", _d, 8), AMPERE_INFERRED)
+    _add(f"ampere.mma.sp.m16n8k{_k}.f32.bf16.bf16.f32", _k // 2, _ampere_fused("bf16", "f32", 8), AMPERE_INFERRED)
+# TF32 mma.sp is 1:2 sparse with its own metadata scheme: not catalogued (neither is Hopper's)
+for _a in ("s8", "u8"):
+    for _b in ("s8", "u8"):
+        for _sat in (False, True):
+            for _k in (32, 64):
+                _s = ".satfinite" if _sat else ""
+                register(InstructionSpec(
+                    name=f"ampere.mma.sp.m16n8k{_k}{_s}.s32.{_a}.{_b}.s32", k=_k // 2,
+                    model=UnitModel(a_format=_a, b_format=_b, c_format="s32", d_format="s32", algorithm="integer",
+                                    group_size=_k // 2, frac_bits=None, zero_exponent=None, saturate=_sat),
+                    provenance="PTX ISA semantics (exact integer arithmetic); not measured",
+                    notes=f"structured sparse 2:4: logical K={_k}, evaluate with tcnumerics.sparse.dot_bits"))
