@@ -47,17 +47,18 @@ for _k in (16, 32):
          SPARSE_MEASURED)
 
 # --- 8-bit integer: exact, wrapping or .satfinite --------------------------------------------
-for _a in ("s8", "u8"):
-    for _b in ("s8", "u8"):
-        for _sat in (False, True):
-            for _k in (32, 64):
-                _s = ".satfinite" if _sat else ""
-                register(InstructionSpec(
-                    name=f"hopper.mma.sp.m16n8k{_k}{_s}.s32.{_a}.{_b}.s32", k=_k // 2,
-                    model=UnitModel(a_format=_a, b_format=_b, c_format="s32", d_format="s32", algorithm="integer",
-                                    group_size=_k // 2, frac_bits=None, zero_exponent=None, saturate=_sat),
-                    provenance=SPARSE_MEASURED,
-                    notes=f"structured sparse 2:4: logical K={_k}, evaluate with tcnumerics.sparse.dot_bits"))
+def _add_integer(arch: str, provenance: str) -> None:
+    for a in ("s8", "u8"):
+        for b in ("s8", "u8"):
+            for sat in (False, True):
+                for k in (32, 64):
+                    model = UnitModel(a_format=a, b_format=b, c_format="s32", d_format="s32", algorithm="integer",
+                                      group_size=k // 2, frac_bits=None, zero_exponent=None, saturate=sat)
+                    _add(f"{arch}.mma.sp.m16n8k{k}{'.satfinite' if sat else ''}.s32.{a}.{b}.s32", k // 2, model,
+                         provenance)
+
+
+_add_integer("hopper", SPARSE_MEASURED)
 
 # --- FP8 (m16n8k64, FP32 output; ptxas rejects FP16 output on sm_90) -------------------------
 # Not native, like dense mma.sync FP8 on sm_90 (SASS): FP8->FP16 unpack, then two
@@ -98,14 +99,4 @@ for _k in (16, 32):
         _add(f"ampere.mma.sp.m16n8k{_k}.{_d}.f16.f16.{_d}", _k // 2, _ampere_fused("f16", _d, 8), AMPERE_INFERRED)
     _add(f"ampere.mma.sp.m16n8k{_k}.f32.bf16.bf16.f32", _k // 2, _ampere_fused("bf16", "f32", 8), AMPERE_INFERRED)
 # TF32 mma.sp is 1:2 sparse with its own metadata scheme: not catalogued (neither is Hopper's)
-for _a in ("s8", "u8"):
-    for _b in ("s8", "u8"):
-        for _sat in (False, True):
-            for _k in (32, 64):
-                _s = ".satfinite" if _sat else ""
-                register(InstructionSpec(
-                    name=f"ampere.mma.sp.m16n8k{_k}{_s}.s32.{_a}.{_b}.s32", k=_k // 2,
-                    model=UnitModel(a_format=_a, b_format=_b, c_format="s32", d_format="s32", algorithm="integer",
-                                    group_size=_k // 2, frac_bits=None, zero_exponent=None, saturate=_sat),
-                    provenance="PTX ISA semantics (exact integer arithmetic); not measured",
-                    notes=f"structured sparse 2:4: logical K={_k}, evaluate with tcnumerics.sparse.dot_bits"))
+_add_integer("ampere", "PTX ISA semantics (exact integer arithmetic); not measured")
