@@ -23,15 +23,16 @@ def test_sparse_equals_oracle_on_selected_products(name):
     rng = np.random.default_rng(abs(hash(name)) % 2**32)
     n, kc = 64, spec.k
     if spec.a_format.is_integer:
-        a = rng.integers(0, 256, (n, kc)).astype(np.uint8)
-        b = rng.integers(0, 256, (n, 2 * kc)).astype(np.uint8)
+        a = rng.integers(0, 1 << spec.a_format.bits, (n, kc)).astype(np.uint8)
+        b = rng.integers(0, 1 << spec.b_format.bits, (n, 2 * kc)).astype(np.uint8)
         c = spec.c_format.encode_int(rng.integers(-(2**31), 2**31 - 1, n))
     else:
         a = spec.a_format.from_float(rng.standard_normal((n, kc)) * np.exp2(rng.integers(-12, 12, (n, kc))))
         b = spec.b_format.from_float(rng.standard_normal((n, 2 * kc)))
         c = spec.c_format.from_float(rng.standard_normal(n))
-    index = np.sort(np.stack([rng.choice(4, 2, replace=False) for _ in range(n * kc // 2)]), axis=1)
-    index = index.reshape(n, kc).astype(np.uint8)
+    scheme = sparse.sparsity(spec)   # 2:4, TF32 1:2 or s4/u4 pairwise 4:8
+    table = scheme.combinations()
+    index = table[rng.integers(0, len(table), n * kc // scheme.kept)].reshape(n, kc)
     got = sparse.dot_bits(name, a, b, c, index)
-    chosen = np.take_along_axis(b, (np.arange(kc) // 2) * 4 + index, axis=1)
+    chosen = np.take_along_axis(b, (np.arange(kc) // scheme.kept) * scheme.chunk + index, axis=1)
     assert np.array_equal(got, oracle.dot_bits(spec, a, chosen, c))

@@ -2,8 +2,8 @@
 
 ``capture_entry`` generates each applicable input family for a catalog entry
 (``tcnumerics.vectors.families``), runs the vectors through the probe (one instruction
-per vector) and returns them with the hardware's ``d``.  Sparse entries get random 2:4
-positions; the B elements the metadata does *not* select are filled with zeros in
+per vector) and returns them with the hardware's ``d``.  Sparse entries get random legal
+positions (2:4, TF32 1:2 or s4/u4 pairwise 4:8, ``tcnumerics.sparse``); the B elements the metadata does *not* select are filled with zeros in
 half of the vectors and with arbitrary bit patterns (NaN and inf included) in the other
 half, so the captures also show that unselected elements are never read.
 
@@ -56,12 +56,13 @@ def capture_entry(name: str, count: int, rng: np.random.Generator, probe: Probe 
     for fam in fams:
         a, b, c = generate(spec, fam, count, rng)
         if t.kind == "mma.sp":
-            idx = random_sparse_index(rng, count, t.k)
+            from ..sparse import positions
+
+            idx = random_sparse_index(rng, count, t.k, t.sparsity)
             full = np.zeros((count, t.k), dtype=b.dtype)
             noisy = np.arange(count) % 2 == 1
             full[noisy] = _filler(rng, spec.b_format, (int(noisy.sum()), t.k))
-            cols = (np.arange(t.a_k) // 2 * 4)[None, :] + idx.astype(np.int64)
-            np.put_along_axis(full, cols, b, axis=1)
+            np.put_along_axis(full, positions(idx, t.sparsity), b, axis=1)
             b = full
             parts["sparse_index"].append(idx)
         parts["a"].append(a)
@@ -78,9 +79,10 @@ def capture_entry(name: str, count: int, rng: np.random.Generator, probe: Probe 
                         "per uint8"}
     if t.kind == "mma.sp":
         meta["sparse"] = True
-        meta["sparse_note"] = ("a is the compressed A [N, K/2]; sparse_index gives each value's position 0..3 "
-                               "in its chunk of 4; unselected b elements are zero (even rows) or random bits "
-                               "(odd rows)")
+        sp = t.sparsity
+        meta["sparse_note"] = (f"a is the compressed A [N, K/2]; sparse_index gives each value's position "
+                               f"0..{sp.chunk - 1} in its chunk of {sp.chunk} ({sp.name}); unselected b elements "
+                               "are zero (even rows) or random bits (odd rows)")
     else:
         out.pop("sparse_index", None)
     out["meta"] = meta

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Fragment", "MetadataLayout", "mma_a", "mma_b", "mma_cd", "wgmma_a", "wgmma_cd",
+__all__ = ["Fragment", "MetadataLayout", "CHUNK_ELEMENTS", "mma_a", "mma_b", "mma_cd", "wgmma_a", "wgmma_cd",
            "wgmma_b_image", "sparse_metadata", "pack_metadata"]
 
 
@@ -203,8 +203,9 @@ def wgmma_b_image(b_tiles: np.ndarray, elem_bits: int, lead_bytes: int, stride_b
 @dataclass(frozen=True)
 class MetadataLayout:
     """Sparse ``mma.sp`` metadata: which (row, chunk) each 4-bit nibble of a lane's register
-    describes (-1: not read).  A chunk is 4 consecutive K elements of A holding 2 non-zeros;
-    its nibble holds their two 2-bit positions, the lower position in the low bits.
+    describes (-1: not read).  A chunk is the run of consecutive K elements of A one code
+    covers (4 for 16- and 8-bit types, 2 for TF32, 8 for s4/u4; ``tcnumerics.sparse``);
+    its nibble holds two 2-bit slot indices, the lower one in the low bits.
 
     Attributes:
         coords: int array [32 lanes, 8 nibbles, 2] of (row, chunk) or (-1, -1).
@@ -215,20 +216,34 @@ class MetadataLayout:
     selector: int
 
 
-def sparse_metadata(m: int, k: int, selector: int = 0, elem_bits: int = 16) -> MetadataLayout:
-    """Metadata layout of ``mma.sp.m{m}n8k{k}`` for 2:4 sparsity (16- and 8-bit types).
+# K elements one metadata nibble describes, by A's element width (PTX ISA "Sparse matrix
+# storage": 2:4 for 16/8-bit, 1:2 for 32-bit TF32, pairwise 4:8 for 4-bit; tcnumerics.sparse)
+CHUNK_ELEMENTS = {32: 2, 16: 4, 8: 4, 4: 8}
 
-    Threads per group of four that carry metadata: ``P = 16 * (k // 4) / 64``; with
-    selector ``sel`` those are ``tig = sel*P .. sel*P + P-1``.  16-bit types: thread ``p``
-    of them holds, in nibbles 0..3, chunks ``4p .. 4p+3`` of row ``group`` and in nibbles
-    4..7 the same chunks of row ``group + 8``.  8-bit types: thread ``p`` holds chunks
-    ``8*(p // 2) .. +7`` of row ``group + 8*(p % 2)``.  (Both found on an H200 by
-    ``tcnumerics.probe.runtime.discover_metadata``.)
+
+def sparse_metadata(m: int, k: int, selector: int = 0, elem_bits: int = 16) -> MetadataLayout:
+    """Metadata layout of ``mma.sp.m{m}n8k{k}`` for A elements of ``elem_bits`` bits.
+
+    A row has ``C = k / chunk`` metadata chunks (``CHUNK_ELEMENTS``); threads per group of
+    four that carry metadata: ``P = 16 * C / 64``; with selector ``sel`` those are
+    ``tig = sel*P .. sel*P + P-1``.  16-bit (and TF32) types: thread ``p`` of them holds, in
+    nibbles 0..3, chunks ``4p .. 4p+3`` of row ``group`` and in nibbles 4..7 the same chunks
+    of row ``group + 8``.  8-bit (and 4-bit) types: thread ``p`` holds chunks
+    ``8*(p // 2) .. +7`` of row ``group + 8*(p % 2)``.  All four found on an H200 by
+    ``tcnumerics.probe.runtime.discover_metadata``: TF32 (chunks of 2) lays its codes out
+    exactly as the 16-bit types, s4/u4 (chunks of 8) exactly as the 8-bit types.
+
+    >>> meta = sparse_metadata(16, 8, elem_bits=32)          # mma.sp.m16n8k8 .tf32
+    >>> [tuple(int(v) for v in meta.coords[4, j]) for j in (0, 3, 4)]   # lane 4: group 1
+    [(1, 0), (1, 3), (9, 0)]
     """
-    chunks = k // 4
+    if elem_bits not in CHUNK_ELEMENTS:
+        raise ValueError(f"sparse_metadata: no structured sparsity for {elem_bits}-bit elements")
+    chunks = k // CHUNK_ELEMENTS[elem_bits]
     per_group = m * chunks // 64
     if m != 16 or per_group not in (1, 2, 4) or not 0 <= selector < 4 // per_group:
-        raise ValueError(f"sparse_metadata: unsupported m={m}, k={k}, selector={selector}")
+        raise ValueError(f"sparse_metadata: unsupported m={m}, k={k}, selector={selector} "
+                         f"for {elem_bits}-bit elements")
     coords = np.full((32, 8, 2), -1, dtype=np.int64)
     for lane in range(32):
         g, t = lane >> 2, lane % 4
@@ -236,7 +251,7 @@ def sparse_metadata(m: int, k: int, selector: int = 0, elem_bits: int = 16) -> M
         if not 0 <= p < per_group:
             continue
         for j in range(8):
-            if elem_bits == 16:
+            if elem_bits in (16, 32):
                 coords[lane, j] = (g + 8 * (j >= 4), 4 * p + j % 4)
             else:
                 coords[lane, j] = (g + 8 * (p % 2), 8 * (p // 2) + j)

@@ -75,16 +75,19 @@ def build_cubin(source: str, arch: str = "sm_90a") -> str:
     out = os.path.join(_cache_dir(), f"{key}.cubin")
     if os.path.exists(out):
         return out
-    src = os.path.join(_cache_dir(), f"{key}.cu")
+    src = os.path.join(_cache_dir(), f"{key}.{os.getpid()}.cu")
     with open(src, "w") as fh:
         fh.write(source)
     compute = arch.replace("sm_", "compute_")
-    cmd = [_tool("nvcc"), "-cubin", "-O3", f"-gencode=arch={compute},code={arch}", "-o", out + ".tmp", src]
+    # a private temporary per process: workers building the same kernel at once must not
+    # move each other's half-written output (seen on an H200 with a process pool)
+    tmp = f"{out}.{os.getpid()}.tmp"
+    cmd = [_tool("nvcc"), "-cubin", "-O3", f"-gencode=arch={compute},code={arch}", "-o", tmp, src]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         last = (res.stderr.strip().splitlines() or ["(no message)"])[-2:]
         raise ProbeError(f"nvcc rejected the probe kernel for {arch}: {' | '.join(last)}")
-    os.replace(out + ".tmp", out)
+    os.replace(tmp, out)
     return out
 
 
@@ -126,10 +129,12 @@ def device_description() -> str:
             f"(nvcc {m.group(1) if m else '?'} cubins via CuPy {cp.__version__})")
 
 
-def chunk_codes(sparse_index: np.ndarray) -> np.ndarray:
-    """[N, K/2] positions (0..3 within each chunk of 4, two per chunk) -> [N, K/4] 4-bit codes."""
-    idx = np.asarray(sparse_index, dtype=np.uint32)
-    return (idx[:, 0::2] | (idx[:, 1::2] << 2)).astype(np.uint32)
+def chunk_codes(sparse_index: np.ndarray, pattern=None) -> np.ndarray:
+    """[N, K/2] positions -> [N, chunks] 4-bit metadata codes (default 2:4: two positions
+    0..3 per chunk of 4; ``pattern``: a ``tcnumerics.sparse.Sparsity``)."""
+    from ..sparse import metadata_codes
+
+    return metadata_codes(sparse_index, pattern)
 
 
 @dataclass
@@ -184,7 +189,7 @@ class Probe:
                   e_regs: np.ndarray | None = None) -> np.ndarray:
         """A [T, m, k'] (k' = k/2 sparse), B [T, n, k], C [T, m, n] element bits -> D [T, m, n] bits.
 
-        ``codes`` [T, m, k/4]: 4-bit chunk codes of sparse A; ``e_regs`` [T, 32]: raw
+        ``codes`` [T, m, chunks]: 4-bit chunk codes of sparse A; ``e_regs`` [T, 32]: raw
         metadata registers instead (layout discovery).
         """
         t = self.target
@@ -261,8 +266,13 @@ class Probe:
             if t.kind == "mma.sp":
                 if sparse_index is None:
                     raise ValueError("sparse_index: required for sparse instructions")
-                codes = np.full((tiles, t.m, t.k // 4), 0b0100, np.uint32)  # unused rows: positions 0, 1
-                codes[ti, j] = chunk_codes(np.asarray(sparse_index)[s:e])
+                from ..sparse import check_index
+
+                sp = t.sparsity
+                idx = check_index(np.asarray(sparse_index)[s:e], cnt, t.a_k, sp)
+                # unused rows: code 0b0100 (the first kept slots), defined for every scheme
+                codes = np.full((tiles, t.m, t.k // sp.chunk), 0b0100, np.uint32)
+                codes[ti, j] = chunk_codes(idx, sp)
             D = self.run_tiles(A, B, C, codes)
             out[s:e] = D[ti, j, j]
         return out
@@ -278,18 +288,19 @@ class Probe:
         codes = idx = None
         b_eff = b_vals
         if t.kind == "mma.sp":
-            idx = random_sparse_index(rng, tiles * t.m, t.k).reshape(tiles, t.m, t.a_k)
-            codes = chunk_codes(idx.reshape(-1, t.a_k)).reshape(tiles, t.m, t.k // 4)
+            sp = t.sparsity
+            idx = random_sparse_index(rng, tiles * t.m, t.k, sp).reshape(tiles, t.m, t.a_k)
+            codes = chunk_codes(idx.reshape(-1, t.a_k), sp).reshape(tiles, t.m, t.k // sp.chunk)
         A = _encode(t.atype, a_vals)
         B = _encode(t.btype, b_vals)
         C = _encode(t.ctype, c_vals)
         D = self.run_tiles(A, B, C, codes)
         if idx is not None:
+            from ..sparse import expand_a
+
             # dense A with zeros at the unselected positions
-            dense = np.zeros((tiles, t.m, t.k), np.int64)
-            cols = (np.arange(t.a_k) // 2 * 4)[None, None, :] + idx
-            np.put_along_axis(dense, cols, a_vals, axis=2)
-            a_vals = dense
+            a_vals = expand_a(a_vals.reshape(-1, t.a_k), idx.reshape(-1, t.a_k), t.sparsity).reshape(
+                tiles, t.m, t.k)
         if t.bop == "xor":
             expect = (a_vals[:, :, None, :] ^ b_eff[:, None, :, :]).sum(-1) + c_vals
         else:
@@ -306,22 +317,24 @@ class Probe:
 def discover_metadata(probe: Probe) -> np.ndarray:
     """Find which (row, chunk) each lane's metadata nibble selects, from the hardware itself.
 
-    A baseline keeps positions 0 and 1 of every chunk (code 0b0100), where B is zero; one
-    tile per (lane, nibble) switches that nibble to positions 2 and 3 (0b1110), where
-    B[k = 4c + 2] = c + 1.  The row of D that moves, and by how much, name the row and
+    A baseline keeps the first half of every chunk (code 0b0100: 2:4 positions 0 and 1,
+    TF32 1:2 position 0, 4:8 pairs 0 and 1), where B is zero; one tile per (lane, nibble)
+    switches that nibble to the second half (0b1110), where B[k = w*c + w/2] = c + 1 for
+    chunks of ``w`` elements.  The row of D that moves, and by how much, name the row and
     chunk.  Returns coords [32, 8, 2] as ``MetadataLayout`` holds them (-1: ignored).
     """
     t = probe.target
     if t.kind != "mma.sp":
         raise ValueError(f"discover_metadata: {t.name} is not a sparse instruction")
+    w = t.sparsity.chunk
     tiles = 1 + 32 * 8
     one = _encode(t.atype, np.ones(1, np.int64))[0]
     A = np.full((tiles, t.m, t.a_k), one, np.uint32)
     k = np.arange(t.k)
-    # column n of B holds bit n of (chunk + 1) at position 2 of each chunk: values 0/1 are
+    # column n of B holds bit n of (chunk + 1) at position w/2 of each chunk: values 0/1 are
     # exact in every format, and the moved row of D spells the chunk number in binary
     n = np.arange(t.n)[:, None]
-    b_vals = np.where(k[None, :] % 4 == 2, ((k[None, :] // 4 + 1) >> n) & 1, 0)
+    b_vals = np.where(k[None, :] % w == w // 2, ((k[None, :] // w + 1) >> n) & 1, 0)
     B = np.broadcast_to(_encode(t.btype, b_vals)[None], (tiles, t.n, t.k)).copy()
     C = np.broadcast_to(_encode(t.ctype, np.zeros(1, np.int64))[0], (tiles, t.m, t.n)).astype(np.uint32)
     e = np.full((tiles, 32), 0x44444444, np.uint32)
@@ -356,11 +369,12 @@ def _wgmma_b_image(B: np.ndarray, elem_bits: int, lead: int, stride: int) -> np.
     return wgmma_b_image(B, elem_bits, lead, stride)
 
 
-def random_sparse_index(rng: np.random.Generator, rows: int, k: int) -> np.ndarray:
-    """[rows, k/2] 2:4 positions: per chunk of 4, two distinct positions in increasing order."""
-    pairs = np.array([(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)], dtype=np.uint8)
-    pick = rng.integers(0, len(pairs), size=(rows, k // 4))
-    return pairs[pick].reshape(rows, k // 2)
+def random_sparse_index(rng: np.random.Generator, rows: int, k: int, pattern=None) -> np.ndarray:
+    """[rows, k/2] random legal positions (default 2:4: per chunk of 4, two distinct positions
+    in increasing order; ``pattern``: a ``tcnumerics.sparse.Sparsity``)."""
+    from ..sparse import random_index
+
+    return random_index(rng, rows, k, pattern)
 
 
 def _small_ints(rng: np.random.Generator, ptx_type: str, shape, accumulator: bool = False) -> np.ndarray:

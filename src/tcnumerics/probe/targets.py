@@ -76,6 +76,15 @@ class Target:
         return self.k // 2 if self.kind == "mma.sp" else self.k
 
     @property
+    def sparsity(self):
+        """The ``tcnumerics.sparse.Sparsity`` of A (``mma.sp`` only; None otherwise)."""
+        if self.kind != "mma.sp":
+            return None
+        from ..sparse import sparsity_for_format  # lazily: tcnumerics.sparse pulls in the catalog
+
+        return sparsity_for_format(FORMAT_NAMES[self.atype])
+
+    @property
     def vectors_per_tile(self) -> int:
         """Independent dot products one tile yields (operands on the diagonal)."""
         return min(self.m, self.n)
