@@ -165,24 +165,26 @@ def test_ptx_codes():
     assert sparse.metadata_codes(idx, sparse.PAIRWISE_4_8).tolist() == [[0b1101, 0b1000]]
 
 
+def _tiled(pattern):
+    return lambda i: np.tile(np.array(pattern, np.uint8), (i.shape[0], i.shape[1] // len(pattern)))
+
+
 @pytest.mark.parametrize("name, bad, message", [
-    ("hopper.mma.sp.m16n8k8.f32.tf32.tf32.f32", lambda i: np.where(i == 0, 2, i), r"0\.\.1 within each chunk of 2"),
+    ("hopper.mma.sp.m16n8k8.f32.tf32.tf32.f32", lambda i: np.where(i == 0, 2, i).astype(np.uint8),
+     r"0\.\.1 within each chunk of 2"),
     ("hopper.mma.sp.m16n8k8.f32.tf32.tf32.f32", lambda i: i.astype(float), "integer"),
     ("hopper.mma.sp.m16n8k8.f32.tf32.tf32.f32", lambda i: i[:, :-1], "shape"),
-    ("hopper.mma.sp.m16n8k64.s32.s4.s4.s32", lambda i: np.where(i == 0, 8, i), r"0\.\.7 within each chunk of 8"),
-    ("hopper.mma.sp.m16n8k64.s32.s4.s4.s32", lambda i: np.tile([0, 2, 4, 6], (i.shape[0], i.shape[1] // 4)),
-     "aligned runs"),
-    ("hopper.mma.sp.m16n8k64.s32.s4.s4.s32", lambda i: np.tile([1, 2, 5, 6], (i.shape[0], i.shape[1] // 4)),
-     "aligned runs"),
-    ("hopper.mma.sp.m16n8k64.s32.s4.s4.s32", lambda i: np.tile([4, 5, 0, 1], (i.shape[0], i.shape[1] // 4)),
-     "increasing"),
-    ("ampere.mma.sp.m16n8k128.s32.u4.u4.s32", lambda i: np.tile([2, 3, 2, 3], (i.shape[0], i.shape[1] // 4)),
-     "increasing"),
+    ("hopper.mma.sp.m16n8k64.s32.s4.s4.s32", lambda i: np.where(i == 0, 8, i).astype(np.uint8),
+     r"0\.\.7 within each chunk of 8"),
+    ("hopper.mma.sp.m16n8k64.s32.s4.s4.s32", _tiled([0, 2, 4, 6]), "aligned runs"),      # not pairs
+    ("hopper.mma.sp.m16n8k64.s32.s4.s4.s32", _tiled([1, 2, 5, 6]), "aligned runs"),      # unaligned pairs
+    ("hopper.mma.sp.m16n8k64.s32.s4.s4.s32", _tiled([4, 5, 0, 1]), "increasing"),
+    ("ampere.mma.sp.m16n8k128.s32.u4.u4.s32", _tiled([2, 3, 2, 3]), "increasing"),       # one pair twice
 ])
 def test_bad_positions_are_refused(name, bad, message):
     spec, a, b, c, idx, _ = _vectors(name, "int", 4, 0)
     with pytest.raises((ValueError, TypeError), match=message):
-        sparse.dot_bits(spec, a, b, c, bad(idx).astype(idx.dtype) if message not in ("integer",) else bad(idx))
+        sparse.dot_bits(spec, a, b, c, bad(idx))
 
 
 def test_index_helpers_refuse_bad_input():

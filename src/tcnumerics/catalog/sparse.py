@@ -21,13 +21,14 @@ from . import register
 SPARSE_MEASURED = ("measured on NVIDIA H200 (sm_90a), driver 580.159.04, CUDA 13.0: mma.sp::ordered_metadata "
                    "single-instruction captures, vectors/hopper/mma_sp_*")
 # both measured with tools/device/capture_sparse_tf32_int4.py (records: vectors/hopper/device/*tf32_int4*)
-TF32_MEASURED = (SPARSE_MEASURED + "; TF32 1:2 (SASS HMMA.SP.1688.F32.TF32 / HMMA.SP.16816.F32.TF32): the selected "
-                 "products form one group as dense TF32 k4 / k8 do (L = K/2, F = 25, FP32 RZ) -- fingerprint of the "
-                 "silicon finds that grouping and 36,864 captured vectors per entry replay with 0 mismatches; of 18,432 "
-                 "fresh ones L=4 for k16 misses 2,558 and F=24 misses 1,228 (k8) / 1,887 (k16)")
-INT4_MEASURED = (SPARSE_MEASURED + "; s4/u4 pairwise 4:8: exact integer arithmetic (SASS: two 8-bit IMMA.SP.16832 "
-                 "(k64) / IMMA.SP.16864 (k128) from a zero accumulator, C added by IADD, .satfinite by compare and "
-                 "select); 24,576 captured vectors per entry, 0 mismatches")
+TF32_MEASURED = (SPARSE_MEASURED + "; TF32 1:2 (SASS HMMA.SP.1688.F32.TF32 / HMMA.SP.16816.F32.TF32): the "
+                 "selected products form one group as dense TF32 k4 / k8 do (L = K/2, F = 25, FP32 RZ) -- "
+                 "fingerprint of the silicon finds that grouping and 36,864 captured vectors per entry replay with "
+                 "0 mismatches; of 18,432 fresh ones L=4 for k16 misses 2,558 and F=24 misses 1,228 (k8) / "
+                 "1,887 (k16)")
+INT4_MEASURED = (SPARSE_MEASURED + "; s4/u4 pairwise 4:8: exact integer arithmetic (SASS: two 8-bit "
+                 "IMMA.SP.16832 (k64) / IMMA.SP.16864 (k128) from a zero accumulator, C added by IMAD.IADD, "
+                 ".satfinite by compare and select); 24,576 captured vectors per entry, 0 mismatches")
 _FMT = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "tf32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2", "s8": "s8",
         "u8": "u8", "s4": "s4", "u4": "u4", "s32": "s32"}
 # PTX ISA "Sparse matrix storage" (tcnumerics.sparse.sparsity derives the same from A's format)

@@ -3,9 +3,10 @@
 ``capture_entry`` generates each applicable input family for a catalog entry
 (``tcnumerics.vectors.families``), runs the vectors through the probe (one instruction
 per vector) and returns them with the hardware's ``d``.  Sparse entries get random legal
-positions (2:4, TF32 1:2 or s4/u4 pairwise 4:8, ``tcnumerics.sparse``); the B elements the metadata does *not* select are filled with zeros in
-half of the vectors and with arbitrary bit patterns (NaN and inf included) in the other
-half, so the captures also show that unselected elements are never read.
+positions (2:4, TF32 1:2 or s4/u4 pairwise 4:8, ``tcnumerics.sparse``); the B elements
+the metadata does *not* select are filled with zeros in half of the vectors and with
+arbitrary bit patterns (NaN and inf included) in the other half, so the captures also
+show that unselected elements are never read.
 
 Example (needs a GPU, so not run here):
     >>> import numpy as np                                              # doctest: +SKIP
