@@ -272,6 +272,68 @@ def test_probe_self_check_metadata_discovery_and_capture(name):
     sparse.check_index(vs["sparse_index"], len(vs["c"]), vs["a"].shape[1], scheme)
 
 
+class _CountingUnit(SparseCpuUnit):
+    """``SparseCpuUnit`` that counts the tiles it is asked to run."""
+
+    calls = 0
+
+    def dot(self, *args, **kwargs):
+        type(self).calls += 1
+        return super().dot(*args, **kwargs)
+
+
+@pytest.fixture
+def cpu_gpu_dot(monkeypatch):
+    """``GpuDot`` with the GPU replaced by the register-level CPU stand-in (no CuPy needed)."""
+    import tcnumerics.probe.runtime as runtime
+    from tcnumerics.probe import GpuDot
+
+    monkeypatch.setattr(runtime, "Probe", _CountingUnit)
+    monkeypatch.setattr(_CountingUnit, "calls", 0)
+    return GpuDot
+
+
+@pytest.mark.parametrize("name", ["hopper.mma.sp.m16n8k8.f32.tf32.tf32.f32", "hopper.mma.sp.m16n8k64.s32.s4.u4.s32",
+                                  "hopper.mma.sp.m16n8k32.f32.f16.f16.f32"])
+def test_gpu_dot_takes_positions_in_the_entrys_scheme(cpu_gpu_dot, name):
+    dot = cpu_gpu_dot(name)                                 # self-checked on the stand-in
+    spec = sparse.get_sparse(name)
+    scheme = sparse.sparsity(spec)
+    _, a, b, c, idx, _ = _vectors(name, "int", 12, 21, k=2 * spec.k)   # K' = 2 instructions, chained
+    assert idx.max() == scheme.chunk - 1                    # TF32: 1 in a chunk of 2; s4/u4: 6, 7 of 8
+    assert (dot(a, b, c, idx) == sparse.dot_bits(spec, a, b, c, idx)).all()
+    assert _CountingUnit.calls == 2
+
+
+@pytest.mark.parametrize("name, bad, message", [
+    ("hopper.mma.sp.m16n8k8.f32.tf32.tf32.f32", lambda i: np.where(i == 0, 2, i).astype(np.uint8),
+     r"0\.\.1 within each chunk of 2"),
+    ("hopper.mma.sp.m16n8k8.f32.tf32.tf32.f32", lambda i: i[:, :-1], "shape"),
+    ("hopper.mma.sp.m16n8k8.f32.tf32.tf32.f32", lambda i: None, "needs the positions"),
+    ("hopper.mma.sp.m16n8k64.s32.s4.u4.s32", lambda i: np.where(i == 0, 8, i).astype(np.uint8),
+     r"0\.\.7 within each chunk of 8"),
+    ("hopper.mma.sp.m16n8k64.s32.s4.u4.s32", _tiled([1, 2, 5, 6]), "aligned runs"),
+    ("hopper.mma.sp.m16n8k64.s32.s4.u4.s32", _tiled([4, 5, 0, 1]), "increasing"),
+    ("hopper.mma.sp.m16n8k32.f32.f16.f16.f32", lambda i: np.where(i == 0, 4, i).astype(np.uint8),
+     r"0\.\.3 within each chunk of 4"),
+    ("hopper.mma.sp.m16n8k32.f32.f16.f16.f32", _tiled([1, 0]), "increasing"),
+])
+def test_gpu_dot_refuses_bad_positions_before_the_gpu(cpu_gpu_dot, name, bad, message):
+    dot = cpu_gpu_dot(name, check=False)
+    _, a, b, c, idx, _ = _vectors(name, "int", 4, 0)
+    with pytest.raises((ValueError, TypeError), match=message):
+        dot(a, b, c, bad(idx))
+    assert _CountingUnit.calls == 0                         # refused by GpuDot itself, nothing launched
+
+
+def test_gpu_dot_refuses_positions_for_a_dense_entry(cpu_gpu_dot):
+    dot = cpu_gpu_dot("hopper.mma.m16n8k8.f32.tf32.tf32.f32", check=False)
+    a = np.full((2, 8), 0x3F800000, np.uint32)
+    with pytest.raises(ValueError, match="not a structured-sparse"):
+        dot(a, a, np.zeros(2, np.uint32), np.zeros((2, 4), np.uint8))
+    assert _CountingUnit.calls == 0
+
+
 def test_metadata_layouts_cover_each_chunk_once():
     for bits, ks in ((32, (8, 16)), (4, (64, 128))):
         for k in ks:

@@ -28,7 +28,18 @@ class GpuDot:
 
     ``a``, ``b``: [N, K'] (sparse: ``a`` [N, K'/2]) with K' a multiple of the
     instruction's K; longer K chains instructions in K order, each d the next c, as the
-    catalog does.
+    catalog does.  Structured-sparse entries also take ``sparse_index`` [N, K'/2]: the
+    positions of the compressed values within each chunk, in the entry's own scheme
+    (``tcnumerics.sparse.sparsity``: 0..3 for 2:4, 0..1 for TF32 1:2, aligned pairs 0..7
+    for s4/u4 pairwise 4:8), validated as ``tcnumerics.sparse.check_index`` does.
+
+    Example (needs a Hopper GPU, so not run as a doctest)::
+
+        dot = GpuDot("hopper.mma.sp.m16n8k8.f32.tf32.tf32.f32")       # TF32 1:2: K/2 = 4
+        one = np.full((1, 4), 0x3F800000, np.uint32)                    # four TF32 ones
+        b = np.full((1, 8), 0x3F800000, np.uint32)
+        idx = np.array([[0, 1, 1, 0]], np.uint8)                        # one position 0..1 per pair
+        dot(one, b, np.zeros(1, np.uint32), idx)                        # -> [0x40800000] (4.0)
     """
 
     def __init__(self, name: str, check: bool = True):
@@ -56,9 +67,15 @@ class GpuDot:
             raise ValueError(f"a: K={b.shape[1]} chains instructions, but {spec.name} takes C as "
                              f"{spec.c_format.name} and writes D as {spec.d_format.name}")
         if t.kind == "mma.sp":
-            from ..sparse import check_index
+            from ..sparse import check_index, sparsity
 
-            sparse_index = check_index(sparse_index, len(c), a.shape[1])
+            if sparse_index is None:
+                raise ValueError(f"sparse_index: {spec.name} is structured-sparse and needs the positions "
+                                 "of the compressed A values")
+            # the entry's own scheme: 2:4, TF32 1:2 or s4/u4 pairwise 4:8
+            sparse_index = check_index(sparse_index, len(c), a.shape[1], sparsity(spec))
+        elif sparse_index is not None:
+            raise ValueError(f"sparse_index: {spec.name} is not a structured-sparse entry")
         acc = c
         for s in range(0, b.shape[1], t.k):
             sa = slice(s * t.a_k // t.k, (s + t.k) * t.a_k // t.k)
