@@ -164,3 +164,32 @@ def test_cli_gpu_without_a_gpu_is_one_line(capsys):
     code = main(["fingerprint", "--instruction", "hopper.wgmma.m64n8k16.f32.bf16.bf16", "--gpu"])
     out, err = capsys.readouterr()
     assert code == 2 and err.startswith("error: --gpu") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", ["hopper.mma.sp.m16n8k8.f32.tf32.tf32.f32", "hopper.mma.sp.m16n8k64.s32.s4.u4.s32",
+                                  "hopper.mma.sp.m16n8k32.f32.f16.f16.f32"])
+def test_gpu_fingerprint_of_a_sparse_entry_uses_its_scheme(monkeypatch, capsys, name):
+    # `fingerprint --gpu` with the GPU replaced by the catalog's sparse model: the sparse unit
+    # sees positions in the entry's own scheme (TF32 1:2, s4/u4 pairwise 4:8, 2:4) and the
+    # fingerprint of the selected products is the entry's datapath
+    import tcnumerics.probe as probe
+    from tcnumerics import sparse
+    from tcnumerics.fingerprint import _gpu_dot
+
+    seen = []
+
+    def fake_gpu_dot(entry):
+        def dot(a, b, c, sparse_index):
+            seen.append(sparse_index)
+            return sparse.dot_bits(entry, a, b, c, sparse_index)   # validates positions in the scheme
+        return dot
+
+    monkeypatch.setattr(probe, "gpu_dot", fake_gpu_dot)
+    scheme = sparse.sparsity(name)
+    fp = fingerprint(_gpu_dot(name), name, validation=8)
+    assert fp.reproduces and name in fp.matches
+    idx = seen[0]
+    assert idx.shape[1] == get_instruction(name).k
+    assert (idx.reshape(len(idx), -1, scheme.kept) == scheme.combinations()[0]).all()
+    code = main(["fingerprint", "--instruction", name, "--gpu", "--validation", "4", "--no-match"])
+    assert code == 0 and name in capsys.readouterr().out
