@@ -80,6 +80,11 @@ class Plan:
         rounding, overflow: output rounding and overflow codes; nan_bits: canonical NaN.
         ieee_add: C is added last by an IEEE addition with ``add_rounding``.
         saturate: integer .satfinite.
+        a_val, b_val: float64 tables of operand values as the datapath sees them (0 for zeros
+            and specials), and a_expf, b_expf the exponent tables as float32, for the
+            vectorised kernels (``_fast_f64``); a_man / b_man: the
+            datapath formats' fraction bits.
+        f64_reason: why the vectorised kernels do not apply (None: they do).
     """
 
     kind: str
@@ -111,6 +116,13 @@ class Plan:
     saturate: bool
     c_dtype: type
     d_dtype: type
+    a_val: np.ndarray | None = None
+    b_val: np.ndarray | None = None
+    a_expf: np.ndarray | None = None
+    b_expf: np.ndarray | None = None
+    a_man: int = 0
+    b_man: int = 0
+    f64_reason: str | None = "not a fused unit"
 
     @property
     def natural_order(self) -> bool:
@@ -159,6 +171,41 @@ def _operand_table(user_fmt: Format, model_fmt: Format) -> tuple[np.ndarray, np.
     special = np.where(dec.kind == 2, 3, np.where(dec.kind == 1, np.where(dec.sign, 2, 1), 0))
     exp = np.where(dec.significand == 0, ZERO_EXP - special, dec.exponent)
     return sig.astype(np.int16), exp.astype(np.int16), pad
+
+
+def _value_table(sig: np.ndarray, exp: np.ndarray, man_bits: int) -> np.ndarray:
+    """float64 operand values (as the datapath sees them) from significand/exponent tables."""
+    finite = exp > ZERO_EXP
+    return np.where(finite, np.ldexp(sig.astype(np.float64), np.where(finite, exp.astype(np.int64) - man_bits, 0)),
+                    0.0)
+
+
+_F64_EXP_LIMIT = 300  # operand / accumulator exponents within +-300 keep every float64 step exact
+
+
+def _f64_reason(spec: InstructionSpec, model: UnitModel, a_exp: np.ndarray, b_exp: np.ndarray, lengths: list[int],
+                c_params: np.ndarray, d_params: np.ndarray, out_params: np.ndarray) -> str | None:
+    """Why the float64-lane kernels cannot evaluate this fused plan exactly (None: they can)."""
+    if not np.array_equal(c_params, d_params):
+        return "C and D formats differ"
+    if model.output_rounding == Rounding.RTO:
+        return "round-to-odd output"
+    d, out = d_params, out_params
+    if d[1] != 0 or d[7] != 0 or not d[6] or not d[8]:
+        return "accumulator format is not IEEE-like"
+    # the rounding target must be D cut to fewer fraction bits (same exponent field)
+    if (out[3], out[5], out[10]) != (d[3], d[5], d[10]) or out[4] > d[4] or out[1] != d[4] - out[4] \
+            or out[1] + out[2] != d[2]:
+        return "output format is not D with fewer fraction bits"
+    F, L = model.frac_bits, max(lengths)
+    if F + 2 + int(L + 1).bit_length() > 53 or model.a_format.man_bits + model.b_format.man_bits + 2 > 53:
+        return "group sums exceed float64's 53 bits"
+    exps = [int(x) for t in (a_exp, b_exp) for x in (t[t > ZERO_EXP].min(initial=0), t[t > ZERO_EXP].max(initial=0))]
+    emax_d = (int(d[9]) >> int(d[4])) - int(d[5])
+    e_zero = model.zero_exponent
+    if max(abs(x) for x in exps + [int(d[10]), emax_d] + ([e_zero] if e_zero is not None else [])) > _F64_EXP_LIMIT:
+        return "exponent range beyond float64's exact scaling"
+    return None
 
 
 def _shifts(frac_bits: int, man_bits: int) -> tuple[int, int]:
@@ -229,7 +276,10 @@ def build_plan(spec: InstructionSpec | UnitModel) -> Plan | str:
     ls_c, rs_c = _shifts(F, c.man_bits)
     ls_d, rs_d = _shifts(F, d.man_bits)
     e_zero = model.zero_exponent if model.zero_exponent is not None else 4 * ZERO_EXP
-    return Plan(kind="fused", c_params=format_params(c), d_params=format_params(d), out_params=format_params(out),
+    f64 = _f64_reason(spec, model, a[1], b[1], lengths, format_params(c), format_params(d), format_params(out))
+    return Plan(kind="fused", a_val=_value_table(a[0], a[1], man_a), b_val=_value_table(b[0], b[1], man_b),
+                a_expf=a[1].astype(np.float32), b_expf=b[1].astype(np.float32), a_man=man_a, b_man=man_b,
+                f64_reason=f64, c_params=format_params(c), d_params=format_params(d), out_params=format_params(out),
                 frac_bits=F, e_zero=int(e_zero), lshift_ab=ls_ab, rshift_ab=rs_ab, lshift_c=ls_c, rshift_c=rs_c,
                 lshift_d=ls_d, rshift_d=rs_d, rounding=ROUNDING_CODES[model.output_rounding],
                 overflow=OVERFLOW_CODES[model.output_overflow], nan_bits=int(model.nan_bits),

@@ -49,8 +49,11 @@ try:  # numba is a declared dependency, but the engine must work (slower) withou
     if os.environ.get("TCNUMERICS_FAST_BACKEND", "").lower() == "numpy":
         raise ImportError("numpy backend requested")
     from . import _fast_numba as _kernels
+    from . import _fast_f64 as _f64
 except ImportError:  # pragma: no cover - exercised by the numpy-backend tests through _select
     from . import _fast_numpy as _kernels
+
+    _f64 = None
 
 
 def backend() -> str:
@@ -126,6 +129,12 @@ def dot_bits(spec: "str | InstructionSpec", a: np.ndarray, b: np.ndarray, c: np.
     if plan.kind == "integer":
         _kernels.dot_integer(a_raw, a_bytes, b_raw, b_bytes, c64, plan.perm, plan.group_lengths, plan.a_sig,
                              plan.a_shift, plan.b_sig, plan.b_shift, plan.c_params, plan.d_params, plan.saturate, out)
+    elif _f64 is not None and plan.f64_reason is None:
+        _f64.dot_fused_f64(a_raw, a_bytes, b_raw, b_bytes, c64, plan.perm, plan.group_lengths, plan.a_val,
+                           plan.a_expf, plan.a_shift, plan.b_val, plan.b_expf, plan.b_shift, plan.d_params,
+                           plan.out_params, plan.frac_bits, plan.e_zero, plan.lshift_ab, plan.rshift_ab,
+                           plan.lshift_d, plan.rshift_d, plan.rounding, plan.overflow, plan.nan_bits, plan.a_man,
+                           plan.b_man, spec.d_format.name == "fp32", plan.ieee_add, plan.add_rounding, out)
     else:
         _kernels.dot_fused(a_raw, a_bytes, b_raw, b_bytes, c64, plan.perm, plan.group_lengths, plan.a_sig,
                            plan.a_exp, plan.a_shift, plan.b_sig, plan.b_exp, plan.b_shift, plan.c_params,
@@ -208,9 +217,20 @@ def accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: n
     panel = max(k, (PANEL_BYTES // (5 * (M + N) * k)) * k)
     G = len(plan.group_lengths)
     starts = np.concatenate([[0], np.cumsum(plan.group_lengths)[:-1]]).astype(np.int64)
+    vector = _f64 is not None and plan.kind == "fused" and plan.f64_reason is None
+    if vector:  # decoded panels: float64 value + float32 exponent per element, B padded to blocks
+        # at most 512 K columns: one block of B (512 x BLOCK_N x 12 bytes) stays in L2 across a row tile
+        panel = max(k, (min(PANEL_BYTES // (12 * (M + N + _f64.BLOCK_N)), 512) // k) * k)
+        a_raw, b_raw = _byte_view(a_rows), _byte_view(b_cols)
     for p0 in range(k_start, k_stop, panel):
         n_inst = (min(k_stop, p0 + panel) - p0) // k
         cols = (p0 + np.arange(n_inst)[:, None] * k + plan.perm[None, :]).ravel()
+        g_starts = (np.arange(n_inst)[:, None] * k + starts[None, :]).ravel()
+        g_lengths = np.tile(plan.group_lengths, n_inst)
+        if vector:
+            _f64_panel(plan, a_raw, a_rows.dtype.itemsize, b_raw, b_cols.dtype.itemsize, cols, work, n_inst,
+                       g_starts, g_lengths, spec)
+            continue
         a_idx = a_rows[:, cols] >> plan.a_shift if plan.a_shift else a_rows[:, cols]
         b_idx = b_cols[:, cols] >> plan.b_shift if plan.b_shift else b_cols[:, cols]
         if plan.kind == "integer":
@@ -219,8 +239,6 @@ def accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: n
             continue
         a_exp = plan.a_exp[a_idx]
         b_exp = plan.b_exp[b_idx]
-        g_starts = (np.arange(n_inst)[:, None] * k + starts[None, :]).ravel()
-        g_lengths = np.tile(plan.group_lengths, n_inst)
         a_flag = np.empty((M, n_inst * G), np.int64)
         b_flag = np.empty((N, n_inst * G), np.int64)
         _kernels.group_flags(a_exp, g_starts, g_lengths, a_flag)
@@ -232,6 +250,25 @@ def accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: n
                                   plan.rshift_c, plan.lshift_d, plan.rshift_d, plan.rounding, plan.overflow,
                                   plan.nan_bits, plan.ieee_add, plan.add_rounding)
     return work.astype(d_dtype)
+
+
+def _f64_panel(plan: Plan, a_raw: np.ndarray, a_bytes: int, b_raw: np.ndarray, b_bytes: int, cols: np.ndarray,
+               work: np.ndarray, n_inst: int, g_starts: np.ndarray, g_lengths: np.ndarray,
+               spec: InstructionSpec) -> None:
+    """One K panel through the vectorised kernel (``_fast_f64``): operands decoded in parallel
+    into float64 values and float32 exponents, B in column blocks of BLOCK_N."""
+    M, N = work.shape
+    kp, G, width = len(cols), len(g_starts), _f64.BLOCK_N
+    blocks = -(-N // width)
+    a_val, a_exp, a_flag = np.empty((M, kp)), np.empty((M, kp), np.float32), np.empty((M, G), np.int64)
+    b_val, b_exp = np.empty((blocks, kp, width)), np.empty((blocks, kp, width), np.float32)
+    b_flag = np.empty((blocks, G, width), np.int64)
+    _f64.gemm_panels(a_raw, a_bytes, b_raw, b_bytes, cols, plan.a_val, plan.a_expf, plan.a_shift, plan.b_val,
+                     plan.b_expf, plan.b_shift, g_starts, g_lengths, a_val, a_exp, a_flag, b_val, b_exp, b_flag)
+    _f64.gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, work, plan.group_lengths, n_inst,
+                        plan.d_params, plan.out_params, plan.frac_bits, plan.e_zero, plan.lshift_ab, plan.rshift_ab,
+                        plan.lshift_d, plan.rshift_d, plan.rounding, plan.overflow, plan.nan_bits, plan.a_man,
+                        plan.b_man, spec.d_format.name == "fp32", plan.ieee_add, plan.add_rounding)
 
 
 def _reference_grid(spec: InstructionSpec, a_rows: np.ndarray, b_cols: np.ndarray, c: np.ndarray) -> np.ndarray:

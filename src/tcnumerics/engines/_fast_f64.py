@@ -1,0 +1,556 @@
+"""Vectorised kernels of the fast engine for the common case of a fused unit (private).
+
+Why float64 lanes give the integer datapath's bits exactly: for operand formats of at most
+13 fraction bits every product ``a * b`` is exact in float64 (at most 28 significant bits);
+scaling by ``S = 2**(F - E)`` (E the group's maximum alignment exponent) is exact (a power
+of two, far from float64's range limits: operand and accumulator exponents stay within
++-300); converting ``a * S * b`` to int64 truncates toward zero -- the integer kernel's
+``(|sig| << lshift) >> (distance + rshift)`` with the sign put back; and the group's sum of
+such integers below ``2**(F+2)`` is exact in int64 and converts back to float64 exactly
+while ``F + 2 + log2(L + 1) <= 53``.  The maximum exponent is an int32 maximum over
+``ea + eb`` (the plan's exponent tables, held as float32: eight exact lanes per vector), and the single rounding to the output format
+works on the float64 bit pattern of ``sum * 2**(E - F)`` (sign-magnitude: adding an
+increment and masking low bits rounds the magnitude, carries renormalise).  In exchange
+LLVM vectorises every inner loop, with no per-element branches.
+
+Lanes the vector path does not cover -- a group with an inf/NaN operand or accumulator, a
+result below the output format's normal range (subnormal rounding) or beyond its largest
+finite value -- are flagged and recomputed by the scalar integer kernel of ``_fast_numba``
+(``_fused_one``), so every lane ends with the reference engine's bits.
+
+Operands arrive as panels built from the plan's tables (``_fast_plan``): ``val`` (float64:
+the value as the datapath sees it, 0 for zeros and specials) and ``exp`` (float32 holding
+the integer alignment exponent: ZERO_EXP for zeros, ZERO_EXP - 1/2/3 for +inf/-inf/NaN).
+
+Example:
+    >>> import numpy as np
+    >>> from tcnumerics.formats import get_format
+    >>> from tcnumerics.engines._fast_plan import format_params
+    >>> _value_bits(1.5, format_params(get_format("fp32"))) == 0x3FC00000
+    True
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
+
+from ._fast_numba import FLAG_SPECIAL, FLAG_ZERO, _decode, _fused_one, _ieee_add, _load, _round
+from ._fast_plan import ZERO_EXP
+
+__all__ = ["BLOCK_N", "gemm_fused_f64", "dot_fused_f64", "gemm_panels"]
+
+_MAG_MASK = np.int64(0x7FFFFFFFFFFFFFFF)
+_SIGN = np.int64(-0x8000000000000000)
+_E_FLOOR = -900  # floor of a group's E: keeps 2**(F - E) finite when every term is zero
+_TILE_M = 8
+BLOCK_N = 128  # lanes per GEMM block: one group of B (16 x 128 float64 + int16) stays in L1
+_DOT_BLOCK = 256  # vectors per block of the dot kernel
+_F32_EXP = np.uint32(0x7F800000)
+
+
+@intrinsic
+def _f64_bits(typingctx, x):
+    """The IEEE bit pattern of a float64 as int64 (a register bitcast, vectorisable)."""
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.int64(types.float64), codegen
+
+
+@intrinsic
+def _bits_f64(typingctx, n):
+    """The float64 whose IEEE bit pattern is the int64 n."""
+    if n != types.int64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(types.int64), codegen
+
+
+@njit(cache=True, nogil=True)
+def _int_entry(val, exp, man_bits):
+    """Signed significand of one operand from its (value, exponent) panel entries."""
+    if exp <= ZERO_EXP:
+        return np.int64(0)
+    return np.int64(math.ldexp(val, man_bits - exp))
+
+
+@njit(cache=True, nogil=True)
+def _value_bits(value, fp):
+    """Bits of a float64 value exactly representable in the IEEE-like format fp (+0 for zeros)."""
+    if value == 0.0:
+        return np.int64(0)
+    m, e = math.frexp(abs(value))
+    return _round(value < 0.0, np.int64(math.ldexp(m, 53)), np.int64(e) - 53, fp, 0, 0, False)
+
+
+@njit(cache=True, nogil=True)
+def _bits_value(bits, fp):
+    """(float64 value, kind) of one pattern; specials give value 0 and kind 1/2/3."""
+    sig, exp, kind = _decode(bits, fp)
+    if kind != 0:
+        return 0.0, kind
+    return math.ldexp(float(sig), int(exp - fp[4])), np.int64(0)
+
+
+@njit(cache=True, nogil=True)
+def _load_acc(bits_row, c, ck, cb, nb, d_fp, fp32_acc):
+    """Decode nb accumulator patterns into values c, kinds ck and (for specials) bits cb."""
+    if fp32_acc:  # the common case, vectorised: a float32 widens exactly
+        as_f32 = bits_row.view(np.float32)
+        any_special = False
+        for j in range(nb):
+            c[j] = np.float64(as_f32[j])
+            ck[j] = 0
+            any_special |= (bits_row[j] & _F32_EXP) == _F32_EXP
+        if not any_special:
+            return
+    for j in range(nb):
+        bits = np.int64(bits_row[j])
+        c[j], ck[j] = _bits_value(bits, d_fp)
+        cb[j] = bits
+
+
+@njit(cache=True, nogil=True)
+def _store_acc(bits_row, c, ck, cb, nb, d_fp, fp32_acc):
+    """Encode nb accumulators (values are exact in d_fp) back into bits_row."""
+    if fp32_acc:
+        as_f32 = bits_row.view(np.float32)
+        for j in range(nb):
+            as_f32[j] = np.float32(c[j])
+        for j in range(nb):
+            if ck[j] != 0:
+                bits_row[j] = cb[j]
+        return
+    for j in range(nb):
+        bits_row[j] = cb[j] if ck[j] != 0 else _value_bits(c[j], d_fp)
+
+
+@njit(cache=True, nogil=True)
+def _constants(d_fp, out_fp, F, e_zero, rounding):
+    """Per-kernel constants of the vector path, as one int64 array.
+
+    [0] low: float64 fraction bits the rounding drops, [1] their mask, [2..5] increment terms
+    c0, c1, c_pos, c_neg (rounded magnitude = (mag + c0 + c1*lsb + (c_neg if negative else
+    c_pos)) & ~mask), [6] / [7] the output's smallest normal / largest finite biased float64
+    exponent field, [8] F, [9] emin of D, [10] E_zero (far below every exponent when the
+    model has none)."""
+    low = 52 - out_fp[4]
+    mask = (np.int64(1) << low) - 1
+    half = np.int64(1) << (low - 1)
+    c0, c1, c_pos, c_neg = np.int64(0), np.int64(0), np.int64(0), np.int64(0)
+    if rounding == 0:  # RNE
+        c0, c1 = half - 1, np.int64(1)
+    elif rounding == 1:  # RNA
+        c0 = half
+    elif rounding == 3:  # RU
+        c_pos = mask
+    elif rounding == 4:  # RD
+        c_neg = mask
+    out = np.empty(11, np.int64)
+    out[0], out[1], out[2], out[3], out[4], out[5] = low, mask, c0, c1, c_pos, c_neg
+    out[6] = out_fp[10] + 1023
+    out[7] = (out_fp[9] >> out_fp[4]) - out_fp[5] + 1023
+    out[8] = F
+    out[9] = d_fp[10]
+    out[10] = max(e_zero, _E_FLOOR)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _group_begin(c, ck, b_flag, fa, E, exc, nb, k):
+    """E[j] = the group's starting maximum exponent: C's alignment exponent (E_zero for a
+    zero C), floored at E_zero when a product is zero; exc[j] marks lanes with an inf/NaN
+    operand or accumulator.  Returns whether any lane is marked."""
+    emin_d = np.float32(k[9])
+    e_zero = np.float32(k[10])
+    any_exc = np.int64(0)
+    for j in range(nb):
+        cj = c[j]
+        e = max(np.float32(((_f64_bits(cj) >> 52) & 0x7FF) - 1023), emin_d) if cj != 0.0 else e_zero
+        fl = fa | b_flag[j]
+        E[j] = max(e, e_zero) if fl & FLAG_ZERO else e
+        x = np.int64(fl & FLAG_SPECIAL) | ck[j]
+        exc[j] = x
+        any_exc |= x
+    return any_exc
+
+
+@njit(cache=True, nogil=True)
+def _group_scale(c, c_old, E, S, T, nb, k):
+    """S[j] = 2**(F - E[j]) (built as an exponent field), T[j] = C's truncated term; keeps C
+    in c_old for the lanes the scalar path redoes."""
+    F = k[8]
+    for j in range(nb):
+        e = max(E[j], np.float32(_E_FLOOR))
+        E[j] = e
+        s = _bits_f64((F - np.int64(e) + 1023) << 52)
+        S[j] = s
+        cj = c[j]
+        c_old[j] = cj
+        T[j] = np.int64(cj * s)
+
+
+@njit(cache=True, nogil=True)
+def _group_round(c, E, T, exc, nb, k):
+    """c[j] = the exact sum T[j] * 2**(E - F) rounded once to the output format (on its float64
+    bits); lanes whose result leaves the output's normal range are marked in exc.  Returns
+    whether any lane is marked."""
+    low, mask, c0, c1, c_pos, c_neg = k[0], k[1], k[2], k[3], k[4], k[5]
+    emin_field, emax_field, F = k[6], k[7], k[8]
+    any_exc = np.int64(0)
+    for j in range(nb):
+        bits = _f64_bits(np.float64(T[j]) * _bits_f64((np.int64(E[j]) - F + 1023) << 52))
+        sign = bits & _SIGN
+        mag = bits & _MAG_MASK
+        r = (mag + c0 + c1 * ((mag >> low) & 1) + (c_neg if sign != 0 else c_pos)) & ~mask
+        bad = np.int64((((mag >> 52) < emin_field) & (mag != 0)) | ((r >> 52) > emax_field))
+        x = exc[j] | bad
+        exc[j] = x
+        any_exc |= x
+        c[j] = _bits_f64(sign | r) if r != 0 else 0.0  # units write +0 for a zero result
+    return any_exc
+
+
+@njit(cache=True, nogil=True)
+def _max_row(E, a_exp, b_exp, k0, L, nb):
+    """E[j] = max(E[j], ea + eb) over the group's products; A is one row (GEMM).  Exponents
+    are small integers held in float32 (eight lanes per AVX2 vector, exact); zero and special
+    operands carry exponents near ZERO_EXP and never win (the flags cover them)."""
+    kk = k0
+    while kk + 4 <= k0 + L:
+        p0, p1, p2, p3 = a_exp[kk], a_exp[kk + 1], a_exp[kk + 2], a_exp[kk + 3]
+        b0, b1, b2, b3 = b_exp[kk], b_exp[kk + 1], b_exp[kk + 2], b_exp[kk + 3]
+        for j in range(nb):
+            E[j] = max(max(E[j], p0 + b0[j]), max(max(p1 + b1[j], p2 + b2[j]), p3 + b3[j]))
+        kk += 4
+    while kk < k0 + L:
+        p0 = a_exp[kk]
+        b0 = b_exp[kk]
+        for j in range(nb):
+            E[j] = max(E[j], p0 + b0[j])
+        kk += 1
+
+
+@njit(cache=True, nogil=True)
+def _sum_row(T, S, a_val, b_val, k0, L, nb):
+    """T[j] += trunc(a * S[j] * b) over the group's products; A is one row (GEMM).  The
+    float64 -> int64 conversion truncates toward zero; |terms| < 2**53."""
+    kk = k0
+    while kk + 4 <= k0 + L:
+        v0, v1, v2, v3 = a_val[kk], a_val[kk + 1], a_val[kk + 2], a_val[kk + 3]
+        b0, b1, b2, b3 = b_val[kk], b_val[kk + 1], b_val[kk + 2], b_val[kk + 3]
+        for j in range(nb):
+            s = S[j]
+            T[j] += (np.int64(v0 * s * b0[j]) + np.int64(v1 * s * b1[j])) + \
+                    (np.int64(v2 * s * b2[j]) + np.int64(v3 * s * b3[j]))
+        kk += 4
+    while kk < k0 + L:
+        v0 = a_val[kk]
+        b0 = b_val[kk]
+        for j in range(nb):
+            T[j] += np.int64(v0 * S[j] * b0[j])
+        kk += 1
+
+
+@njit(cache=True, nogil=True)
+def _max_lanes(E, a_exp, b_exp, k0, L, nb):
+    """As ``_max_row`` with A varying by lane too ([K, lanes] panels, the dot kernel)."""
+    for kk in range(k0, k0 + L):
+        a0 = a_exp[kk]
+        b0 = b_exp[kk]
+        for j in range(nb):
+            E[j] = max(E[j], a0[j] + b0[j])
+
+
+@njit(cache=True, nogil=True)
+def _sum_lanes(T, S, a_val, b_val, k0, L, nb):
+    """As ``_sum_row`` with A varying by lane too ([K, lanes] panels, the dot kernel)."""
+    for kk in range(k0, k0 + L):
+        a0 = a_val[kk]
+        b0 = b_val[kk]
+        for j in range(nb):
+            T[j] += np.int64(a0[j] * S[j] * b0[j])
+
+
+@njit(cache=True, nogil=True)
+def _fallback(a_val, a_exp, b_val, b_exp, L, c_value, c_kind, c_bits, ma, mb, d_fp, out_fp, F, e_zero,
+              ls_ab, rs_ab, ls_d, rs_d, rounding, overflow, nan_bits, sa_g, ea_g, sb_g, eb_g):
+    """One lane's group by the scalar integer kernel: (value, kind, bits) of its result."""
+    for i in range(L):
+        ea_g[i] = np.int64(a_exp[i])
+        sa_g[i] = _int_entry(a_val[i], ea_g[i], ma)
+        eb_g[i] = np.int64(b_exp[i])
+        sb_g[i] = _int_entry(b_val[i], eb_g[i], mb)
+    bits = c_bits if c_kind != 0 else _value_bits(c_value, d_fp)
+    r = _fused_one(sa_g, ea_g, sb_g, eb_g, L, bits, d_fp, False, ls_d, rs_d, F, e_zero, ls_ab, rs_ab,
+                   out_fp, d_fp, rounding, overflow, nan_bits)
+    value, kind = _bits_value(r, d_fp)
+    return value, kind, r
+
+
+@njit(cache=True, nogil=True)
+def _add_c(c, ck, cb, c_in, ck_in, cb_in, exc, nb, d_fp, add_rounding, nan_bits, fp32_acc):
+    """c += c_in by one IEEE addition rounded into D (units that add C after the products).
+
+    FP32 with round-to-nearest-even, vectorised: the float64 sum of two FP32 values rounded
+    to FP32 is the correctly rounded FP32 sum (53 >= 2 * 24 + 2); anything else (specials,
+    overflow, other roundings or formats) takes the scalar float64 route of the reference."""
+    scalar = not fp32_acc or add_rounding != 0
+    any_exc = scalar
+    if not scalar:
+        for j in range(nb):
+            x = np.float64(np.float32(c[j] + c_in[j]))
+            bad = (ck[j] | ck_in[j]) != 0 or abs(x) == np.inf
+            exc[j] = bad
+            any_exc |= bad
+            c[j] = x if not bad else c[j]
+    if any_exc:
+        for j in range(nb):
+            if scalar or exc[j]:
+                xb = cb[j] if ck[j] != 0 else _value_bits(c[j], d_fp)
+                yb = cb_in[j] if ck_in[j] != 0 else _value_bits(c_in[j], d_fp)
+                r = _ieee_add(xb, d_fp, yb, d_fp, d_fp, add_rounding, nan_bits)
+                c[j], ck[j] = _bits_value(r, d_fp)
+                cb[j] = r
+
+@njit(cache=True, parallel=True)
+def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst, d_fp, out_fp, F, e_zero,
+                   ls_ab, rs_ab, ls_d, rs_d, rounding, overflow, nan_bits, ma, mb, fp32_acc, ieee_add, add_rounding):
+    """Continue acc[M, N] (uint32 bits in d_fp) over one K panel of whole instructions.
+
+    a_val/a_exp: [M, Kp] panels (float64 values / int16 exponents); b_val/b_exp:
+    [ceil(N / BLOCK_N), Kp, BLOCK_N] (B in column blocks, zero-padded); a_flag: [M, G] and
+    b_flag: [blocks, G, BLOCK_N] group flags; glen: the group lengths of one instruction
+    (C and D share d_fp); fp32_acc: D is FP32 (decoded and encoded vectorised); ieee_add:
+    each instruction starts from zero and adds C last (``_add_c``)."""
+    M = a_val.shape[0]
+    N = acc.shape[1]
+    lmax = 0
+    for g in range(len(glen)):
+        lmax = max(lmax, glen[g])
+    k = _constants(d_fp, out_fp, F, e_zero, rounding)
+    n_tiles = (M + _TILE_M - 1) // _TILE_M
+    for tile in prange(n_tiles):
+        c = np.empty((_TILE_M, BLOCK_N), np.float64)
+        ck = np.empty((_TILE_M, BLOCK_N), np.int64)
+        cb = np.empty((_TILE_M, BLOCK_N), np.int64)
+        c_in = np.empty((_TILE_M, BLOCK_N), np.float64)
+        ck_in = np.empty((_TILE_M, BLOCK_N), np.int64)
+        cb_in = np.empty((_TILE_M, BLOCK_N), np.int64)
+        c_old = np.empty(BLOCK_N, np.float64)
+        E = np.empty(BLOCK_N, np.float32)
+        S = np.empty(BLOCK_N, np.float64)
+        T = np.empty(BLOCK_N, np.int64)
+        exc = np.empty(BLOCK_N, np.int64)
+        sa_g = np.empty(lmax, np.int64)
+        ea_g = np.empty(lmax, np.int64)
+        sb_g = np.empty(lmax, np.int64)
+        eb_g = np.empty(lmax, np.int64)
+        m0 = tile * _TILE_M
+        tm = min(M, m0 + _TILE_M) - m0
+        for blk in range(b_val.shape[0]):
+            n0 = blk * BLOCK_N
+            nb = min(BLOCK_N, N - n0)
+            for t in range(tm):
+                _load_acc(acc[m0 + t, n0:n0 + nb], c[t], ck[t], cb[t], nb, d_fp, fp32_acc)
+            bv = b_val[blk]
+            be = b_exp[blk]
+            k0 = 0
+            gg = 0
+            for inst in range(n_inst):
+                if ieee_add:
+                    for t in range(tm):
+                        for j in range(nb):
+                            c_in[t, j], ck_in[t, j], cb_in[t, j] = c[t, j], ck[t, j], cb[t, j]
+                            c[t, j], ck[t, j] = 0.0, 0
+                for g in range(len(glen)):
+                    L = glen[g]
+                    bf = b_flag[blk, gg]
+                    for t in range(tm):
+                        m = m0 + t
+                        ct = c[t]
+                        ckt = ck[t]
+                        av = a_val[m]
+                        ae = a_exp[m]
+                        any_exc = _group_begin(ct, ckt, bf, a_flag[m, gg], E, exc, nb, k)
+                        _max_row(E, ae, be, k0, L, nb)
+                        _group_scale(ct, c_old, E, S, T, nb, k)
+                        _sum_row(T, S, av, bv, k0, L, nb)
+                        any_exc |= _group_round(ct, E, T, exc, nb, k)
+                        if any_exc:
+                            cbt = cb[t]
+                            for j in range(nb):
+                                if exc[j]:
+                                    ct[j], ckt[j], cbt[j] = _fallback(
+                                        av[k0:k0 + L], ae[k0:k0 + L], bv[k0:k0 + L, j], be[k0:k0 + L, j], L,
+                                        c_old[j], ckt[j], cbt[j], ma, mb, d_fp, out_fp, F, e_zero, ls_ab, rs_ab,
+                                        ls_d, rs_d, rounding, overflow, nan_bits, sa_g, ea_g, sb_g, eb_g)
+                    k0 += L
+                    gg += 1
+                if ieee_add:
+                    for t in range(tm):
+                        _add_c(c[t], ck[t], cb[t], c_in[t], ck_in[t], cb_in[t], exc, nb, d_fp, add_rounding,
+                               nan_bits, fp32_acc)
+            for t in range(tm):
+                _store_acc(acc[m0 + t, n0:n0 + nb], c[t], ck[t], cb[t], nb, d_fp, fp32_acc)
+
+
+@njit(cache=True, nogil=True)
+def _gather_rows(rows, shift, perm, base, lut_val, lut_exp, r0, nb, out_val, out_exp):
+    # lanes innermost: the block's rows stay in L1 while every output row is written contiguously
+    for i in range(len(perm)):
+        col = base + perm[i]
+        for j in range(nb):
+            idx = rows[r0 + j, col] >> shift
+            out_val[i, j] = lut_val[idx]
+            out_exp[i, j] = lut_exp[idx]
+
+
+@njit(cache=True, nogil=True)
+def _gather(raw, nbytes, shift, perm, base, lut_val, lut_exp, r0, nb, out_val, out_exp):
+    """out_val/out_exp[i, j] = table entries of operand column base + perm[i] of vector r0 + j
+    (raw: [N, K * nbytes] little-endian bytes, read through a typed view)."""
+    if nbytes == 1:
+        _gather_rows(raw, shift, perm, base, lut_val, lut_exp, r0, nb, out_val, out_exp)
+    elif nbytes == 2:
+        _gather_rows(raw.view(np.uint16), shift, perm, base, lut_val, lut_exp, r0, nb, out_val, out_exp)
+    else:
+        _gather_rows(raw.view(np.uint32), shift, perm, base, lut_val, lut_exp, r0, nb, out_val, out_exp)
+
+
+@njit(cache=True, parallel=True)
+def dot_fused_f64(a, a_bytes, b, b_bytes, c_in, perm, glen, lut_a_val, lut_a_exp, a_shift, lut_b_val, lut_b_exp,
+                  b_shift, d_fp, out_fp, F, e_zero, ls_ab, rs_ab, ls_d, rs_d, rounding, overflow, nan_bits, ma, mb,
+                  fp32_acc, ieee_add, add_rounding, out):
+    """Chained fused instructions over N independent vectors; writes out[N] (int64 bits).
+
+    a, b: [N, K' * bytes] uint8 views of the operand containers (as ``_fast_numba.dot_fused``);
+    c_in: [N] int64 accumulator bits in d_fp.  The vectors are the lanes: a block of them is
+    gathered through the plan's tables into [K, block] panels, then evaluated group by group."""
+    n = a.shape[0]
+    k_total = a.shape[1] // a_bytes
+    kk = len(perm)
+    lmax = 0
+    for g in range(len(glen)):
+        lmax = max(lmax, glen[g])
+    k = _constants(d_fp, out_fp, F, e_zero, rounding)
+    n_blocks = (n + _DOT_BLOCK - 1) // _DOT_BLOCK
+    for blk in prange(n_blocks):
+        av = np.empty((kk, _DOT_BLOCK), np.float64)
+        ae = np.empty((kk, _DOT_BLOCK), np.float32)
+        bv = np.empty((kk, _DOT_BLOCK), np.float64)
+        be = np.empty((kk, _DOT_BLOCK), np.float32)
+        flags = np.empty(_DOT_BLOCK, np.int64)
+        c = np.empty(_DOT_BLOCK, np.float64)
+        ck = np.empty(_DOT_BLOCK, np.int64)
+        cb = np.empty(_DOT_BLOCK, np.int64)
+        c_add = np.empty(_DOT_BLOCK, np.float64)
+        ck_add = np.empty(_DOT_BLOCK, np.int64)
+        cb_add = np.empty(_DOT_BLOCK, np.int64)
+        c_old = np.empty(_DOT_BLOCK, np.float64)
+        E = np.empty(_DOT_BLOCK, np.float32)
+        S = np.empty(_DOT_BLOCK, np.float64)
+        T = np.empty(_DOT_BLOCK, np.int64)
+        exc = np.empty(_DOT_BLOCK, np.int64)
+        sa_g = np.empty(lmax, np.int64)
+        ea_g = np.empty(lmax, np.int64)
+        sb_g = np.empty(lmax, np.int64)
+        eb_g = np.empty(lmax, np.int64)
+        r0 = blk * _DOT_BLOCK
+        nb = min(n, r0 + _DOT_BLOCK) - r0
+        for j in range(nb):
+            bits = c_in[r0 + j]
+            c[j], ck[j] = _bits_value(bits, d_fp)
+            cb[j] = bits
+        for base in range(0, k_total, kk):
+            _gather(a, a_bytes, a_shift, perm, base, lut_a_val, lut_a_exp, r0, nb, av, ae)
+            _gather(b, b_bytes, b_shift, perm, base, lut_b_val, lut_b_exp, r0, nb, bv, be)
+            if ieee_add:
+                for j in range(nb):
+                    c_add[j], ck_add[j], cb_add[j] = c[j], ck[j], cb[j]
+                    c[j], ck[j] = 0.0, 0
+            k0 = 0
+            for g in range(len(glen)):
+                L = glen[g]
+                # per-lane group flags (A and B both vary by lane): zero / special operands
+                for j in range(nb):
+                    flags[j] = 0
+                for i in range(k0, k0 + L):
+                    for j in range(nb):
+                        lo = min(ae[i, j], be[i, j])
+                        flags[j] |= (FLAG_ZERO if lo <= ZERO_EXP else 0) | (FLAG_SPECIAL if lo < ZERO_EXP else 0)
+                any_exc = _group_begin(c, ck, flags, np.int64(0), E, exc, nb, k)
+                _max_lanes(E, ae, be, k0, L, nb)
+                _group_scale(c, c_old, E, S, T, nb, k)
+                _sum_lanes(T, S, av, bv, k0, L, nb)
+                any_exc |= _group_round(c, E, T, exc, nb, k)
+                if any_exc:
+                    for j in range(nb):
+                        if exc[j]:
+                            c[j], ck[j], cb[j] = _fallback(
+                                av[k0:k0 + L, j], ae[k0:k0 + L, j], bv[k0:k0 + L, j], be[k0:k0 + L, j], L, c_old[j],
+                                ck[j], cb[j], ma, mb, d_fp, out_fp, F, e_zero, ls_ab, rs_ab, ls_d, rs_d, rounding,
+                                overflow, nan_bits, sa_g, ea_g, sb_g, eb_g)
+                k0 += L
+            if ieee_add:
+                _add_c(c, ck, cb, c_add, ck_add, cb_add, exc, nb, d_fp, add_rounding, nan_bits, fp32_acc)
+        for j in range(nb):
+            out[r0 + j] = cb[j] if ck[j] != 0 else _value_bits(c[j], d_fp)
+
+
+@njit(cache=True, parallel=True)
+def gemm_panels(a, a_bytes, b, b_bytes, cols, lut_a_val, lut_a_exp, a_shift, lut_b_val, lut_b_exp, b_shift,
+                g_starts, g_lengths, a_val, a_exp, a_flag, b_val, b_exp, b_flag):
+    """Decode one K panel of a GEMM through the plan's tables, in the kernel's layouts.
+
+    a, b: [M, K * bytes] / [N, K * bytes] uint8 views of the operand containers; cols: the
+    panel's K columns in evaluation order.  Fills a_val/a_exp [M, Kp], a_flag [M, G] and
+    b_val/b_exp [blocks, Kp, BLOCK_N], b_flag [blocks, G, BLOCK_N] (lanes past N: zeros)."""
+    M = a.shape[0]
+    N = b.shape[0]
+    kp = len(cols)
+    G = len(g_starts)
+    for m in prange(M):
+        for i in range(kp):
+            ia = _load(a, m, cols[i], a_bytes) >> a_shift
+            a_val[m, i] = lut_a_val[ia]
+            a_exp[m, i] = lut_a_exp[ia]
+        for g in range(G):
+            f = 0
+            for i in range(g_starts[g], g_starts[g] + g_lengths[g]):
+                e = a_exp[m, i]
+                f |= (FLAG_ZERO if e <= ZERO_EXP else 0) | (FLAG_SPECIAL if e < ZERO_EXP else 0)
+            a_flag[m, g] = f
+    for blk in prange(b_val.shape[0]):
+        n0 = blk * BLOCK_N
+        nb = min(BLOCK_N, N - n0)
+        # K in slices of 64: each B row is read contiguously, the block written a few pages at a time
+        for i0 in range(0, kp, 64):
+            i1 = min(kp, i0 + 64)
+            for j in range(nb):
+                for i in range(i0, i1):
+                    ib = _load(b, n0 + j, cols[i], b_bytes) >> b_shift
+                    b_val[blk, i, j] = lut_b_val[ib]
+                    b_exp[blk, i, j] = lut_b_exp[ib]
+            for i in range(i0, i1):
+                for j in range(nb, BLOCK_N):
+                    b_val[blk, i, j] = 0.0
+                    b_exp[blk, i, j] = ZERO_EXP
+        for g in range(G):
+            for j in range(BLOCK_N):
+                b_flag[blk, g, j] = 0
+            for i in range(g_starts[g], g_starts[g] + g_lengths[g]):
+                for j in range(BLOCK_N):
+                    e = b_exp[blk, i, j]
+                    b_flag[blk, g, j] |= (FLAG_ZERO if e <= ZERO_EXP else 0) | (FLAG_SPECIAL if e < ZERO_EXP else 0)

@@ -1,0 +1,159 @@
+"""The vectorised float64-lane kernels (``engines._fast_f64``) equal the reference engine.
+
+They evaluate the common case (finite groups whose result lands in the output's normal
+range) with float64 arithmetic and hand every other lane to the scalar integer kernel, so
+the tests mix both kinds of lanes inside one block of columns / vectors: normal values
+next to subnormal results, overflow, inf/NaN operands and accumulators, exact
+cancellation, zeros, and C at the edge of the range -- for GEMM blocks that are not a
+multiple of the kernel's tile, for what-if roundings, and for units that add C last.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tcnumerics.catalog import get_instruction
+from tcnumerics.engines import _fast_f64, fast, reference
+from tcnumerics.engines._fast_plan import build_plan
+from tcnumerics.formats import Rounding
+from tcnumerics.model import InstructionSpec
+
+SEED = 4_2026_11_22
+VECTOR_ENTRIES = ["hopper.wgmma.m64n8k16.f32.bf16.bf16", "hopper.wgmma.m64n8k16.f32.f16.f16",
+                  "hopper.wgmma.m64n8k8.f32.tf32.tf32", "hopper.wgmma.m64n8k32.f32.e4m3.e5m2",
+                  "hopper.mma.m16n8k32.f32.e4m3.e4m3.f32", "hopper.wgmma.m64n8k16.f16.f16.f16",
+                  "ampere.mma.m16n8k16.f32.bf16.bf16.f32", "volta.mma.m8n8k4.f32.f16.f16.f32"]
+
+
+def _mixed_bits(rng: np.random.Generator, fmt, shape, scale_span: int = 6) -> np.ndarray:
+    """Normal values over a span of binades, plus raw random patterns (specials, subnormals)."""
+    values = rng.standard_normal(shape).astype(np.float32) * np.float32(2.0) ** rng.integers(
+        -scale_span, scale_span, shape).astype(np.float32)
+    normal = fmt.from_float(values).astype(np.uint64)
+    raw = rng.integers(0, 1 << fmt.container_bits, shape, dtype=np.uint64)
+    pick = rng.random(shape)
+    out = np.where(pick < 0.08, raw, normal)
+    out = np.where((pick >= 0.08) & (pick < 0.12), 0, out)  # zero operands: the zero-exponent floor
+    return out.astype(fmt.container_dtype)
+
+
+def _edge_c(rng: np.random.Generator, fmt, shape) -> np.ndarray:
+    """Accumulators: ordinary values, the largest finite ones, tiny ones, zeros, specials."""
+    c = _mixed_bits(rng, fmt, shape)
+    edges = fmt.from_float(np.array([fmt.max_finite, -fmt.max_finite, fmt.min_normal, -fmt.min_normal,
+                                     fmt.min_normal / 4, np.inf, -np.inf, np.nan, 0.0, -0.0]))
+    pick = rng.random(shape) < 0.1
+    return np.where(pick, rng.choice(edges, shape), c).astype(fmt.container_dtype)
+
+
+def _grid(spec, a, b, c):
+    M, N = c.shape
+    return reference.dot_bits(spec, np.repeat(a, N, axis=0), np.tile(b, (M, 1)), c.ravel()).reshape(M, N)
+
+
+def _same(got, want, what):
+    bad = np.flatnonzero(np.asarray(got).ravel() != np.asarray(want).ravel())
+    assert bad.size == 0, f"{what}: {bad.size} differ, first fast {hex(int(np.ravel(got)[bad[0]]))} " \
+                          f"reference {hex(int(np.ravel(want)[bad[0]]))}"
+
+
+@pytest.mark.parametrize("name", VECTOR_ENTRIES)
+def test_entry_takes_the_vector_path(name):
+    plan = build_plan(get_instruction(name))
+    assert plan.f64_reason is None, plan.f64_reason
+
+
+@pytest.mark.parametrize("name", VECTOR_ENTRIES)
+def test_gemm_mixing_vector_and_scalar_lanes(name):
+    spec = get_instruction(name)
+    rng = np.random.default_rng(SEED + spec.k)
+    k = 3 * spec.k if spec.c_format == spec.d_format else spec.k
+    # M not a multiple of the row tile, N spanning two column blocks and a ragged one
+    M, N = 11, 2 * _fast_f64.BLOCK_N + 37
+    a = _mixed_bits(rng, spec.a_format, (M, k))
+    b = _mixed_bits(rng, spec.b_format, (N, k))
+    c = _edge_c(rng, spec.c_format, (M, N))
+    _same(fast.gemm_bits(spec, a, b, c), _grid(spec, a, b, c), name)
+
+
+@pytest.mark.parametrize("name", VECTOR_ENTRIES)
+def test_dot_mixing_vector_and_scalar_lanes(name):
+    spec = get_instruction(name)
+    rng = np.random.default_rng(SEED + 2 * spec.k)
+    k = 2 * spec.k if spec.c_format == spec.d_format else spec.k
+    n = 3 * 256 + 71  # blocks of lanes and a ragged one
+    a = _mixed_bits(rng, spec.a_format, (n, k), scale_span=70)  # wide spans: subnormal and huge sums
+    b = _mixed_bits(rng, spec.b_format, (n, k), scale_span=70)
+    c = _edge_c(rng, spec.c_format, n)
+    _same(fast.dot_bits(spec, a, b, c), reference.dot_bits(spec, a, b, c), name)
+
+
+def test_overflow_underflow_and_cancellation_in_one_block():
+    spec = get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")
+    f = spec.a_format.from_float
+    n = spec.k
+    rng = np.random.default_rng(SEED)
+    rows = [
+        np.full(n, 2.0 ** 120),            # sums far beyond FP32: inf
+        np.full(n, 2.0 ** -70),            # products of 2**-140: below FP32's normal range
+        2.0 ** -70 * (1 + rng.random(n)),  # subnormal sums with more bits than the subnormal quantum keeps
+        np.r_[np.full(n // 2, 3.0), np.full(n // 2, -3.0)],  # exact cancellation: +0
+        np.r_[1.0, np.full(n - 1, 2.0 ** -30)],  # terms truncated away below 2**(E - F)
+    ]
+    a = np.stack([f(np.asarray(r, np.float32)) for r in rows])
+    assert a.shape[0] == 5
+    b = np.stack([f(np.ones(n, np.float32)), f(np.full(n, 2.0 ** -70, np.float32)),
+                  f((2.0 ** -70 * (1 + rng.random(n))).astype(np.float32))])
+    c = spec.c_format.from_float(np.array([[0.0, -0.0, 0.0], [2.0 ** -149, -(2.0 ** 127), 0.0],
+                                           [0.0, 2.0 ** -140, -0.0], [-0.0, 0.0, 1.0], [1.0, 1e30, 2.0 ** -126]],
+                                          np.float32))
+    _same(fast.gemm_bits(spec, a, b, c), _grid(spec, a, b, c), "edge rows")
+
+
+@pytest.mark.parametrize("rounding", [Rounding.RNE, Rounding.RNA, Rounding.RU, Rounding.RD, Rounding.RZ])
+def test_what_if_output_roundings(rounding):
+    base = get_instruction("hopper.wgmma.m64n8k16.f32.f16.f16")
+    spec = InstructionSpec(name=f"what-if-{rounding.value}", k=base.k, model=base.model.with_(output_rounding=rounding))
+    assert build_plan(spec).f64_reason is None
+    rng = np.random.default_rng(SEED + len(rounding.value))
+    a = _mixed_bits(rng, spec.a_format, (9, 2 * spec.k), scale_span=12)
+    b = _mixed_bits(rng, spec.b_format, (150, 2 * spec.k), scale_span=12)
+    c = _edge_c(rng, spec.c_format, (9, 150))
+    _same(fast.gemm_bits(spec, a, b, c), _grid(spec, a, b, c), rounding.value)
+
+
+def test_no_zero_exponent_floor_and_cut_output():
+    # E_zero None (no floor) and an output cut to 13 fraction bits, both through the vector path
+    base = get_instruction("hopper.wgmma.m64n8k32.f32.e4m3.e4m3")
+    spec = InstructionSpec(name="what-if-no-floor", k=base.k, model=base.model.with_(zero_exponent=None))
+    assert build_plan(spec).f64_reason is None
+    rng = np.random.default_rng(SEED + 7)
+    a = _mixed_bits(rng, spec.a_format, (5, spec.k))
+    b = _mixed_bits(rng, spec.b_format, (140, spec.k))
+    c = _edge_c(rng, spec.c_format, (5, 140))
+    _same(fast.gemm_bits(spec, a, b, c), _grid(spec, a, b, c), spec.name)
+
+
+def test_plans_outside_float64_exactness_say_why_and_still_agree():
+    base = get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")
+    wide = InstructionSpec(name="what-if-F50", k=base.k, model=base.model.with_(frac_bits=50))
+    reason = build_plan(wide).f64_reason
+    assert reason is not None and "53 bits" in reason
+    rng = np.random.default_rng(SEED + 50)
+    a = _mixed_bits(rng, wide.a_format, (3, wide.k))
+    b = _mixed_bits(rng, wide.b_format, (20, wide.k))
+    c = _edge_c(rng, wide.c_format, (3, 20))
+    _same(fast.gemm_bits(wide, a, b, c), _grid(wide, a, b, c), wide.name)
+
+
+def test_c_added_last_with_overflow_and_specials():
+    # FP8 mma.sync on Hopper: two FP16 HMMAs from zero, then C by an FP32 FADD (RN)
+    spec = get_instruction("hopper.mma.m16n8k32.f32.e4m3.e4m3.f32")
+    assert spec.c_entry == "ieee_add" and build_plan(spec).f64_reason is None
+    rng = np.random.default_rng(SEED + 32)
+    a = _mixed_bits(rng, spec.a_format, (7, 2 * spec.k))
+    b = _mixed_bits(rng, spec.b_format, (300, 2 * spec.k))
+    c = _edge_c(rng, spec.c_format, (7, 300))
+    c[:, :20] = spec.c_format.from_float(np.float32(3.4e38))  # the FADD overflows where products are positive
+    _same(fast.gemm_bits(spec, a, b, c), _grid(spec, a, b, c), spec.name)
