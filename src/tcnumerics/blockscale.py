@@ -77,6 +77,8 @@ def dot_bits(name, a, b, c, *, scale_a, scale_b, packed: bool | None = None, eng
     ``a``, ``b``: [N, K'] operand bits (K' a multiple of the instruction's K; FP4 of the
     k64 kinds one per byte, or packed, see the module doc); ``c``: [N] FP32 bits;
     ``scale_a``, ``scale_b``: [N, K'/scale_block] scale bits.  Returns [N] FP32 bits.
+    ``engine="exact"`` evaluates with the exact oracle (``engines.oracle.scaled_dot_bits``);
+    every other engine name evaluates with the reference engine.
     """
     spec = _spec(name)
     model = spec.model
@@ -107,10 +109,14 @@ def dot_bits(name, a, b, c, *, scale_a, scale_b, packed: bool | None = None, eng
                          f"(one scale per {model.scale_block} K elements), got {sa.shape}")
     if c.shape != (a.shape[0],):
         raise ValueError(f"c: expected shape ({a.shape[0]},) to match a's N, got {c.shape}")
+    if engine == "exact":
+        from .engines import oracle  # the exact oracle: slow (per element, in Python), for checks
+
+        return oracle.scaled_dot_bits(spec, a, b, c, sa, sb)
     if engine != "reference":
         from .engines import get_engine
 
-        get_engine(engine)  # validates the name; every engine evaluates block scaling by the reference
+        get_engine(engine)  # validates the name; the other engines evaluate block scaling by the reference
     from .engines import reference
 
     return reference.dot_bits(spec, a, b, c, scale_a=sa, scale_b=sb)

@@ -8,6 +8,7 @@ Example:
     dtype('uint32')
 """
 
-from .families import FAMILIES, expected_d, families_for, generate
+from .families import FAMILIES, expected_d, families_for, generate, generate_scaled, is_block_scaled, scale_extremes
 
-__all__ = ["FAMILIES", "families_for", "generate", "expected_d"]
+__all__ = ["FAMILIES", "families_for", "generate", "generate_scaled", "expected_d", "is_block_scaled",
+           "scale_extremes"]

@@ -114,7 +114,7 @@ def _cmd_generate(args) -> int:
     from .. import __version__
     from ..catalog import get_instruction
     from ..engines import get_engine
-    from .families import families_for, generate, expected_d, resolve_k
+    from .families import families_for, generate, generate_scaled, expected_d, is_block_scaled, resolve_k
     from .io import VectorSet, save, _refuse
 
     spec = get_instruction(args.instruction)
@@ -142,16 +142,25 @@ def _cmd_generate(args) -> int:
     show = args.progress if args.progress is not None else (sys.stderr.isatty() and total * K >= 1 << 20)
     bar = _Progress(total, show, "generate")
     rng = np.random.default_rng(args.seed)
+    scaled = is_block_scaled(spec)
     parts = {"a": [], "b": [], "c": [], "d": [], "family": []}
+    if scaled:
+        parts.update(scale_a=[], scale_b=[])
     step = 1 << 14
     try:
         for fam in fams:
             for s in range(0, args.count, step):
                 n = min(step, args.count - s)
-                a, b, c = generate(spec, fam, n, rng, k=K)
+                scales = {}
+                if scaled:
+                    a, b, c, sa, sb = generate_scaled(spec, fam, n, rng, k=K)
+                    scales = {"scale_a": sa, "scale_b": sb}
+                else:
+                    a, b, c = generate(spec, fam, n, rng, k=K)
                 with np.errstate(all="ignore"):
-                    d = expected_d(spec, a, b, c, engine=args.engine)
-                for key, val in (("a", a), ("b", b), ("c", c), ("d", d), ("family", np.full(n, fam))):
+                    d = expected_d(spec, a, b, c, engine=args.engine, **scales)
+                for key, val in (("a", a), ("b", b), ("c", c), ("d", d), ("family", np.full(n, fam)),
+                                 *scales.items()):
                     parts[key].append(val)
                 bar.update(n, fam)
     finally:
@@ -165,8 +174,14 @@ def _cmd_generate(args) -> int:
         "source": f"model: d computed by tcnumerics {__version__} ({args.engine} engine), not captured from hardware",
         "provenance": spec.provenance,
     }
-    fam = arrays.pop("family")
-    save(out, VectorSet(meta=meta, extra={"family": fam}, **arrays), overwrite=args.overwrite)
+    if scaled:
+        meta.update(block_scaled=True, scale_format=spec.model.scale_format.name,
+                    scale_block=int(spec.model.scale_block))
+    extra = {"family": arrays.pop("family")}
+    for key in ("scale_a", "scale_b"):
+        if key in arrays:
+            extra[key] = arrays.pop(key)
+    save(out, VectorSet(meta=meta, extra=extra, **arrays), overwrite=args.overwrite)
     print(f"{out}: {spec.name}, {total} vectors ({', '.join(f'{f} {args.count}' for f in fams)}), K={K}")
     return 0
 

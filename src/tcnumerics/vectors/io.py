@@ -12,10 +12,16 @@ key        shape     meaning
 ``d``      [N]       result bits (hardware's, or the model's for generated files)
 ``meta``   0-d str   JSON object with at least ``instruction`` (catalog name) and ``K``
 ``family`` [N] str   optional: the input family of each vector
+``scale_a`` [N, K/B] block-scaled entries only (required there): scale bit patterns of
+                     A, one per B = ``scale_block`` K elements (uint8: UE8M0 or UE4M3)
+``scale_b`` [N, K/B] the same for B
 ========== ========= ===============================================================
 
 Sparse instructions (``meta["sparse"]`` true) hold the compressed A, [N, K/2], and
-``sparse_index`` [N, K/2].  Any other key is kept as it is.  Files are opened with
+``sparse_index`` [N, K/2].  Block-scaled instructions (``tcnumerics.blockscale``) need
+``scale_a`` and ``scale_b``; their meta is completed with ``"block_scaled": true``,
+``scale_format`` and ``scale_block`` (a file whose values contradict the entry is
+refused), and scales on any other instruction are refused.  Any other key is kept as it is.  Files are opened with
 ``allow_pickle=False`` semantics: an object array is refused before a byte of it is read.
 
 Example:
@@ -97,8 +103,20 @@ class VectorSet:
         return bool(self.meta.get("sparse", False))
 
     @property
+    def block_scaled(self) -> bool:
+        return bool(self.meta.get("block_scaled", False))
+
+    @property
     def family(self) -> np.ndarray | None:
         return self.extra.get("family")
+
+    @property
+    def scale_a(self) -> np.ndarray | None:
+        return self.extra.get("scale_a")
+
+    @property
+    def scale_b(self) -> np.ndarray | None:
+        return self.extra.get("scale_b")
 
     def arrays(self) -> dict:
         """Every array of the set by key, meta excluded."""
@@ -152,6 +170,17 @@ def _resolve(where, meta: dict) -> InstructionSpec:
         raise VectorFileError(where, f"meta says sparse but {spec.name} is not a structured-sparse instruction")
     if sparse_entry:
         meta["sparse"] = True  # the layout follows from the instruction
+    model = spec.model
+    scaled_entry = bool(getattr(model, "is_block_scaled", False))
+    if meta.get("block_scaled") and not scaled_entry:
+        raise VectorFileError(where, f"meta says block_scaled but {spec.name} is not a block-scaled instruction")
+    if scaled_entry:
+        for key, want in (("scale_format", model.scale_format.name), ("scale_block", model.scale_block)):
+            if key in meta and meta[key] != want:
+                raise VectorFileError(where, f"meta {key!r} is {meta[key]!r}, but {spec.name} takes {want!r}")
+        meta["block_scaled"] = True  # like sparse: the layout follows from the instruction
+        meta["scale_format"] = model.scale_format.name
+        meta["scale_block"] = int(model.scale_block)
     K = meta["K"]
     # a sparse file's K is the dense B width; the datapath (spec.k) sees half of it
     per_instruction = 2 * spec.k if meta.get("sparse") else spec.k
@@ -171,11 +200,37 @@ def _expected_shapes(meta: dict, n: int) -> dict:
     shapes = {"a": (n, K // 2 if sparse else K), "b": (n, K), "c": (n,), "d": (n,)}
     if sparse:
         shapes["sparse_index"] = (n, K // 2)
+    if meta.get("block_scaled"):
+        block = int(meta["scale_block"])
+        if K % block:
+            raise VectorFileError(None, f"K={K} is not a multiple of the scale block {block}")
+        shapes["scale_a"] = shapes["scale_b"] = (n, K // block)
     return shapes
 
 
+SCALE_KEYS = ("scale_a", "scale_b")
+
+
+def _check_scale_keys(where, meta: dict, spec: InstructionSpec, present) -> None:
+    """Scales are required for a block-scaled instruction and refused for any other."""
+    present = set(present)
+    if meta.get("block_scaled"):
+        missing = [k for k in SCALE_KEYS if k not in present]
+        if missing:
+            raise VectorFileError(where, f"{spec.name} is block-scaled but there is no "
+                                  + " and no ".join(f"'{k}'" for k in missing)
+                                  + f" ([N, K/{meta['scale_block']}] {meta['scale_format']} scale bits)")
+    else:
+        extra = [k for k in SCALE_KEYS if k in present]
+        if extra:
+            raise VectorFileError(where, f"key '{extra[0]}' given, but {spec.name} is not a block-scaled instruction")
+
+
 def _bit_formats(spec: InstructionSpec) -> dict:
-    return {"a": spec.a_format, "b": spec.b_format, "c": spec.c_format, "d": spec.d_format}
+    fmts = {"a": spec.a_format, "b": spec.b_format, "c": spec.c_format, "d": spec.d_format}
+    if getattr(spec.model, "is_block_scaled", False):
+        fmts["scale_a"] = fmts["scale_b"] = spec.model.scale_format
+    return fmts
 
 
 def _check_header(where, key: str, shape: tuple, dtype: np.dtype, want_shape, fmt: Format | None) -> None:
@@ -212,6 +267,7 @@ def _validate_set(where, arrays: dict, meta) -> tuple[dict, InstructionSpec]:
             raise VectorFileError(where, f"missing key '{key}'")
     if meta.get("sparse") and "sparse_index" not in arrays:
         raise VectorFileError(where, "meta says sparse but there is no 'sparse_index'")
+    _check_scale_keys(where, meta, spec, arrays)
     c = np.asarray(arrays["c"])
     if c.ndim != 1:
         raise VectorFileError(where, f"key 'c' has shape {c.shape}, expected [N]")
@@ -328,6 +384,7 @@ class VectorReader:
         self.n = int(c_shape[0])
         if self.meta.get("sparse") and "sparse_index" not in self.members:
             raise VectorFileError(self.path, "meta says sparse but there is no 'sparse_index'")
+        _check_scale_keys(self.path, self.meta, self.spec, self.members)
         try:
             shapes = _expected_shapes(self.meta, self.n)
         except VectorFileError as exc:
@@ -523,8 +580,8 @@ _HEX_DOC = """\
 # instruction: {instruction}
 # K: {K}
 # count: {count}
-# widths: c={wc} d={wd} a={wa} b={wb}{wsi}
-# columns: family c d a[0..{ka}] b[0..{kb}]{csi}
+# widths: c={wc} d={wd} a={wa} b={wb}{wsi}{wsc}
+# columns: family c d a[0..{ka}] b[0..{kb}]{csi}{csc}
 # meta: {meta}
 """
 
@@ -542,7 +599,20 @@ def write_hex(path: "str | os.PathLike", vectors: VectorSet, *, overwrite: bool 
               protect: Sequence = ()) -> None:
     """Write vectors as text: a ``#`` header (instruction, K, count, widths, columns, meta JSON),
     then one line per vector: ``family c d a[0] .. a[K-1] b[0] .. b[K-1]`` (sparse: then
-    ``sparse_index``), each value fixed-width hex.  A missing family is written ``-``.
+    ``sparse_index``; block-scaled: then ``scale_a[0..K/B-1] scale_b[0..K/B-1]``), each value
+    fixed-width hex.  A missing family is written ``-``.
+
+    >>> import os, tempfile, numpy as np
+    >>> name = "blackwell.tcgen05.mma.kind::mxf8f6f4.block32.f32.e4m3.e4m3.ue8m0"
+    >>> ones = np.full((1, 32), 0x38, np.uint8)                        # E4M3 1.0
+    >>> vs = VectorSet(ones, ones, np.zeros(1, np.uint32), np.full(1, 0x43000000, np.uint32),
+    ...                {"instruction": name, "K": 32},
+    ...                {"scale_a": np.array([[128]], np.uint8), "scale_b": np.array([[129]], np.uint8)})
+    >>> path = os.path.join(tempfile.mkdtemp(), "v.hex")
+    >>> write_hex(path, vs)
+    >>> back = read_hex(path)
+    >>> back.scale_a.tolist(), back.scale_b.tolist(), back.meta["scale_format"]
+    ([[128]], [[129]], 'ue8m0')
     """
     path = os.fspath(path)
     arrays = {k: np.asarray(v) for k, v in vectors.arrays().items()}
@@ -557,7 +627,8 @@ def write_hex(path: "str | os.PathLike", vectors: VectorSet, *, overwrite: bool 
     fmts = _bit_formats(spec)
     width = {k: fmts[k].container_bits for k in fmts}
     sparse = bool(meta.get("sparse"))
-    dropped = sorted(set(arrays) - {"a", "b", "c", "d", "family", "sparse_index"})
+    scaled = bool(meta.get("block_scaled"))
+    dropped = sorted(set(arrays) - {"a", "b", "c", "d", "family", "sparse_index", *SCALE_KEYS})
     meta_out = dict(meta)
     if dropped:
         meta_out["hex_dropped_keys"] = dropped
@@ -567,6 +638,9 @@ def write_hex(path: "str | os.PathLike", vectors: VectorSet, *, overwrite: bool 
                              wa=width["a"], wb=width["b"],
                              wsi=f" sparse_index={arrays['sparse_index'].dtype.itemsize * 8}" if sparse else "",
                              ka=ka, kb=kb, csi=f" sparse_index[0..{ka}]" if sparse else "",
+                             wsc=(f" scale_a={width['scale_a']} scale_b={width['scale_b']}" if scaled else ""),
+                             csc=(f" scale_a[0..{arrays['scale_a'].shape[1] - 1}]"
+                                  f" scale_b[0..{arrays['scale_b'].shape[1] - 1}]" if scaled else ""),
                              meta=json.dumps(meta_out))
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(suffix=".hex.part", dir=directory)
@@ -581,6 +655,8 @@ def write_hex(path: "str | os.PathLike", vectors: VectorSet, *, overwrite: bool 
                 blocks = [_hexcol(arrays["a"][s:e], width["a"]), _hexcol(arrays["b"][s:e], width["b"])]
                 if sparse:
                     blocks.append(_hexcol(arrays["sparse_index"][s:e], arrays["sparse_index"].dtype.itemsize * 8))
+                if scaled:
+                    blocks += [_hexcol(arrays[key][s:e], width[key]) for key in SCALE_KEYS]
                 for i in range(e - s):
                     fields = [cols[0][i], cols[1][i], cols[2][i]]
                     for blk in blocks:
@@ -635,8 +711,10 @@ def read_hex(path: "str | os.PathLike") -> VectorSet:
     spec = _resolve(path, meta)
     K = meta["K"]
     sparse = bool(meta.get("sparse"))
+    scaled = bool(meta.get("block_scaled"))
     ka = K // 2 if sparse else K
-    want = 3 + ka + K + (ka if sparse else 0)
+    nsc = K // int(meta["scale_block"]) if scaled else 0
+    want = 3 + ka + K + (ka if sparse else 0) + 2 * nsc
     try:
         count = int(header.get("count", len(rows)))
     except ValueError:
@@ -674,7 +752,13 @@ def read_hex(path: "str | os.PathLike") -> VectorSet:
         for part in m.split():
             if part.startswith("sparse_index="):
                 si_bits = int(part.split("=", 1)[1])
-        extra["sparse_index"] = parse(table[:, 3 + ka + K:], None, np.dtype(f"u{si_bits // 8}"), "sparse_index")
+        extra["sparse_index"] = parse(table[:, 3 + ka + K:3 + 2 * ka + K], None, np.dtype(f"u{si_bits // 8}"),
+                                      "sparse_index")
+    if scaled:
+        at = want - 2 * nsc
+        for key in SCALE_KEYS:
+            extra[key] = parse(table[:, at:at + nsc], fmts[key], fmts[key].container_dtype, key)
+            at += nsc
     vs = VectorSet(a, b, c, d, meta, extra, path)
     _validate_set(path, vs.arrays(), meta)
     return vs

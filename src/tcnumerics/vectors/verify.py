@@ -1,5 +1,8 @@
 """Replay vector files through their instruction and count mismatches (per file, per family).
 
+Sparse files replay with their ``sparse_index``, block-scaled ones with their ``scale_a``
+and ``scale_b`` (so a corrupted scale shows as a mismatch like a corrupted ``d``).
+
 Example:
     >>> import glob, os
     >>> from tcnumerics.vectors.verify import verify_file
@@ -80,13 +83,16 @@ def _memory_chunks(arrays: dict, n: int, rows: int):
 def _replay(path, meta, spec_name, n, chunks, engine, keep) -> FileReport:
     report = FileReport(path, meta["instruction"], n, int(meta["K"]))
     sparse = bool(meta.get("sparse"))
+    scaled = bool(meta.get("block_scaled"))  # the readers have checked both scale keys are there
     families: dict[str, list] = {}
     start = 0
     for chunk in chunks:
         count = len(chunk["c"])
         with np.errstate(all="ignore"):
             model = expected_d(meta["instruction"], chunk["a"], chunk["b"], chunk["c"],
-                               sparse_index=chunk.get("sparse_index") if sparse else None, engine=engine)
+                               sparse_index=chunk.get("sparse_index") if sparse else None,
+                               scale_a=chunk["scale_a"] if scaled else None,
+                               scale_b=chunk["scale_b"] if scaled else None, engine=engine)
         bad = model != chunk["d"]
         fam = chunk.get("family")
         fam = np.full(count, "-") if fam is None else np.asarray(fam).astype(str)
