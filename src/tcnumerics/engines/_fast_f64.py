@@ -324,39 +324,41 @@ def _add_c(c, ck, cb, c_in, ck_in, cb_in, exc, nb, d_fp, add_rounding, nan_bits,
                 c[j], ck[j] = _bits_value(r, d_fp)
                 cb[j] = r
 
+@njit(cache=True, nogil=True)
+def _accumulators(shape):
+    """Accumulators of a block of lanes: values (float64), kinds (0 finite, 1/2/3 +inf/-inf/NaN)
+    and the bit patterns of special ones."""
+    return np.empty(shape, np.float64), np.empty(shape, np.int64), np.empty(shape, np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _lane_scratch(lanes, lmax):
+    """Per-group working arrays of one block of lanes (C before the group, E, S, the group
+    sum, exception marks) and of the scalar path (one group's table entries)."""
+    return (np.empty(lanes, np.float64), np.empty(lanes, np.float32), np.empty(lanes, np.float64),
+            np.empty(lanes, np.int64), np.empty(lanes, np.int64), np.empty(lmax, np.int64),
+            np.empty(lmax, np.int64), np.empty(lmax, np.int64), np.empty(lmax, np.int64))
+
+
 @njit(cache=True, parallel=True)
 def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst, d_fp, out_fp, F, e_zero,
                    ls_ab, rs_ab, ls_d, rs_d, rounding, overflow, nan_bits, ma, mb, fp32_acc, ieee_add, add_rounding):
     """Continue acc[M, N] (uint32 bits in d_fp) over one K panel of whole instructions.
 
-    a_val/a_exp: [M, Kp] panels (float64 values / int16 exponents); b_val/b_exp:
+    a_val/a_exp: [M, Kp] panels (float64 values / float32 exponents); b_val/b_exp:
     [ceil(N / BLOCK_N), Kp, BLOCK_N] (B in column blocks, zero-padded); a_flag: [M, G] and
     b_flag: [blocks, G, BLOCK_N] group flags; glen: the group lengths of one instruction
     (C and D share d_fp); fp32_acc: D is FP32 (decoded and encoded vectorised); ieee_add:
     each instruction starts from zero and adds C last (``_add_c``)."""
     M = a_val.shape[0]
     N = acc.shape[1]
-    lmax = 0
-    for g in range(len(glen)):
-        lmax = max(lmax, glen[g])
+    lmax = np.max(glen)
     k = _constants(d_fp, out_fp, F, e_zero, rounding)
     n_tiles = (M + _TILE_M - 1) // _TILE_M
     for tile in prange(n_tiles):
-        c = np.empty((_TILE_M, BLOCK_N), np.float64)
-        ck = np.empty((_TILE_M, BLOCK_N), np.int64)
-        cb = np.empty((_TILE_M, BLOCK_N), np.int64)
-        c_in = np.empty((_TILE_M, BLOCK_N), np.float64)
-        ck_in = np.empty((_TILE_M, BLOCK_N), np.int64)
-        cb_in = np.empty((_TILE_M, BLOCK_N), np.int64)
-        c_old = np.empty(BLOCK_N, np.float64)
-        E = np.empty(BLOCK_N, np.float32)
-        S = np.empty(BLOCK_N, np.float64)
-        T = np.empty(BLOCK_N, np.int64)
-        exc = np.empty(BLOCK_N, np.int64)
-        sa_g = np.empty(lmax, np.int64)
-        ea_g = np.empty(lmax, np.int64)
-        sb_g = np.empty(lmax, np.int64)
-        eb_g = np.empty(lmax, np.int64)
+        c, ck, cb = _accumulators((_TILE_M, BLOCK_N))
+        c_in, ck_in, cb_in = _accumulators((_TILE_M, BLOCK_N))
+        c_old, E, S, T, exc, sa_g, ea_g, sb_g, eb_g = _lane_scratch(BLOCK_N, lmax)
         m0 = tile * _TILE_M
         tm = min(M, m0 + _TILE_M) - m0
         for blk in range(b_val.shape[0]):
@@ -441,9 +443,7 @@ def dot_fused_f64(a, a_bytes, b, b_bytes, c_in, perm, glen, lut_a_val, lut_a_exp
     n = a.shape[0]
     k_total = a.shape[1] // a_bytes
     kk = len(perm)
-    lmax = 0
-    for g in range(len(glen)):
-        lmax = max(lmax, glen[g])
+    lmax = np.max(glen)
     k = _constants(d_fp, out_fp, F, e_zero, rounding)
     n_blocks = (n + _DOT_BLOCK - 1) // _DOT_BLOCK
     for blk in prange(n_blocks):
@@ -452,21 +452,9 @@ def dot_fused_f64(a, a_bytes, b, b_bytes, c_in, perm, glen, lut_a_val, lut_a_exp
         bv = np.empty((kk, _DOT_BLOCK), np.float64)
         be = np.empty((kk, _DOT_BLOCK), np.float32)
         flags = np.empty(_DOT_BLOCK, np.int64)
-        c = np.empty(_DOT_BLOCK, np.float64)
-        ck = np.empty(_DOT_BLOCK, np.int64)
-        cb = np.empty(_DOT_BLOCK, np.int64)
-        c_add = np.empty(_DOT_BLOCK, np.float64)
-        ck_add = np.empty(_DOT_BLOCK, np.int64)
-        cb_add = np.empty(_DOT_BLOCK, np.int64)
-        c_old = np.empty(_DOT_BLOCK, np.float64)
-        E = np.empty(_DOT_BLOCK, np.float32)
-        S = np.empty(_DOT_BLOCK, np.float64)
-        T = np.empty(_DOT_BLOCK, np.int64)
-        exc = np.empty(_DOT_BLOCK, np.int64)
-        sa_g = np.empty(lmax, np.int64)
-        ea_g = np.empty(lmax, np.int64)
-        sb_g = np.empty(lmax, np.int64)
-        eb_g = np.empty(lmax, np.int64)
+        c, ck, cb = _accumulators(_DOT_BLOCK)
+        c_add, ck_add, cb_add = _accumulators(_DOT_BLOCK)
+        c_old, E, S, T, exc, sa_g, ea_g, sb_g, eb_g = _lane_scratch(_DOT_BLOCK, lmax)
         r0 = blk * _DOT_BLOCK
         nb = min(n, r0 + _DOT_BLOCK) - r0
         for j in range(nb):
