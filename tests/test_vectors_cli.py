@@ -163,3 +163,16 @@ def test_sample_silicon_disagrees_with_a_wrong_model(tmp_path, capsys):
     save(wrong, VectorSet(vs.a, vs.b, vs.c, vs.d, meta, vs.extra))
     code, out, err = run(capsys, "vectors", "verify", str(wrong), "--engine", "reference")
     assert code == 1 and "MISMATCH" in out
+
+
+def test_verify_takes_a_directory(tmp_path, capsys, generated):
+    folder = tmp_path / "set"
+    folder.mkdir()
+    for name in ("one.npz", "two.npz"):
+        (folder / name).write_bytes(generated.read_bytes())
+    code, out, err = run(capsys, "vectors", "verify", str(folder), "--engine", "reference")
+    assert code == 0 and out.count("all match") == 2 and "2 files" in out and err == ""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, out, err = run(capsys, "vectors", "verify", str(empty))
+    assert code != 0 and "no .npz vector files" in err and len(err.strip().splitlines()) == 1

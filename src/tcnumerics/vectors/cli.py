@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import glob
 import os
 import sys
 import time
@@ -43,7 +44,8 @@ def register(subparsers) -> None:
     g.set_defaults(func=_cmd_generate)
 
     v = sub.add_parser("verify", help="replay files through their instruction; exit 0 only if every d matches")
-    v.add_argument("files", nargs="+", metavar="FILE", help=".npz or hex vector files")
+    v.add_argument("files", nargs="+", metavar="FILE",
+                   help=".npz or hex vector files; a directory stands for the .npz files directly in it")
     v.add_argument("--engine", default="auto", help="engine to replay with (auto, reference, fast, exact)")
     v.add_argument("--rows", type=int, default=1 << 15, help="vectors replayed at once (bounds memory)")
     v.add_argument("--show", type=int, default=3, help="mismatching vectors to print per file")
@@ -196,7 +198,16 @@ def _cmd_verify(args) -> int:
         raise ValueError(f"--rows: must be >= 1, got {args.rows}")
     broken = failed = 0
     total = mism = 0
+    files = []
     for path in args.files:
+        if os.path.isdir(path):
+            found = sorted(glob.glob(os.path.join(path, "*.npz")))
+            if not found:
+                raise ValueError(f"{path}: directory holds no .npz vector files")
+            files += found
+        else:
+            files.append(path)
+    for path in files:
         try:
             report = verify_file(path, engine=args.engine, rows=args.rows, keep=max(args.show, 0))
         except VectorFileError as exc:
@@ -215,8 +226,8 @@ def _cmd_verify(args) -> int:
             failed += 1
             for m in report.first:
                 print(f"  vector {m.index} ({m.family}): recorded d={m.recorded:#x}, model d={m.model:#x}")
-    if len(args.files) > 1:
-        print(f"{len(args.files)} files, {total} vectors: {mism} mismatches, {failed} files failing, "
+    if len(files) > 1:
+        print(f"{len(files)} files, {total} vectors: {mism} mismatches, {failed} files failing, "
               f"{broken} unreadable")
     return 2 if broken else 1 if failed else 0
 
