@@ -3,9 +3,11 @@
 ``dot_bits(spec, a, b, c)`` has the reference engine's contract (independent vectors);
 ``gemm_bits(spec, a_rows, b_cols, c)`` evaluates all M x N dot products of a GEMM without
 forming M*N*K temporaries: operands are decoded once per K panel through per-format lookup
-tables into int16 significands and exponents (the working set is bounded by
-``PANEL_BYTES``), and numba kernels, parallel over output rows, align, truncate, sum and
-round with integer arithmetic.  ``accumulate_bits`` continues an accumulator over a K
+tables (the working set is bounded by ``PANEL_BYTES``), and numba kernels, parallel over
+output rows, align, truncate, sum and round.  Fused units whose sums fit float64 exactly run
+vectorised (``_fast_f64``: float64 lanes, the scalar integer kernel only for lanes with
+inf/NaN or results outside the output's normal range); the others use the integer kernels
+of ``_fast_numba``.  ``accumulate_bits`` continues an accumulator over a K
 range, for split-K and promotion schemes built on top.
 
 Instructions whose model or structure the kernels do not cover (``unsupported_reason``
