@@ -52,6 +52,15 @@ def _grid(spec, a, b, c):
     return reference.dot_bits(spec, np.repeat(a, N, axis=0), np.tile(b, (M, 1)), c.ravel()).reshape(M, N)
 
 
+def _check_gemm(spec, seed: int, m: int, n: int, k: int, scale_span: int = 6, c=None) -> None:
+    """fast.gemm_bits == the reference grid on mixed operands [m, k] x [n, k] and edge accumulators."""
+    rng = np.random.default_rng(seed)
+    a = _mixed_bits(rng, spec.a_format, (m, k), scale_span)
+    b = _mixed_bits(rng, spec.b_format, (n, k), scale_span)
+    c = _edge_c(rng, spec.c_format, (m, n)) if c is None else c
+    _same(fast.gemm_bits(spec, a, b, c), _grid(spec, a, b, c), spec.name)
+
+
 def _same(got, want, what):
     bad = np.flatnonzero(np.asarray(got).ravel() != np.asarray(want).ravel())
     assert bad.size == 0, f"{what}: {bad.size} differ, first fast {hex(int(np.ravel(got)[bad[0]]))} " \
@@ -67,14 +76,9 @@ def test_entry_takes_the_vector_path(name):
 @pytest.mark.parametrize("name", VECTOR_ENTRIES)
 def test_gemm_mixing_vector_and_scalar_lanes(name):
     spec = get_instruction(name)
-    rng = np.random.default_rng(SEED + spec.k)
     k = 3 * spec.k if spec.c_format == spec.d_format else spec.k
     # M not a multiple of the row tile, N spanning two column blocks and a ragged one
-    M, N = 11, 2 * _fast_f64.BLOCK_N + 37
-    a = _mixed_bits(rng, spec.a_format, (M, k))
-    b = _mixed_bits(rng, spec.b_format, (N, k))
-    c = _edge_c(rng, spec.c_format, (M, N))
-    _same(fast.gemm_bits(spec, a, b, c), _grid(spec, a, b, c), name)
+    _check_gemm(spec, SEED + spec.k, 11, 2 * _fast_f64.BLOCK_N + 37, k)
 
 
 @pytest.mark.parametrize("name", VECTOR_ENTRIES)
@@ -116,11 +120,7 @@ def test_what_if_output_roundings(rounding):
     base = get_instruction("hopper.wgmma.m64n8k16.f32.f16.f16")
     spec = InstructionSpec(name=f"what-if-{rounding.value}", k=base.k, model=base.model.with_(output_rounding=rounding))
     assert build_plan(spec).f64_reason is None
-    rng = np.random.default_rng(SEED + len(rounding.value))
-    a = _mixed_bits(rng, spec.a_format, (9, 2 * spec.k), scale_span=12)
-    b = _mixed_bits(rng, spec.b_format, (150, 2 * spec.k), scale_span=12)
-    c = _edge_c(rng, spec.c_format, (9, 150))
-    _same(fast.gemm_bits(spec, a, b, c), _grid(spec, a, b, c), rounding.value)
+    _check_gemm(spec, SEED + len(rounding.value), 9, 150, 2 * spec.k, scale_span=12)
 
 
 def test_no_zero_exponent_floor_and_cut_output():
@@ -128,11 +128,7 @@ def test_no_zero_exponent_floor_and_cut_output():
     base = get_instruction("hopper.wgmma.m64n8k32.f32.e4m3.e4m3")
     spec = InstructionSpec(name="what-if-no-floor", k=base.k, model=base.model.with_(zero_exponent=None))
     assert build_plan(spec).f64_reason is None
-    rng = np.random.default_rng(SEED + 7)
-    a = _mixed_bits(rng, spec.a_format, (5, spec.k))
-    b = _mixed_bits(rng, spec.b_format, (140, spec.k))
-    c = _edge_c(rng, spec.c_format, (5, 140))
-    _same(fast.gemm_bits(spec, a, b, c), _grid(spec, a, b, c), spec.name)
+    _check_gemm(spec, SEED + 7, 5, 140, spec.k)
 
 
 def test_plans_outside_float64_exactness_say_why_and_still_agree():
@@ -140,20 +136,13 @@ def test_plans_outside_float64_exactness_say_why_and_still_agree():
     wide = InstructionSpec(name="what-if-F50", k=base.k, model=base.model.with_(frac_bits=50))
     reason = build_plan(wide).f64_reason
     assert reason is not None and "53 bits" in reason
-    rng = np.random.default_rng(SEED + 50)
-    a = _mixed_bits(rng, wide.a_format, (3, wide.k))
-    b = _mixed_bits(rng, wide.b_format, (20, wide.k))
-    c = _edge_c(rng, wide.c_format, (3, 20))
-    _same(fast.gemm_bits(wide, a, b, c), _grid(wide, a, b, c), wide.name)
+    _check_gemm(wide, SEED + 50, 3, 20, wide.k)
 
 
 def test_c_added_last_with_overflow_and_specials():
     # FP8 mma.sync on Hopper: two FP16 HMMAs from zero, then C by an FP32 FADD (RN)
     spec = get_instruction("hopper.mma.m16n8k32.f32.e4m3.e4m3.f32")
     assert spec.c_entry == "ieee_add" and build_plan(spec).f64_reason is None
-    rng = np.random.default_rng(SEED + 32)
-    a = _mixed_bits(rng, spec.a_format, (7, 2 * spec.k))
-    b = _mixed_bits(rng, spec.b_format, (300, 2 * spec.k))
-    c = _edge_c(rng, spec.c_format, (7, 300))
+    c = _edge_c(np.random.default_rng(SEED + 33), spec.c_format, (7, 300))
     c[:, :20] = spec.c_format.from_float(np.float32(3.4e38))  # the FADD overflows where products are positive
-    _same(fast.gemm_bits(spec, a, b, c), _grid(spec, a, b, c), spec.name)
+    _check_gemm(spec, SEED + 32, 7, 300, 2 * spec.k, c=c)
