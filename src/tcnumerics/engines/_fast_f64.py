@@ -39,7 +39,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-from ._fast_numba import FLAG_SPECIAL, FLAG_ZERO, _decode, _fused_one, _ieee_add, _load, _round
+from ._fast_numba import FLAG_SPECIAL, FLAG_ZERO, _decode, _fused_one, _ieee_add, _load, _round, fork_safe
 from ._fast_plan import ZERO_EXP
 
 __all__ = ["BLOCK_N", "gemm_fused_f64", "dot_fused_f64", "gemm_panels"]
@@ -340,6 +340,7 @@ def _lane_scratch(lanes, lmax):
             np.empty(lmax, np.int64), np.empty(lmax, np.int64), np.empty(lmax, np.int64))
 
 
+@fork_safe
 @njit(cache=True, parallel=True)
 def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst, d_fp, out_fp, F, e_zero,
                    ls_ab, rs_ab, ls_d, rs_d, rounding, overflow, nan_bits, ma, mb, fp32_acc, ieee_add, add_rounding):
@@ -431,6 +432,7 @@ def _gather(raw, nbytes, shift, perm, base, lut_val, lut_exp, r0, nb, out_val, o
         _gather_rows(raw.view(np.uint32), shift, perm, base, lut_val, lut_exp, r0, nb, out_val, out_exp)
 
 
+@fork_safe
 @njit(cache=True, parallel=True)
 def dot_fused_f64(a, a_bytes, b, b_bytes, c_in, perm, glen, lut_a_val, lut_a_exp, a_shift, lut_b_val, lut_b_exp,
                   b_shift, d_fp, out_fp, F, e_zero, ls_ab, rs_ab, ls_d, rs_d, rounding, overflow, nan_bits, ma, mb,
@@ -497,6 +499,7 @@ def dot_fused_f64(a, a_bytes, b, b_bytes, c_in, perm, glen, lut_a_val, lut_a_exp
             out[r0 + j] = cb[j] if ck[j] != 0 else _value_bits(c[j], d_fp)
 
 
+@fork_safe
 @njit(cache=True, parallel=True)
 def gemm_panels(a, a_bytes, b, b_bytes, cols, lut_a_val, lut_a_exp, a_shift, lut_b_val, lut_b_exp, b_shift,
                 g_starts, g_lengths, a_val, a_exp, a_flag, b_val, b_exp, b_flag):

@@ -13,6 +13,14 @@ output columns; ``dot_integer`` / ``gemm_integer_panel`` do exact integer units.
 
 Importing this module imports numba; the engine falls back to ``_fast_numpy`` without it.
 
+Fork and thread safety: the ``parallel=True`` kernels are wrapped by ``fork_safe``.  A child
+forked after its parent started numba's GNU OpenMP thread pool would be killed by numba on its
+first parallel launch ("fork() called from a process already using GNU OpenMP"), so such a
+child runs serial twins of the kernels (the same Python source compiled without
+``parallel=True``, cached on disk under their own name): same bits, one core per process.
+Under numba's workqueue layer, which aborts on concurrent launches, launches are serialised by
+a lock; the OpenMP and TBB layers take concurrent calls from many threads as they are.
+
 Example:
     >>> import numpy as np
     >>> from tcnumerics.formats import get_format
@@ -25,6 +33,9 @@ Example:
 from __future__ import annotations
 
 import math
+import os
+import threading
+import types
 
 import numba
 import numpy as np
@@ -33,12 +44,80 @@ from numba.cpython.unsafe.numbers import leading_zeros
 
 from ._fast_plan import ZERO_EXP
 
-__all__ = ["dot_fused", "dot_integer", "gemm_fused_panel", "gemm_integer_panel", "group_flags"]
+__all__ = ["dot_fused", "dot_integer", "gemm_fused_panel", "gemm_integer_panel", "group_flags", "fork_safe",
+           "serial_only", "threads"]
 
 _RNE, _RNA, _RZ, _RU, _RD, _RTO = 0, 1, 2, 3, 4, 5
 _OV_IEEE, _OV_INF, _OV_SAT, _OV_NAN = 0, 1, 2, 3
 FLAG_ZERO = 1  # the group has a zero operand: some product is exactly zero
 FLAG_SPECIAL = 2  # the group has an inf or NaN operand: its result is inf or NaN
+
+_serial_only = False  # set in a child forked after its parent started numba's OpenMP threads
+_launch_lock = threading.Lock()
+
+
+def _threading_layer() -> str | None:
+    """numba's threading layer, None before the first parallel launch chose one."""
+    try:
+        return numba.threading_layer()
+    except ValueError:
+        return None
+
+
+def _after_fork_in_child() -> None:
+    global _serial_only, _launch_lock
+    # GNU OpenMP cannot run in a child forked after the parent used it; the other layers can
+    _serial_only = _serial_only or _threading_layer() == "omp"
+    _launch_lock = threading.Lock()  # a lock held by another parent thread would never be released here
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def serial_only() -> bool:
+    """Whether this process runs the serial twins of the parallel kernels (a child forked
+    after its parent started numba's GNU OpenMP threads).
+
+    >>> serial_only()
+    False
+    """
+    return _serial_only
+
+
+class fork_safe:
+    """A ``parallel=True`` kernel that is safe to call from any thread and in forked children.
+
+    Calls go to the parallel kernel, or, in a process where ``serial_only()`` holds, to its
+    serial twin: the same Python function compiled with ``nogil=True`` and without
+    ``parallel=True`` (``prange`` runs as ``range``), built on first use and cached on disk
+    under the qualified name ``<name>_serial`` (numba's cache index does not tell the
+    compile options apart).  Under the workqueue layer, launches take a process-wide lock.
+    """
+
+    def __init__(self, kernel) -> None:
+        self.parallel = kernel
+        self._serial = None
+        self.__name__ = kernel.__name__
+        self.__doc__ = kernel.__doc__
+
+    def serial(self):
+        """The serial twin (compiled or loaded from numba's cache on first call)."""
+        if self._serial is None:
+            py = self.parallel.py_func
+            twin = types.FunctionType(py.__code__, py.__globals__, py.__name__ + "_serial", py.__defaults__,
+                                      py.__closure__)
+            twin.__qualname__ = py.__qualname__ + "_serial"
+            twin.__doc__ = py.__doc__
+            self._serial = njit(cache=True, nogil=True)(twin)
+        return self._serial
+
+    def __call__(self, *args):
+        if _serial_only:
+            return self.serial()(*args)
+        if _threading_layer() in (None, "workqueue"):  # None: the first launch may pick workqueue
+            with _launch_lock:
+                return self.parallel(*args)
+        return self.parallel(*args)
 
 
 @njit(cache=True, nogil=True)
@@ -258,6 +337,7 @@ def _load(raw, row, col, nbytes):
     return v
 
 
+@fork_safe
 @njit(cache=True, parallel=True)
 def dot_fused(a, a_bytes, b, b_bytes, c, perm, glen, lut_a_sig, lut_a_exp, a_shift, lut_b_sig, lut_b_exp, b_shift,
               c_fp, d_fp, out_fp, F, e_zero, ls_ab, rs_ab, ls_c, rs_c, ls_d, rs_d,
@@ -310,6 +390,7 @@ def _int_wrap(total, d_fp, saturate):
     return total & ((np.int64(1) << d_fp[2]) - 1)
 
 
+@fork_safe
 @njit(cache=True, parallel=True)
 def dot_integer(a, a_bytes, b, b_bytes, c, perm, glen, lut_a, a_shift, lut_b, b_shift, c_fp, d_fp, saturate, out):
     """Chained exact integer instructions over N vectors (operands as in ``dot_fused``)."""
@@ -331,6 +412,7 @@ def dot_integer(a, a_bytes, b, b_bytes, c, perm, glen, lut_a, a_shift, lut_b, b_
         out[row] = acc
 
 
+@fork_safe
 @njit(cache=True, parallel=True)
 def group_flags(exps, starts, lengths, out):
     """out[r, g] = FLAG_ZERO / FLAG_SPECIAL bits of rows' groups (exps: [R, Kp] table exponents)."""
@@ -427,6 +509,7 @@ def _fused_row_block(m, n0, nb, a_sig, a_exp, a_flag, b_sig, b_exp, b_flag, acc,
         acc[m, n0 + j] = bits[j]
 
 
+@fork_safe
 @njit(cache=True, parallel=True)
 def gemm_fused_panel(a_sig, a_exp, a_flag, b_sig, b_exp, b_flag, acc, glen, n_inst,
                      c_fp, d_fp, out_fp, F, e_zero, ls_ab, rs_ab, ls_c, rs_c, ls_d, rs_d,
@@ -464,6 +547,7 @@ def gemm_fused_panel(a_sig, a_exp, a_flag, b_sig, b_exp, b_flag, acc, glen, n_in
                                  emax, total, c_sig, c_exp, c_kind, bits, saved, sa_g, ea_g, sb_g, eb_g)
 
 
+@fork_safe
 @njit(cache=True, parallel=True)
 def gemm_integer_panel(a_val, b_val, acc, glen, n_inst, c_fp, d_fp, saturate):
     """Continue acc[M, N] (uint32 bits) over one K panel of exact integer instructions."""
@@ -490,5 +574,5 @@ def gemm_integer_panel(a_val, b_val, acc, glen, n_inst, c_fp, d_fp, saturate):
 
 
 def threads() -> int:
-    """Threads numba's parallel loops use."""
-    return numba.get_num_threads()
+    """Threads the parallel kernels use in this process (1 where they run as serial twins)."""
+    return 1 if _serial_only else numba.get_num_threads()

@@ -10,6 +10,11 @@ inf/NaN or results outside the output's normal range); the others use the intege
 of ``_fast_numba``.  ``accumulate_bits`` continues an accumulator over a K
 range, for split-K and promotion schemes built on top.
 
+Fork and thread safety: calls may come from many threads at once, and from processes forked
+after the parent used the engine (DataLoader workers, process pools): such a child runs serial
+twins of the parallel kernels when numba's GNU OpenMP pool cannot follow it across the fork
+(``kernel_threads()`` is then 1).  Nothing needs to be called for this.
+
 Instructions whose model or structure the kernels do not cover (``unsupported_reason``
 says why) are handed to the reference engine automatically.  Without numba the same
 plans run on a blocked pure-numpy backend (``_fast_numpy``) with the same bits.
@@ -43,7 +48,8 @@ from ..model import InstructionSpec
 from . import reference
 from ._fast_plan import Plan, build_plan
 
-__all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "backend", "PANEL_BYTES"]
+__all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "backend", "kernel_threads",
+           "PANEL_BYTES"]
 
 PANEL_BYTES = 64 << 20  # decoded operand bytes per K panel of a GEMM (the bounded working set)
 
@@ -61,6 +67,16 @@ except ImportError:  # pragma: no cover - exercised by the numpy-backend tests t
 def backend() -> str:
     """``"numba"`` or ``"numpy"``: which kernels this engine runs."""
     return "numba" if _kernels.__name__.endswith("_fast_numba") else "numpy"
+
+
+def kernel_threads() -> int:
+    """Threads one call of this engine's kernels uses in this process: numba's thread count, or 1
+    for the numpy backend and in a child forked after its parent started numba's OpenMP threads.
+
+    >>> kernel_threads() >= 1
+    True
+    """
+    return _kernels.threads() if backend() == "numba" else 1
 
 
 def _spec(spec) -> InstructionSpec:
