@@ -71,3 +71,33 @@ def operand_bits(fmt: str, seed: int, shape: tuple[int, ...], scale: float = 1.0
     index = (r[:, None] * C + c[None, :]).ravel()
     values = normal_like(seed, n, index) * scale
     return get_format(fmt).from_float(values).reshape(len(r), len(c))
+
+
+# --- index-hashed operands (the survey): any element computable on its own, on the CPU or the GPU ---------
+FIELD_BITS = 21  # three 21-bit fields of one splitmix64 word: an Irwin-Hall(3) value with up to 22 bits
+
+
+def hashed_values(seed: int, n_cols: int, rows, cols, scale_log2: int = 0) -> np.ndarray:
+    """float64 values of the logical matrix element (r, c) = hash(seed, r * n_cols + c), exact in FP32.
+
+    Each value is ``(u1 + u2 + u3 - 3 * 2**20) * 2**(scale_log2 - 20)`` for three 21-bit fields of
+    ``splitmix64(seed, index)``: approximately N(0, 1) (range [-3, 3)), at most 22 significant bits, so
+    FP32 holds it exactly and rounding to BF16/FP16/FP8 is one RNE step, identical in torch and here.
+    ``rows`` may be global row indices of a stacked [b * M, n_cols] operand.
+
+    >>> v = hashed_values(5, 7, [0, 3], [1, 6])
+    >>> v.shape, bool(np.all(np.abs(v) <= 3))
+    ((2, 2), True)
+    """
+    r = np.asarray(rows, dtype=np.uint64).reshape(-1, 1)
+    c = np.asarray(cols, dtype=np.uint64).reshape(1, -1)
+    z = splitmix64(seed, 0, (r * np.uint64(n_cols) + c).ravel())
+    mask = np.uint64((1 << FIELD_BITS) - 1)
+    total = sum(((z >> np.uint64(FIELD_BITS * j)) & mask).astype(np.int64) for j in range(3))
+    values = (total - 3 * 2 ** (FIELD_BITS - 1)).astype(np.float64) * 2.0 ** (scale_log2 - (FIELD_BITS - 1))
+    return values.reshape(r.shape[0], c.shape[1])
+
+
+def hashed_bits(fmt: str, seed: int, n_cols: int, rows, cols, scale_log2: int = 0) -> np.ndarray:
+    """``hashed_values`` rounded to ``fmt`` (RNE), as bit patterns."""
+    return get_format(fmt).from_float(hashed_values(seed, n_cols, rows, cols, scale_log2))

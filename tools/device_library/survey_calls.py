@@ -1,0 +1,149 @@
+"""The survey's call list: every torch GEMM op, layout, format and shape class the library replays.
+
+Pure Python (no torch): the device script (``survey_ops.py``) runs these calls and the CPU
+analysis (``replay_survey.py``) rebuilds the same operands from the same seeds.
+
+Each call is a dict: ``op`` (matmul, mm_out, linear, addmm, bmm, baddbmm, matmul_bcast,
+scaled_mm), ``fmt`` (A's format; ``b_fmt`` for mixed FP8), ``prec`` (FP32: "highest" or
+"high"), ``M, N, K`` (``b`` for batched ops), ``a_t`` / ``b_t`` (the operand is a transposed
+view of a contiguous tensor), ``bias``, ``beta``, ``alpha``, ``c_1d`` (addmm's C a row vector),
+``out_dtype``, ``scales`` and ``fast_accum`` (scaled_mm), and the seeds.
+
+    >>> calls = survey_calls()
+    >>> len(calls) >= 1000, calls[0]["id"]
+    (True, 0)
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+
+HIDDEN = (768, 1024, 2048, 4096, 5120, 8192)
+FFN = (3072, 11008, 14336, 28672)
+TOKENS_DECODE = (1, 2, 3, 4, 5, 8, 12, 16, 24, 32)
+TOKENS_PREFILL = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+MAX_MACS = 2 ** 41  # per call (about 5 ms of BF16 on an H100)
+MAX_OPERAND = 2 ** 28  # elements per operand
+
+
+def _fits(M: int, N: int, K: int, b: int = 1) -> bool:
+    return b * M * N * K <= MAX_MACS and b * max(M * K, K * N, M * N) <= MAX_OPERAND
+
+
+def _pick(seq, n: int, salt: str):
+    """A deterministic, spread-out subset of ``seq`` (n items)."""
+    seq = list(seq)
+    if len(seq) <= n:
+        return seq
+    order = sorted(seq, key=lambda x: zlib.crc32(f"{salt}{x}".encode()))
+    return order[:n]
+
+
+def _llm_shapes(salt: str, n: int):
+    """(M, N, K) of LLM projections: tokens x hidden/FFN/vocab dims, prefill and decode."""
+    dims = HIDDEN + FFN
+    shapes = [(m, n_, k) for m in TOKENS_DECODE + TOKENS_PREFILL for n_ in dims + (32000, 50257, 128256)
+              for k in dims if _fits(m, n_, k)]
+    return _pick(shapes, n, salt)
+
+
+def _grid_shapes():
+    """Split-K mid shapes, square-ish sizes, long K, odd sizes, tiny."""
+    out = []
+    for m in (16, 32, 64, 128, 192, 256, 384, 512, 1024):
+        for k in (1024, 4096, 8192, 16384, 65536):
+            out.append((m, m, k))
+    out += [(256, 8192, 256), (64, 64, 4096), (64, 4096, 64), (8, 8192, 8192), (4096, 64, 4096),
+            (4096, 4096, 4096), (8192, 8192, 1024), (16384, 1024, 4096), (16384, 4096, 1024), (1, 4096, 65536),
+            (2, 8192, 65536), (32, 1024, 65536), (128, 256, 65536), (1024, 1024, 65536)]
+    odd = [(3, 5, 7), (1, 1, 1), (7, 13, 9), (17, 33, 65), (100, 100, 100), (96, 80, 333), (250, 130, 77),
+           (1000, 1000, 1000), (513, 257, 129), (33, 4096, 4095), (4095, 33, 4096), (1, 1000, 999), (64, 100, 64),
+           (127, 127, 4097), (2047, 2049, 511), (5, 50257, 768), (31, 3, 1024), (8, 8, 8), (16, 24, 40), (12, 20, 36)]
+    return [s for s in out if _fits(*s)], odd
+
+
+def survey_calls() -> list[dict]:
+    calls: list[dict] = []
+
+    def add(op: str, fmt: str, M: int, N: int, K: int, **kw) -> None:
+        if not _fits(M, N, K, kw.get("b", 1)):
+            return
+        c = dict(op=op, fmt=fmt, M=M, N=N, K=K, **kw)
+        c.setdefault("prec", "highest")
+        c["id"] = len(calls)
+        h = zlib.crc32(repr(sorted(c.items())).encode()) % 10 ** 6
+        c["seed_a"], c["seed_b"], c["seed_c"] = 3 * h + 1, 3 * h + 2, 3 * h + 3
+        calls.append(c)
+
+    grid, odd = _grid_shapes()
+    for fmt in ("bf16", "fp16"):
+        # torch.matmul, the layouts torch passes: A[M,K] @ B[K,N], views of transposed storage
+        for M, N, K in _llm_shapes("mm" + fmt, 70) + grid:
+            add("matmul", fmt, M, N, K)
+        for (M, N, K), (a_t, b_t) in zip(_pick(_llm_shapes("lay" + fmt, 200), 30, "l"),
+                                         itertools.cycle([(True, False), (False, True), (True, True)])):
+            add("matmul", fmt, M, N, K, a_t=a_t, b_t=b_t)
+        for M, N, K in odd:
+            add("matmul", fmt, M, N, K)
+        # F.linear(x, W, bias): x [M, K], W [N, K]
+        for i, (M, N, K) in enumerate(_llm_shapes("lin" + fmt, 70)):
+            add("linear", fmt, M, N, K, bias=False)
+            add("linear", fmt, M, N, K, bias=True)
+        for M in TOKENS_DECODE:
+            for N, K in ((4096, 4096), (14336, 4096), (4096, 14336), (1024, 8192)):
+                add("linear", fmt, M, N, K, bias=M % 2 == 0)
+        for M, N, K in odd[:12]:
+            add("linear", fmt, M, N, K, bias=True)
+        # addmm with alpha/beta (full C and a broadcast row C as nn.Linear's bias)
+        for (M, N, K), (beta, alpha) in zip(_llm_shapes("addmm" + fmt, 24) + grid[::6],
+                                            itertools.cycle([(1, 1), (0.5, 2), (0, 1), (1, 0.5), (2, 1), (0.25, 1)])):
+            add("addmm", fmt, M, N, K, beta=beta, alpha=alpha, c_1d=False)
+            add("addmm", fmt, M, N, K, beta=beta, alpha=alpha, c_1d=True)
+        # bmm / baddbmm: attention shapes [b, S, d] @ [b, d, S] and [b, S, S] @ [b, S, d]
+        for b, M, N, K in ((32, 128, 128, 64), (16, 512, 512, 128), (8, 1024, 128, 1024), (64, 1, 128, 128),
+                           (64, 1, 2048, 128), (32, 1, 128, 2048), (4, 2048, 2048, 128), (12, 197, 197, 64),
+                           (2, 77, 77, 64), (40, 16, 16, 4096), (3, 5, 7, 9), (8, 64, 64, 8192)):
+            add("bmm", fmt, M, N, K, b=b)
+            add("baddbmm", fmt, M, N, K, b=b, beta=1, alpha=0.125)
+        # broadcast matmul [b, M, K] @ [K, N]
+        for b, M, N, K in ((4, 128, 4096, 4096), (2, 1, 11008, 4096), (8, 16, 1024, 1024), (3, 100, 768, 768),
+                           (2, 2048, 1024, 2048)):
+            add("matmul_bcast", fmt, M, N, K, b=b)
+    # torch.mm(A, B, out_dtype=float32)
+    for fmt in ("bf16", "fp16"):
+        for M, N, K in _llm_shapes("mmo" + fmt, 24) + grid[::3] + odd[:6]:
+            add("mm_out", fmt, M, N, K, out_dtype="fp32")
+    # FP32: TF32 allowed ("high") and pure FP32 ("highest", torch's default)
+    for prec in ("high", "highest"):
+        for M, N, K in _llm_shapes("f32" + prec, 30) + grid[::2] + odd:
+            add("matmul", "fp32", M, N, K, prec=prec)
+        for M, N, K in _llm_shapes("f32lin" + prec, 10):
+            add("linear", "fp32", M, N, K, prec=prec, bias=True)
+        for b, M, N, K in ((32, 128, 128, 64), (8, 64, 1, 64), (16, 1, 64, 64), (4, 512, 512, 64),
+                           (32, 2048, 64, 1)):  # Llama's rotary embedding: [b, d/2, 1] @ [b, 1, S]
+            add("bmm", "fp32", M, N, K, b=b, prec=prec)
+        for M, N, K in ((128, 128, 256), (1000, 1000, 1000), (64, 4096, 4096)):
+            add("addmm", "fp32", M, N, K, prec=prec, beta=1, alpha=1, c_1d=True)
+    # torch._scaled_mm: FP8, K and N multiples of 16
+    fp8_shapes = [(16, 16, 16384), (32, 32, 4096), (64, 64, 8192), (128, 128, 2048), (256, 256, 512),
+                  (256, 256, 4096), (512, 512, 1024), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096),
+                  (16, 4096, 4096), (32, 14336, 4096), (2048, 4096, 14336), (8192, 8192, 1024), (128, 1024, 65536),
+                  (16384, 4096, 4096), (48, 112, 96), (1024, 256, 16384), (64, 8192, 8192), (4096, 1024, 28672)]
+    for M, N, K in fp8_shapes:
+        for fast in (True, False):
+            for out in ("bf16", "fp32"):
+                add("scaled_mm", "e4m3", M, N, K, b_fmt="e4m3", scales="tensor", fast_accum=fast, out_dtype=out)
+            add("scaled_mm", "e4m3", M, N, K, b_fmt="e4m3", scales="rowwise", fast_accum=fast, out_dtype="bf16")
+        add("scaled_mm", "e4m3", M, N, K, b_fmt="e5m2", scales="tensor", fast_accum=M % 3 == 0, out_dtype="bf16")
+        add("scaled_mm", "e5m2", M, N, K, b_fmt="e4m3", scales="tensor", fast_accum=M % 3 != 0, out_dtype="bf16")
+        if M % 128 == 0 or True:
+            add("scaled_mm", "e4m3", M, N, K, b_fmt="e4m3", scales="blockwise", fast_accum=False, out_dtype="bf16")
+    return calls
+
+
+if __name__ == "__main__":
+    from collections import Counter
+
+    cs = survey_calls()
+    print(len(cs), Counter(c["op"] + ":" + c["fmt"] for c in cs))
