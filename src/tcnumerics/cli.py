@@ -22,6 +22,7 @@ COMMANDS = {
     "fingerprint": "tcnumerics.fingerprint",
     "reproduce": "tcnumerics.experiments.cli",
     "probe": "tcnumerics.probe.cli",
+    "sweep": "tcnumerics.sweep.cli",
 }
 
 

@@ -1,0 +1,93 @@
+"""The Pareto view of a results table: a metric against one unit parameter, one line per design.
+
+Rows are averaged over seeds; every other unit or workload parameter that varies splits
+the lines: the ``line`` parameter picks the colour, the remaining ones the line style.
+
+Example:
+    >>> import pandas as pd
+    >>> t = pd.DataFrame({"unit.frac_bits": [8, 25, 8, 25], "unit.group_size": [8, 8, 16, 16],
+    ...                   "seed_index": [0, 0, 0, 0], "max_rel_error": [1e-2, 1e-7, 2e-2, 2e-7]})
+    >>> [(label, xs) for label, xs, _ in pareto_lines(t, "unit.frac_bits", "max_rel_error")]
+    [('group_size=8', [8, 25]), ('group_size=16', [8, 25])]
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["pareto_lines", "plot_pareto", "default_axes"]
+
+_METRICS = ("norm_rel_error", "max_rel_error", "mean_rel_error", "rel_error", "mean_abs_error")
+
+
+def default_axes(table) -> tuple[str, str, str | None]:
+    """(x, y, line): the first varying numeric unit parameter (frac_bits preferred), a relative error, and
+    group_size (or the next varying parameter) for the lines."""
+    varying = [c for c in table.columns if c.startswith(("unit.", "param.")) and table[c].nunique(dropna=False) > 1]
+    numeric = [c for c in varying if c.startswith("unit.") and table[c].dtype.kind in "iuf"]
+    numeric += [c for c in varying if c.startswith("param.") and table[c].dtype.kind in "iuf"]
+    if not numeric:
+        raise ValueError("plot: no numeric unit or workload parameter varies in this table; give --x")
+    x = "unit.frac_bits" if "unit.frac_bits" in numeric else numeric[0]
+    y = next((m for m in _METRICS if m in table.columns and table[m].notna().any()), None)
+    if y is None:
+        raise ValueError("plot: the table has none of the error metrics; give --y")
+    others = [c for c in varying if c != x]
+    line = "unit.group_size" if "unit.group_size" in others else (others[0] if others else None)
+    return x, y, line
+
+
+def _short(column: str) -> str:
+    return column.split(".", 1)[1] if column.startswith(("unit.", "param.")) else column
+
+
+def pareto_lines(table, x: str, y: str, line: str | None = None) -> list[tuple[str, list, list]]:
+    """[(label, xs, mean ys)] -- one per combination of the other varying parameters."""
+    for column in (x, y) + ((line,) if line else ()):
+        if column not in table.columns:
+            raise ValueError(f"plot: no column {column!r} (columns: {', '.join(table.columns)})")
+    keys = [c for c in table.columns if c.startswith(("unit.", "param.")) and c != x
+            and table[c].nunique(dropna=False) > 1]
+    if line in keys:
+        keys.remove(line)
+        keys.insert(0, line)
+    out = []
+    groups = table.groupby(keys, sort=False, dropna=False) if keys else [((), table)]
+    for values, group in groups:
+        values = values if isinstance(values, tuple) else (values,)
+        label = ", ".join(f"{_short(k)}={v}" for k, v in zip(keys, values))
+        curve = group.groupby(x, sort=True)[y].mean()
+        out.append((label or y, curve.index.tolist(), curve.tolist()))
+    return out
+
+
+def plot_pareto(table, path: "str | os.PathLike", *, x: str | None = None, y: str | None = None,
+                line: str | None = None, title: str | None = None) -> None:
+    """Draw the lines of ``pareto_lines`` (log y) into ``path``."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ValueError("plot: needs matplotlib (pip install 'tcnumerics[plot]')") from None
+    dx, dy, dline = default_axes(table) if None in (x, y) else (x, y, line)
+    x, y, line = x or dx, y or dy, line or dline
+    lines = pareto_lines(table, x, y, line)
+    colours = {}
+    styles = {}
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, xs, ys in lines:
+        head, _, rest = label.partition(", ")
+        colour = colours.setdefault(head, f"C{len(colours) % 10}")
+        style = styles.setdefault(rest, ("-", "--", ":", "-.")[len(styles) % 4])
+        ax.plot(xs, ys, style, marker="o", ms=3, color=colour, label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel(_short(x))
+    ax.set_ylabel(f"{y} (mean over seeds)")
+    ax.set_title(title or f"{y} vs {_short(x)}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(os.fspath(path), dpi=120)
+    plt.close(fig)

@@ -1,0 +1,129 @@
+"""The resumable result store: a journal of finished rows, then one table (Parquet or CSV).
+
+While a sweep runs, every finished task is appended to ``OUTPUT.journal`` (one JSON line,
+flushed at once; JSON keeps floats exact).  The journal's first line records the spec's
+digest and task count; a rerun with the same spec skips the tasks already journaled, a
+different spec is refused.  When the last task is in, the rows are written to ``OUTPUT``
+in task order (through a temporary file, then renamed) and the journal is removed.  A
+line cut short by an interruption is ignored (that task runs again).
+
+Example:
+    >>> import os, tempfile
+    >>> out = os.path.join(tempfile.mkdtemp(), "r.csv")
+    >>> store = ResultStore(out, digest="abc", total=2)
+    >>> store.done
+    {}
+    >>> store.add({"task": 1, "task_id": "t1", "x": 0.5}); store.add({"task": 0, "task_id": "t0", "x": 0.25})
+    >>> ResultStore(out, digest="abc", total=2).done.keys() == {"t0", "t1"}
+    True
+    >>> store.finish(); read_table(out)["x"].tolist()
+    [0.25, 0.5]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+__all__ = ["ResultStore", "read_table", "write_table", "StoreError"]
+
+_SUFFIXES = (".parquet", ".csv")
+
+
+class StoreError(ValueError):
+    """An output that cannot be used (wrong suffix, exists, journal of another spec)."""
+
+
+class ResultStore:
+    """Rows of finished tasks, journaled as they arrive and written as one table at the end."""
+
+    def __init__(self, output: "str | os.PathLike", *, digest: str, total: int, overwrite: bool = False) -> None:
+        self.output = os.fspath(output)
+        if not self.output.endswith(_SUFFIXES):
+            raise StoreError(f"{self.output}: the output must end in .parquet or .csv")
+        self.journal = self.output + ".journal"
+        self.digest, self.total = digest, total
+        if os.path.exists(self.output) and not overwrite:
+            raise StoreError(f"{self.output}: already exists (pass --overwrite to replace it)")
+        self.done: dict[str, dict] = {}
+        if os.path.exists(self.journal):
+            self._resume()
+            self._fh = open(self.journal, "a", encoding="utf-8")
+        else:
+            self._fh = open(self.journal, "w", encoding="utf-8")
+            self._write({"digest": digest, "total": total})
+
+    def _resume(self) -> None:
+        with open(self.journal, encoding="utf-8") as fh:
+            lines = fh.read().split("\n")
+        try:
+            head = json.loads(lines[0])
+        except ValueError:
+            raise StoreError(f"{self.journal}: not a sweep journal (remove it to start over)") from None
+        if head.get("digest") != self.digest:
+            raise StoreError(f"{self.journal}: belongs to another spec (digest {head.get('digest')}, this spec "
+                             f"{self.digest}); remove it or choose another output")
+        for line in lines[1:]:
+            try:
+                row = json.loads(line)
+            except ValueError:  # the line an interruption cut short
+                continue
+            self.done[row["task_id"]] = row
+        if lines[-1] != "":  # make sure the next row starts on a line of its own
+            with open(self.journal, "a", encoding="utf-8") as fh:
+                fh.write("\n")
+
+    def _write(self, obj: dict) -> None:
+        self._fh.write(json.dumps(obj, allow_nan=True) + "\n")
+        self._fh.flush()
+
+    def add(self, row: dict) -> None:
+        """Journal one finished task's row (flushed before returning)."""
+        self.done[row["task_id"]] = row
+        self._write(row)
+
+    def finish(self) -> None:
+        """Write the table in task order and remove the journal."""
+        self._fh.close()
+        rows = sorted(self.done.values(), key=lambda r: r["task"])
+        write_table(self.output, rows)
+        os.unlink(self.journal)
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+
+
+def write_table(path: str, rows: list[dict]) -> None:
+    """Rows as a Parquet or CSV table (columns in first-seen order), written atomically."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(suffix=".part", dir=directory)
+    os.close(fd)
+    try:
+        if path.endswith(".parquet"):
+            frame.to_parquet(tmp, index=False)
+        else:
+            frame.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def read_table(path: "str | os.PathLike"):
+    """A results table back as a pandas DataFrame."""
+    import pandas as pd
+
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise StoreError(f"{path}: no such results table")
+    if path.endswith(".parquet"):
+        return pd.read_parquet(path)
+    if path.endswith(".csv"):
+        return pd.read_csv(path)
+    raise StoreError(f"{path}: expected a .parquet or .csv results table")
