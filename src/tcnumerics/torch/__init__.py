@@ -1,0 +1,103 @@
+"""Run PyTorch models on emulated matrix units: Hopper's cuBLAS bit for bit, or any catalogued unit.
+
+``emulate("hopper")`` (library mode) computes every GEMM as ``tcnumerics.library`` predicts
+cuBLAS on Hopper computes it; ``emulate(instruction=...)`` (unit mode) computes it on one
+matrix instruction under a quantisation recipe (``unit.py`` states the semantics).  Forward
+and backward, CPU tensors (CUDA tensors are copied to the CPU and back, with a warning).
+
+Example:
+    >>> import torch, tcnumerics.torch as tct
+    >>> x = torch.full((2, 32), 1 + 2**-9); w = torch.ones(32, 3)
+    >>> with tct.emulate(instruction="hopper.wgmma.m64n8k16.f32.bf16.bf16") as run:
+    ...     y = x @ w                    # FP32 tensors: operands rounded to BF16, FP32 result
+    >>> y[0].tolist(), run.report().calls
+    ([32.0, 32.0, 32.0], 1)
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from .backends import CallInfo, LibraryBackend, NotModelledWarning, UnitBackend
+from .mode import CallSite, EmulationMode, Report
+from .unit import SCALINGS, UnitRecipe
+
+__all__ = ["emulate", "Emulation", "NotModelledWarning", "UnitRecipe", "Report", "CallSite", "CallInfo", "SCALINGS"]
+
+
+class Emulation:
+    """A context manager: inside ``with``, matrix ops run on the emulated unit.  ``report()`` lists the calls.
+
+    Re-entering the same object accumulates into the same report.  Each thread enters its own
+    ``with`` block (dispatch modes are per thread); forked children inherit the active one.
+    """
+
+    def __init__(self, backend, conv=None):
+        self.backend = backend
+        self.mode = EmulationMode(backend, conv)
+        self._stack: contextlib.ExitStack | None = None
+
+    def __repr__(self) -> str:
+        return f"<tcnumerics.torch.Emulation {self.backend.describe()}>"
+
+    def __enter__(self) -> "Emulation":
+        stack = contextlib.ExitStack()
+        # fused attention kernels are not GEMMs: the math backend decomposes SDPA into bmm/matmul
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
+        stack.enter_context(self.mode)
+        self._stack = stack
+        return self
+
+    def __exit__(self, *exc) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.__exit__(*exc)
+
+    def report(self) -> Report:
+        """Per call site (op, phase, shape, dtypes, layout): count, kernel or recipe, modelled or not."""
+        return self.mode.report()
+
+
+def emulate(library: str | None = None, *, instruction=None, unit=None, operand_format=None,
+            scaling: str | None = None, promote_every: int | None = None, split_k=None, rounding: str = "rne",
+            seed: int = 0, backward_instruction=None, engine: str = "auto", convolutions: bool = True) -> Emulation:
+    """An ``Emulation`` context: library mode (``emulate("hopper")``) or unit mode (``instruction=`` / ``unit=``).
+
+    Args:
+        library: architecture whose library GEMMs to reproduce ("hopper").
+        instruction: catalog name or ``InstructionSpec`` of the unit (unit mode).
+        unit: a custom ``InstructionSpec`` or ``UnitModel`` instead of a catalog entry.
+        operand_format: format (or (A, B) pair) operands are rounded to; default the instruction's.
+        scaling: None, "tensor", "row", "mx" or "nvfp4" (see ``tcnumerics.torch.unit``).
+        promote_every, split_k: ``tcnumerics.gemm``'s promotion and split-K structure.
+        rounding: "rne" or "stochastic" (operand conversion; ``seed`` makes it reproducible).
+        backward_instruction: another instruction for the GEMMs autograd runs in backward.
+        engine: the CPU engine ("auto", "fast", "reference", "exact").
+        convolutions: unit mode only -- run convolutions as implicit GEMMs on the unit (a
+            model, not cuDNN's bits); False runs them natively.
+    """
+    if library is not None:
+        if any(v is not None for v in (instruction, unit, operand_format, scaling, promote_every, split_k,
+                                       backward_instruction)) or rounding != "rne":
+            raise ValueError("emulate: library mode (emulate('hopper')) takes no unit options; pass either a "
+                             "library architecture or instruction=/unit= with its recipe")
+        if library != "hopper":
+            raise ValueError(f"library: only 'hopper' (H100/H200 cuBLAS) is modelled, got {library!r}")
+        return Emulation(LibraryBackend(library, engine))
+    if instruction is None and unit is None:
+        raise ValueError("emulate: pass a library architecture ('hopper') or instruction= / unit=")
+    recipe = UnitRecipe.create(instruction=instruction, unit=unit, operand_format=operand_format, scaling=scaling,
+                               promote_every=promote_every, split_k=split_k, rounding=rounding, seed=seed,
+                               engine=engine)
+    backward = recipe.with_instruction(backward_instruction) if backward_instruction is not None else None
+    conv = None
+    if convolutions:
+        from .conv import convolution
+
+        conv = convolution
+    return Emulation(UnitBackend(recipe, backward), conv)
+

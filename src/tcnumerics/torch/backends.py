@@ -1,0 +1,142 @@
+"""Backends: compute one ``GemmCall`` -- on a unit (``UnitBackend``) or as Hopper's cuBLAS does (``LibraryBackend``).
+
+Both return ``(numpy result [batch?, M, N] of the op's output type, CallInfo)`` and do no
+arithmetic of their own: the unit path is ``unit.UnitRecipe`` (formats + ``tcnumerics.gemm``
++ ``tcnumerics.blockscale``), the library path is ``tcnumerics.library``'s per-op functions.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..formats import get_format
+from ._tensors import format_name, to_numpy
+from .calls import GemmCall
+from .unit import UnitRecipe, epilogue
+
+__all__ = ["CallInfo", "UnitBackend", "LibraryBackend", "NotModelledWarning"]
+
+_FP32 = get_format("fp32")
+
+
+class NotModelledWarning(UserWarning):
+    """A call ran, but what it computes is not modelled bit for bit (the message says why)."""
+
+
+@dataclass(frozen=True)
+class CallInfo:
+    """What computed a call: the kernel (library mode) or instruction recipe (unit mode), and whether it is modelled."""
+
+    kernel: str
+    modelled: bool = True
+    reason: str = ""
+
+
+class UnitBackend:
+    """Unit mode: forward GEMMs on ``recipe``, backward ones on ``backward`` (default: the same)."""
+
+    def __init__(self, recipe: UnitRecipe, backward: UnitRecipe | None = None):
+        self.recipe = recipe
+        self.backward = backward or recipe
+
+    def describe(self) -> str:
+        text = f"unit mode: {self.recipe.describe()}"
+        if self.backward is not self.recipe:
+            text += f"; backward: {self.backward.describe()}"
+        return text
+
+    def execute(self, call: GemmCall, *, backward: bool = False, index: int = 0) -> tuple[np.ndarray, CallInfo]:
+        recipe = self.backward if backward else self.recipe
+        a, b = to_numpy(call.a), to_numpy(call.b)
+        out_fmt = format_name(call.out_dtype)
+        batched = a.ndim == 3
+        a3, b3 = (a, b) if batched else (a[None], b[None])
+        shape = (a3.shape[0], a3.shape[1], b3.shape[2])
+        c = None
+        if call.c is not None and call.beta != 0:
+            c = np.broadcast_to(to_numpy(call.c).astype(np.float64), shape if batched else shape[1:])
+            c = c if batched else c[None]
+        outs = []
+        for i in range(shape[0]):
+            acc = recipe.matmul(a3[i], b3[i], call_index=index * 65536 + i)
+            if call.op == "_scaled_mm":
+                acc = _descale(acc, call)
+            outs.append(epilogue(acc, out_fmt, alpha=call.alpha, C=None if c is None else c[i], beta=call.beta,
+                                 bias=None if call.bias is None else to_numpy(call.bias)))
+        result = np.stack(outs) if batched else outs[0]
+        return result, CallInfo(recipe.spec.name if recipe.describe() == recipe.spec.name else recipe.describe())
+
+
+def _descale(acc: np.ndarray, call: GemmCall) -> np.ndarray:
+    """``_scaled_mm``'s scales in the epilogue, as the modelled cuBLASLt kernels apply them."""
+    sa = to_numpy(call.scale_a).astype(np.float64)
+    sb = to_numpy(call.scale_b).astype(np.float64)
+    if sa.size == 1 and sb.size == 1:
+        return _FP32.round(acc * _FP32.round(sa.reshape(()) * sb.reshape(())))
+    return _FP32.round(_FP32.round(acc * sb.reshape(1, -1)) * sa.reshape(-1, 1))
+
+
+class LibraryBackend:
+    """Library mode: each call as ``tcnumerics.library`` predicts Hopper's cuBLAS computes it."""
+
+    def __init__(self, arch: str = "hopper", engine: str = "auto"):
+        from .. import library as lib
+
+        missing = [name for name in ("matmul", "addmm", "bmm", "baddbmm", "scaled_mm") if not hasattr(lib, name)]
+        if missing:
+            raise RuntimeError("library mode needs tcnumerics.library's per-op functions (library.matmul, addmm, "
+                               f"bmm, baddbmm, scaled_mm); this installation lacks {', '.join(missing)}")
+        self.lib = lib
+        self.arch = arch
+        self.engine = engine
+
+    def describe(self) -> str:
+        return f"library mode: {self.arch} cuBLAS as tcnumerics.library models it"
+
+    def _options(self) -> dict:
+        precision = torch.get_float32_matmul_precision()
+        return dict(arch=self.arch, engine=self.engine, fp32_precision=precision)
+
+    def execute(self, call: GemmCall, *, backward: bool = False, index: int = 0,
+                full_shape: tuple | None = None) -> tuple[np.ndarray, CallInfo]:
+        fn, args, kwargs, caveat = self._route(call, full_shape)
+        plan = fn.plan(*args, **kwargs)
+        modelled = bool(plan.modelled) and not caveat
+        reason = caveat or ("" if plan.modelled else str(getattr(plan, "reason", "")))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", getattr(self.lib, "NotModelledWarning", UserWarning))
+            result = np.asarray(fn(*args, **kwargs))
+        return result, CallInfo(str(plan.kernel), modelled, reason)
+
+    def _route(self, call: GemmCall, full_shape):
+        """(library function, args, kwargs, caveat) for a call; caveat: why it is not modelled even so."""
+        lib = self.lib
+        a, b = to_numpy(call.a), to_numpy(call.b)
+        opts = self._options()
+        if full_shape is not None:
+            opts["full_shape"] = tuple(full_shape)
+        out_dtype = format_name(call.out_dtype)
+        caveat = ""
+        if call.op in ("mv", "addmv", "dot"):
+            caveat = f"aten.{call.op} runs cuBLAS gemv/dot kernels on CUDA; replayed as a GEMM, not modelled"
+        elif call.op == "addbmm":
+            caveat = "aten.addbmm replayed as one addmm over the concatenated K; not verified on the device"
+        if call.op == "_scaled_mm":
+            if call.bias is not None or call.extra.get("scale_result") is not None:
+                caveat = "_scaled_mm with bias or scale_result is not modelled"
+            return lib.scaled_mm, (a, b, to_numpy(call.scale_a), to_numpy(call.scale_b)), \
+                dict(opts, out_dtype=out_dtype, use_fast_accum=call.use_fast_accum), caveat
+        c = None if call.c is None else to_numpy(call.c)
+        if call.batched:
+            if c is None:
+                return lib.bmm, (a, b), opts, caveat
+            return lib.baddbmm, (c, a, b), dict(opts, beta=call.beta, alpha=call.alpha), caveat
+        if c is None:
+            if call.out_dtype != call.a.dtype:
+                opts["out_dtype"] = out_dtype
+            return lib.matmul, (a, b), opts, caveat
+        return lib.addmm, (c, a, b), dict(opts, beta=call.beta, alpha=call.alpha), caveat

@@ -1,0 +1,157 @@
+"""The dispatch mode: intercept aten GEMMs (forward and backward) and hand them to a backend.
+
+A ``TorchDispatchMode`` sits below autograd, so it sees what ``matmul``, ``linear``, ``einsum``
+and eager attention decompose into, and the GEMMs autograd runs in backward.  Other ops run
+natively.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ._tensors import from_numpy
+from .backends import CallInfo, NotModelledWarning
+from .calls import GEMM_OPS, GemmCall, finish, normalise
+
+__all__ = ["EmulationMode", "CallSite", "Report"]
+
+_CUDA_WARNED = set()
+_LOCK = threading.Lock()
+
+
+@dataclass
+class CallSite:
+    """One row of ``run.report()``: calls of one op with one signature, in one phase."""
+
+    op: str
+    phase: str
+    shape: tuple
+    dtypes: str
+    layout: str
+    kernel: str
+    modelled: bool
+    reason: str
+    count: int = 0
+
+
+class Report(list):
+    """``run.report()``: a list of CallSite rows that prints as a table."""
+
+    def __str__(self) -> str:
+        if not self:
+            return "(no GEMM calls intercepted)"
+        head = f"{'op':<11} {'phase':<8} {'shape':<22} {'dtypes':<22} {'layout':<6} {'count':>6}  modelled  kernel / recipe"
+        lines = [head]
+        for r in self:
+            shape = "x".join(str(v) for v in r.shape)
+            flag = "yes" if r.modelled else "NO"
+            lines.append(f"{r.op:<11} {r.phase:<8} {shape:<22} {r.dtypes:<22} {r.layout:<6} {r.count:>6}  "
+                         f"{flag:<8}  {r.kernel}" + (f"  ({r.reason})" if r.reason else ""))
+        n = sum(r.count for r in self)
+        bad = sum(r.count for r in self if not r.modelled)
+        lines.append(f"{n} calls, {bad} not modelled")
+        return "\n".join(lines)
+
+    @property
+    def calls(self) -> int:
+        return sum(r.count for r in self)
+
+    @property
+    def not_modelled(self) -> int:
+        return sum(r.count for r in self if not r.modelled)
+
+
+class EmulationMode(TorchDispatchMode):
+    """Routes every GEMM op to ``backend`` and records it in ``sites``; ``conv`` handles convolutions or None."""
+
+    def __init__(self, backend, conv=None, native_warning: str | None = None):
+        super().__init__()
+        self.backend = backend
+        self.conv = conv
+        self.sites: "OrderedDict[tuple, CallSite]" = OrderedDict()
+        self.counter = 0
+        self._lock = threading.Lock()
+        self._warned: set = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        if name in GEMM_OPS and _floating(args):
+            return self.gemm(normalise(func, args, kwargs))
+        if name in ("convolution", "convolution_backward"):
+            return self.convolution(func, name, args, kwargs)
+        return func(*args, **kwargs)
+
+    # --- GEMMs ----------------------------------------------------------------------------------
+
+    def gemm(self, call: GemmCall, **options) -> torch.Tensor:
+        backward = torch._C._current_autograd_node() is not None
+        with self._lock:
+            index = self.counter
+            self.counter += 1
+        device = call.a.device
+        if device.type != "cpu":
+            _warn_cuda_copy(device)
+        result, info = self.backend.execute(call, backward=backward, index=index, **options)
+        self.record(call, "backward" if backward else "forward", info)
+        tensor = from_numpy(result, device=device)
+        return finish(call, tensor)
+
+    def record(self, call: GemmCall, phase: str, info: CallInfo) -> None:
+        dtypes = "x".join(str(t.dtype).replace("torch.", "") for t in (call.a, call.b))
+        dtypes += "->" + str(call.out_dtype).replace("torch.", "")
+        key = (call.op, phase, call.shape, dtypes, call.layout, info.kernel, info.modelled)
+        with self._lock:
+            site = self.sites.get(key)
+            if site is None:
+                site = self.sites[key] = CallSite(call.op, phase, call.shape, dtypes, call.layout, info.kernel,
+                                                  info.modelled, info.reason)
+            site.count += 1
+            first = key not in self._warned
+            self._warned.add(key)
+        if not info.modelled and first:
+            shape = "x".join(str(v) for v in call.shape)
+            warnings.warn(f"aten.{call.op} {shape} ({dtypes}, {phase}): {info.kernel} is not modelled"
+                          + (f": {info.reason}" if info.reason else "") + "; the result is a best guess",
+                          NotModelledWarning, stacklevel=4)
+
+    # --- convolutions ---------------------------------------------------------------------------
+
+    def convolution(self, func, name: str, args, kwargs):
+        if self.conv is None:
+            info = CallInfo("cuDNN convolution", False, "convolutions are not modelled in library mode; ran natively")
+            self._record_native(name, args, info)
+            return func(*args, **kwargs)
+        return self.conv(self, func, name, args, kwargs)
+
+    def _record_native(self, name: str, args, info: CallInfo) -> None:
+        tensors = [a for a in args if isinstance(a, torch.Tensor)][:2]
+        call = GemmCall(name, tensors[0], tensors[1], out_dtype=tensors[0].dtype)
+        backward = torch._C._current_autograd_node() is not None
+        self.record(call, "backward" if backward else "forward", info)
+
+    def report(self) -> Report:
+        with self._lock:
+            return Report(CallSite(**vars(s)) for s in self.sites.values())
+
+
+def _floating(args) -> bool:
+    """GEMMs on floating-point tensors are emulated; integer ones run natively."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    return bool(tensors) and all(t.is_floating_point() for t in tensors[:2]) and not any(t.is_complex()
+                                                                                          for t in tensors)
+
+
+def _warn_cuda_copy(device: torch.device) -> None:
+    with _LOCK:
+        if device.type in _CUDA_WARNED:
+            return
+        _CUDA_WARNED.add(device.type)
+    warnings.warn(f"tcnumerics.torch: {device.type} tensors are copied to the CPU for emulation and back "
+                  "(no GPU engine available); results are the same bits, only slower", RuntimeWarning, stacklevel=5)

@@ -1,0 +1,282 @@
+"""Unit mode: every GEMM as one chosen matrix unit computes it, under a quantisation recipe.
+
+Semantics (``docs/torch.md`` states them for users; tests pin them):
+
+1. Operands are converted to the operand format -- ``operand_format`` if given, else the
+   instruction's A/B formats -- with one rounding (RNE, or stochastic rounding driven by a
+   seeded generator).  With ``scaling`` they are first multiplied by a scale in FP32 (one RNE
+   product) and the conversion saturates:
+
+   * ``"tensor"``: ``scale = fp32(max_finite / amax)`` of the whole operand (Transformer Engine);
+   * ``"row"``: one such scale per row of A and per column of B;
+   * ``"mx"``: OCP MX -- 32-element K blocks (the instruction's ``scale_block``), UE8M0 scale
+     ``2**(floor(log2(amax)) - emax(element format))``, elements RNE with saturation;
+   * ``"nvfp4"``: 16-element K blocks, UE4M3 block scales ``(amax / 6) / global`` (RNE) under
+     a per-tensor FP32 ``global = amax / (6 * 448)``.
+
+   Operand formats narrower than the instruction's are passed on exactly (e.g. E4M3 data on a
+   BF16 unit).
+2. The GEMM runs through ``tcnumerics.gemm`` (chain over K, ``promote_every``, ``split_k``);
+   block-scaled instructions (``"mx"``, ``"nvfp4"``) through ``tcnumerics.blockscale``, the
+   block scales inside the unit.  Per-tensor and row descales (``1 / scale`` in FP32) are the
+   GEMM epilogue's scales: ``acc * fp32(da * db)`` and ``(acc * db) * da``; NVFP4's global
+   descales likewise ``acc * fp32(ga * gb)``.
+3. On the FP32 result: ``alpha *`` (one RNE product), ``+ beta * C`` (``beta * C`` one RNE
+   product, the sum one RNE addition), ``+ bias`` (one RNE addition), in that order.
+4. One RNE conversion to the output dtype (the dtype torch would return).
+
+Example:
+    >>> import numpy as np
+    >>> recipe = UnitRecipe.create(instruction="hopper.wgmma.m64n8k16.f32.bf16.bf16")
+    >>> A = np.full((2, 32), 1 + 2**-10); B = np.ones((32, 3))
+    >>> recipe.matmul(A, B)[0].tolist()       # operands rounded to BF16 (1 + 2**-10 -> 1) first
+    [32.0, 32.0, 32.0]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import blockscale
+from ..api import Instruction
+from ..catalog import get_instruction
+from ..formats import FloatFormat, Rounding, get_format
+from ..gemm import gemm
+from ..model import InstructionSpec, UnitModel
+
+__all__ = ["UnitRecipe", "epilogue", "SCALINGS"]
+
+SCALINGS = (None, "tensor", "row", "mx", "nvfp4")
+_FP32 = get_format("fp32")
+_ROWS_PER_BLOCK_CALL = 1 << 21  # operand elements per block-scaled dot_bits call (bounds memory)
+
+
+@dataclass(frozen=True)
+class UnitRecipe:
+    """One unit-mode configuration: the instruction and how operands reach it.
+
+    Build it with ``UnitRecipe.create(...)`` (names and values validated there).
+    """
+
+    spec: InstructionSpec
+    operand_a: FloatFormat
+    operand_b: FloatFormat
+    scaling: str | None = None
+    promote_every: int | None = None
+    split_k: object = None
+    rounding: str = "rne"
+    seed: int = 0
+    engine: str = "auto"
+
+    @classmethod
+    def create(cls, *, instruction=None, unit=None, operand_format=None, scaling: str | None = None,
+               promote_every: int | None = None, split_k=None, rounding: str = "rne", seed: int = 0,
+               engine: str = "auto") -> "UnitRecipe":
+        """Validate the options (a clear error for each bad one) and build the recipe."""
+        spec = _spec_of(instruction, unit)
+        if scaling not in SCALINGS:
+            raise ValueError(f"scaling: expected one of 'tensor', 'row', 'mx', 'nvfp4' or None, got {scaling!r}")
+        if rounding not in ("rne", "stochastic"):
+            raise ValueError(f"rounding: expected 'rne' or 'stochastic', got {rounding!r}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"seed: expected an int, got {type(seed).__name__}")
+        block_scaled = spec.model.is_block_scaled
+        if block_scaled and scaling not in ("mx", "nvfp4"):
+            raise ValueError(f"scaling: {spec.name} is block-scaled; pass scaling='mx' or 'nvfp4'")
+        if scaling in ("mx", "nvfp4"):
+            if not block_scaled:
+                raise ValueError(f"scaling: {scaling!r} needs a block-scaled instruction "
+                                 "(tcnumerics.blockscale.block_scaled_instructions()), got " + spec.name)
+            want = ("ue4m3", 16) if scaling == "nvfp4" else ("ue8m0", 32)
+            if (spec.model.scale_format.name, spec.model.scale_block) != want:
+                raise ValueError(f"scaling: {scaling!r} needs {want[0]} scales per {want[1]} elements; {spec.name} "
+                                 f"has {spec.model.scale_format.name} per {spec.model.scale_block}")
+            if promote_every is not None or split_k is not None:
+                raise ValueError("promote_every, split_k: not available for block-scaled instructions")
+        fa, fb = _operand_formats(spec, operand_format)
+        if (promote_every is not None or split_k is not None) and not block_scaled:
+            # a one-element GEMM validates promote_every / split_k / engine now, not at the first call
+            gemm(np.zeros((1, spec.k), np.float32), np.zeros((spec.k, 1), np.float32), instruction=spec,
+                 promote_every=promote_every, split_k=split_k, engine=engine)
+        return cls(spec, fa, fb, scaling, promote_every, split_k, rounding, int(seed), engine)
+
+    def with_instruction(self, instruction) -> "UnitRecipe":
+        """The same recipe on another instruction (e.g. ``backward_instruction``)."""
+        return UnitRecipe.create(instruction=instruction, operand_format=None if self._own_formats() else
+                                 (self.operand_a.name, self.operand_b.name), scaling=self.scaling,
+                                 promote_every=self.promote_every, split_k=self.split_k, rounding=self.rounding,
+                                 seed=self.seed, engine=self.engine)
+
+    def _own_formats(self) -> bool:
+        return (self.operand_a, self.operand_b) == (self.spec.a_format, self.spec.b_format)
+
+    def describe(self) -> str:
+        parts = [self.spec.name]
+        if not self._own_formats():
+            parts.append(f"operands {self.operand_a.name} x {self.operand_b.name}")
+        for name in ("scaling", "promote_every", "split_k"):
+            if getattr(self, name) is not None:
+                parts.append(f"{name}={getattr(self, name)}")
+        if self.rounding != "rne":
+            parts.append(f"rounding={self.rounding} (seed {self.seed})")
+        return ", ".join(parts)
+
+    # --- the GEMM --------------------------------------------------------------------------------
+
+    def matmul(self, A, B, *, call_index: int = 0) -> np.ndarray:
+        """FP32 values (float64 array) of ``A @ B`` on the unit, descales applied; no epilogue.
+
+        ``A`` [M, K] and ``B`` [K, N]: numeric arrays of any float type.  ``call_index`` seeds
+        stochastic rounding (one stream per call, reproducible under ``seed``).
+        """
+        a = np.asarray(A).astype(np.float64)
+        b = np.asarray(B).astype(np.float64)
+        if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+            raise ValueError(f"A, B: expected [M, K] and [K, N], got {a.shape} and {b.shape}")
+        rng = np.random.default_rng([self.seed, call_index]) if self.rounding == "stochastic" else None
+        if self.scaling in ("mx", "nvfp4"):
+            return self._block_scaled(a, b.T, rng)
+        qa, da = self._quantize(a, self.operand_a, self.spec.a_format, rng, axis=1)
+        qb, db = self._quantize(b, self.operand_b, self.spec.b_format, rng, axis=0)
+        out = gemm(qa, qb, instruction=self.spec, promote_every=self.promote_every, split_k=self.split_k,
+                   scale_a=da, scale_b=db, engine=self.engine)
+        return np.asarray(out).astype(np.float64)
+
+    def _round(self, values: np.ndarray, fmt: FloatFormat, rng, overflow: str = "ieee") -> np.ndarray:
+        if rng is None:
+            return fmt.from_float(values, Rounding.RNE, overflow=overflow)
+        bits = rng.integers(0, 1 << 32, size=values.shape, dtype=np.uint64)
+        return fmt.from_float(values, Rounding.SR, overflow=overflow, random_bits=bits, random_bit_count=32)
+
+    def _quantize(self, x: np.ndarray, fmt: FloatFormat, inst_fmt: FloatFormat, rng, axis: int):
+        """(operand array in the instruction's format, FP32 descale or None) -- steps 1 and 2."""
+        descale = None
+        if self.scaling in ("tensor", "row"):
+            amax = np.max(np.abs(x), axis=axis, keepdims=True) if self.scaling == "row" else np.max(np.abs(x))
+            amax = np.where(np.isfinite(amax) & (amax > 0), amax, fmt.max_finite)
+            scale = _FP32.round(fmt.max_finite / amax)
+            x = _FP32.round(x * scale)
+            descale = _FP32.round(1.0 / scale)
+            descale = descale.reshape(-1) if self.scaling == "row" else float(descale)
+            bits = self._round(x, fmt, rng, overflow="saturate")
+        else:
+            bits = self._round(x, fmt, rng)
+        values = fmt.to_float(bits)
+        if fmt != inst_fmt:
+            inner = inst_fmt.from_float(values)
+            with np.errstate(invalid="ignore"):
+                if not np.array_equal(inst_fmt.to_float(inner), values, equal_nan=True):
+                    raise ValueError(f"operand_format: {fmt.name} values are not exact in {self.spec.name}'s "
+                                     f"{inst_fmt.name} operands")
+            bits = inner
+        return inst_fmt.to_array(bits), descale
+
+    def _block_scaled(self, a: np.ndarray, b_t: np.ndarray, rng) -> np.ndarray:
+        """MX / NVFP4 through the block-scaled instruction: scales inside the unit, globals after."""
+        spec, model = self.spec, self.spec.model
+        K = a.shape[1]
+        k_pad = -(-K // spec.k) * spec.k
+        a_bits, sa, ga = _block_quantize(np.pad(a, ((0, 0), (0, k_pad - K))), spec.a_format, model, self.scaling,
+                                         self, rng)
+        b_bits, sb, gb = _block_quantize(np.pad(b_t, ((0, 0), (0, k_pad - K))), spec.b_format, model,
+                                         self.scaling, self, rng)
+        M, N = a.shape[0], b_t.shape[0]
+        out = np.empty((M, N), np.uint32)
+        rows = max(1, _ROWS_PER_BLOCK_CALL // max(1, N * k_pad))
+        for m0 in range(0, M, rows):
+            m1 = min(M, m0 + rows)
+            n = (m1 - m0) * N
+            out[m0:m1] = blockscale.dot_bits(
+                spec, np.repeat(a_bits[m0:m1], N, axis=0), np.tile(b_bits, (m1 - m0, 1)), np.zeros(n, np.uint32),
+                scale_a=np.repeat(sa[m0:m1], N, axis=0), scale_b=np.tile(sb, (m1 - m0, 1))).reshape(m1 - m0, N)
+        acc = _FP32.to_float(out)
+        if ga != 1.0 or gb != 1.0:
+            acc = _FP32.round(acc * _FP32.round(ga * gb))
+        return acc
+
+
+def _block_quantize(x: np.ndarray, elem: FloatFormat, model: UnitModel, scaling: str, recipe: UnitRecipe, rng):
+    """Rows of [R, K] values -> (element bits, scale bits [R, K / block], global FP32 descale)."""
+    block = model.scale_block
+    scale_fmt = model.scale_format
+    R, K = x.shape
+    blocks = x.reshape(R, K // block, block)
+    amax = np.max(np.abs(blocks), axis=2)
+    glob = 1.0
+    if scaling == "mx":
+        # OCP MX v1.0: shared exponent floor(log2(amax)) - emax of the element format
+        e = np.floor(np.log2(np.where(amax > 0, amax, 1.0))) - elem.emax
+        e = np.clip(e, -127, 127)
+        scale_bits = (e + 127).astype(np.uint8)
+        scale = np.exp2(e)
+    else:
+        # NVFP4: a per-tensor FP32 scale brings block scales into UE4M3's range
+        tmax = float(np.max(amax)) if amax.size else 0.0
+        glob = float(_FP32.round(np.array(tmax / (elem.max_finite * scale_fmt.max_finite)))) if tmax > 0 else 1.0
+        glob = glob if glob > 0 else 1.0
+        scale_bits = scale_fmt.from_float(amax / elem.max_finite / glob, Rounding.RNE, overflow="saturate")
+        scale = scale_fmt.to_float(scale_bits) * glob
+    safe = np.where(scale > 0, scale, 1.0)[:, :, None]
+    elems = recipe._round((blocks / safe).reshape(R, K), elem, rng, overflow="saturate")
+    if scaling == "nvfp4":  # a zero block scale zeroes the block (elements must not be inf/NaN)
+        elems = np.where(np.repeat(scale, block, axis=1) > 0, elems, 0).astype(elems.dtype)
+    return elems, scale_bits.astype(np.uint8), glob
+
+
+def epilogue(acc: np.ndarray, out_format: str, *, alpha: float = 1.0, C=None, beta: float = 1.0,
+             bias=None) -> np.ndarray:
+    """Steps 3 and 4: ``alpha``, ``beta * C`` and ``bias`` in FP32 (one RNE operation each), one RNE conversion.
+
+    >>> epilogue(np.array([1.0]), "bf16", C=np.array([2.0**-9]), beta=1.0).tolist()   # 1 + 2**-9 ties to 1
+    [1.0]
+    """
+    r = np.asarray(acc, np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if alpha != 1:
+            r = _FP32.round(float(_FP32.round(np.array(alpha))) * r)
+        if C is not None and beta != 0:
+            c = _FP32.round(np.asarray(C).astype(np.float64))
+            if beta != 1:
+                c = _FP32.round(float(_FP32.round(np.array(beta))) * c)
+            r = _FP32.round(r + c)
+        if bias is not None:
+            r = _FP32.round(r + _FP32.round(np.asarray(bias).astype(np.float64)))
+    out = get_format(out_format)
+    return out.to_array(out.from_float(r, Rounding.RNE))
+
+
+def _spec_of(instruction, unit) -> InstructionSpec:
+    if (instruction is None) == (unit is None):
+        raise ValueError("instruction, unit: pass exactly one (a catalog name / InstructionSpec, or a unit)")
+    if unit is not None:
+        if isinstance(unit, InstructionSpec):
+            return unit
+        if isinstance(unit, UnitModel):
+            # a bare datapath: one group per instruction, C entering the group
+            return InstructionSpec(name=f"custom.unit.k{unit.group_size}", k=unit.group_size, model=unit,
+                                   provenance="user-defined unit")
+        raise TypeError(f"unit: expected an InstructionSpec or UnitModel, got {type(unit).__name__}")
+    if isinstance(instruction, Instruction):
+        return instruction.spec
+    if isinstance(instruction, InstructionSpec):
+        return instruction
+    if isinstance(instruction, str):
+        return get_instruction(instruction)
+    raise TypeError(f"instruction: expected a catalog name or InstructionSpec, got {type(instruction).__name__}")
+
+
+def _operand_formats(spec: InstructionSpec, operand_format) -> tuple[FloatFormat, FloatFormat]:
+    if operand_format is None:
+        fa, fb = spec.a_format, spec.b_format
+    elif isinstance(operand_format, (tuple, list)) and len(operand_format) == 2:
+        fa, fb = (get_format(f) for f in operand_format)
+    else:
+        fa = fb = get_format(operand_format)
+    for name, f in (("A", fa), ("B", fb)):
+        if not isinstance(f, FloatFormat):
+            raise ValueError(f"operand_format: {name} format {f.name} is not a floating-point format")
+    if spec.model.is_block_scaled and (fa, fb) != (spec.a_format, spec.b_format):
+        raise ValueError(f"operand_format: {spec.name} takes {spec.a_format.name} x {spec.b_format.name} elements")
+    return fa, fb
