@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .formats import get_format
-from .gemm import gemm
+from ..formats import get_format
+from ..gemm import gemm
 
 __all__ = ["library_gemm", "LibraryGemm", "GemmPlan", "LIBRARY_FUNCTIONS"]
 
