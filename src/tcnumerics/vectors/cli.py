@@ -41,6 +41,10 @@ def register(subparsers) -> None:
     g.add_argument("--progress", dest="progress", action="store_true", default=None,
                    help="always draw the progress bar on stderr (default: for long runs on a terminal)")
     g.add_argument("--no-progress", dest="progress", action="store_false")
+    g.add_argument("--shards", type=int, default=None,
+                   help="split into this many shard files in the directory OUTPUT (with manifest.json), "
+                        "generated as parallel tasks; resumes an interrupted run")
+    _executor_arguments(g)
     g.set_defaults(func=_cmd_generate)
 
     v = sub.add_parser("verify", help="replay files through their instruction; exit 0 only if every d matches")
@@ -49,6 +53,7 @@ def register(subparsers) -> None:
     v.add_argument("--engine", default="auto", help="engine to replay with (auto, reference, fast, exact)")
     v.add_argument("--rows", type=int, default=1 << 15, help="vectors replayed at once (bounds memory)")
     v.add_argument("--show", type=int, default=3, help="mismatching vectors to print per file")
+    _executor_arguments(v)
     v.set_defaults(func=_cmd_verify)
 
     e = sub.add_parser("export", help="write a file's vectors in the plain-text hex form")
@@ -70,6 +75,57 @@ def register(subparsers) -> None:
     f = sub.add_parser("families", help="list the input families (or those of one instruction)")
     f.add_argument("--instruction", default=None)
     f.set_defaults(func=_cmd_families)
+
+
+def _executor_arguments(p) -> None:
+    p.add_argument("--workers", type=int, default=None,
+                   help="shard sets: worker processes (default: the machine's cores)")
+    p.add_argument("--scheduler", default=None,
+                   help="shard sets: a Dask scheduler address (tcp://host:8786) or 'local'; default: a process pool")
+
+
+def _generate_shards(args, name: str, fams: list, K: int) -> int:
+    from .shards import generate_shards
+
+    show = args.progress if args.progress is not None else sys.stderr.isatty()
+    bar = _Progress(args.count * len(fams), show, "generate")
+    stats: dict = {}
+    try:
+        m = generate_shards(name, fams, args.count, args.shards, args.output, seed=args.seed, k=K,
+                            engine=args.engine, scheduler=args.scheduler, workers=args.workers,
+                            overwrite=args.overwrite, progress=bar.update, stats=stats)
+    finally:
+        bar.close()
+    print(f"{args.output}: {name}, {m['total']} vectors in {m['shards']} shards (K={K}, "
+          f"{', '.join(fams)}); manifest.json lists seeds and checksums")
+    if stats.get("vectors"):
+        print(f"  {stats['vectors']} generated in {stats['wall_s']:.1f} s on {stats['workers_seen']} workers: "
+              f"{stats['per_worker_rate']:,.0f} vectors/s per worker, peak RSS per worker "
+              f"{stats['peak_rss_mib']:.0f} MiB")
+    return 0
+
+
+def _verify_shards(args, directory: str) -> int:
+    from .shards import verify_shards
+
+    def show(r: dict) -> None:
+        verdict = (f"error: {r['error']}" if r["error"] else
+                   "all match" if not r["mismatches"] and r["checksum_ok"] else
+                   f"{r['mismatches']} MISMATCH" + ("" if r["checksum_ok"] else ", checksum differs from manifest"))
+        print(f"{os.path.join(directory, r['file'])}: {r['n']} vectors: {verdict}")
+        for idx, fam, rec, mod in r.get("first", [])[:max(args.show, 0)]:
+            print(f"  vector {idx} ({fam}): recorded d={rec:#x}, model d={mod:#x}")
+
+    rep = verify_shards(directory, engine=args.engine, rows=args.rows, scheduler=args.scheduler,
+                        workers=args.workers, on_shard=show)
+    print(f"{directory}: {len(rep['shards'])} shards, {rep['vectors']} vectors: {rep['mismatches']} mismatches, "
+          f"{len(rep['failed'])} shards failing, {len(rep['bad'])} unreadable "
+          f"({rep['per_worker_rate']:,.0f} vectors/s per worker, peak RSS per worker {rep['peak_rss_mib']:.0f} MiB)")
+    if rep["vectors"] != rep["manifest"]["total"] and not rep["bad"]:
+        print(f"error: {directory}: {rep['vectors']} vectors replayed, the manifest says {rep['manifest']['total']}",
+              file=sys.stderr)
+        return 2
+    return 2 if rep["bad"] else 1 if rep["failed"] else 0
 
 
 def _usage(parser) -> int:
@@ -113,11 +169,11 @@ class _Progress:
 
 
 def _cmd_generate(args) -> int:
-    from .. import __version__
     from ..catalog import get_instruction
     from ..engines import get_engine
-    from .families import families_for, generate, generate_scaled, expected_d, is_block_scaled, resolve_k
-    from .io import VectorSet, save, _refuse
+    from .families import families_for, resolve_k
+    from .io import save, _refuse
+    from .shards import make_set
 
     spec = get_instruction(args.instruction)
     get_engine(args.engine)
@@ -136,6 +192,10 @@ def _cmd_generate(args) -> int:
         if len(set(fams)) != len(fams):
             raise ValueError("--families: a family is listed twice")
     K = resolve_k(spec, args.k)
+    if args.shards is not None:
+        return _generate_shards(args, spec.name, fams, K)
+    if args.workers is not None or args.scheduler is not None:
+        raise ValueError("--workers, --scheduler: only with --shards (one file is one task)")
     out = os.fspath(args.output)
     if not out.endswith(".npz"):
         raise ValueError(f"--output: vector files end in .npz, got {out!r}")
@@ -144,46 +204,11 @@ def _cmd_generate(args) -> int:
     show = args.progress if args.progress is not None else (sys.stderr.isatty() and total * K >= 1 << 20)
     bar = _Progress(total, show, "generate")
     rng = np.random.default_rng(args.seed)
-    scaled = is_block_scaled(spec)
-    parts = {"a": [], "b": [], "c": [], "d": [], "family": []}
-    if scaled:
-        parts.update(scale_a=[], scale_b=[])
-    step = 1 << 14
     try:
-        for fam in fams:
-            for s in range(0, args.count, step):
-                n = min(step, args.count - s)
-                scales = {}
-                if scaled:
-                    a, b, c, sa, sb = generate_scaled(spec, fam, n, rng, k=K)
-                    scales = {"scale_a": sa, "scale_b": sb}
-                else:
-                    a, b, c = generate(spec, fam, n, rng, k=K)
-                with np.errstate(all="ignore"):
-                    d = expected_d(spec, a, b, c, engine=args.engine, **scales)
-                for key, val in (("a", a), ("b", b), ("c", c), ("d", d), ("family", np.full(n, fam)),
-                                 *scales.items()):
-                    parts[key].append(val)
-                bar.update(n, fam)
+        vs = make_set(spec, fams, args.count, rng, K, args.engine, on_step=bar.update, seed=args.seed)
     finally:
         bar.close()
-    arrays = {k: np.concatenate(v) for k, v in parts.items()}
-    meta = {
-        "instruction": spec.name, "K": K,
-        "a_format": spec.a_format.name, "b_format": spec.b_format.name,
-        "c_format": spec.c_format.name, "d_format": spec.d_format.name,
-        "families": fams, "count_per_family": args.count, "seed": args.seed,
-        "source": f"model: d computed by tcnumerics {__version__} ({args.engine} engine), not captured from hardware",
-        "provenance": spec.provenance,
-    }
-    if scaled:
-        meta.update(block_scaled=True, scale_format=spec.model.scale_format.name,
-                    scale_block=int(spec.model.scale_block))
-    extra = {"family": arrays.pop("family")}
-    for key in ("scale_a", "scale_b"):
-        if key in arrays:
-            extra[key] = arrays.pop(key)
-    save(out, VectorSet(meta=meta, extra=extra, **arrays), overwrite=args.overwrite)
+    save(out, vs, overwrite=args.overwrite)
     print(f"{out}: {spec.name}, {total} vectors ({', '.join(f'{f} {args.count}' for f in fams)}), K={K}")
     return 0
 
@@ -196,6 +221,15 @@ def _cmd_verify(args) -> int:
     get_engine(args.engine)
     if args.rows < 1:
         raise ValueError(f"--rows: must be >= 1, got {args.rows}")
+    from .shards import MANIFEST
+
+    sharded = [p for p in args.files if os.path.isdir(p) and os.path.exists(os.path.join(p, MANIFEST))]
+    if sharded:
+        if len(args.files) != 1:
+            raise ValueError(f"{sharded[0]}: a shard set (manifest.json) is verified on its own, not with other files")
+        return _verify_shards(args, sharded[0])
+    if args.workers is not None or args.scheduler is not None:
+        raise ValueError("--workers, --scheduler: only for a shard directory (one with manifest.json)")
     broken = failed = 0
     total = mism = 0
     files = []
