@@ -49,7 +49,9 @@ class UnitBackend:
             text += f"; backward: {self.backward.describe()}"
         return text
 
-    def execute(self, call: GemmCall, *, backward: bool = False, index: int = 0) -> tuple[np.ndarray, CallInfo]:
+    def execute(self, call: GemmCall, *, backward: bool = False, index: int = 0,
+                full_shape: tuple | None = None) -> tuple[np.ndarray, CallInfo]:
+        """``full_shape`` is accepted and unused: a unit's result does not depend on the call's size."""
         recipe = self.backward if backward else self.recipe
         a, b = to_numpy(call.a), to_numpy(call.b)
         out_fmt = format_name(call.out_dtype)
@@ -121,10 +123,8 @@ class LibraryBackend:
             opts["full_shape"] = tuple(full_shape)
         out_dtype = format_name(call.out_dtype)
         caveat = ""
-        if call.op in ("mv", "addmv", "dot"):
-            caveat = f"aten.{call.op} runs cuBLAS gemv/dot kernels on CUDA; replayed as a GEMM, not modelled"
-        elif call.op == "addbmm":
-            caveat = "aten.addbmm replayed as one addmm over the concatenated K; not verified on the device"
+        if call.op == "dot":  # measured (H100): cuBLAS dot_kernel + reduce_1Block_kernel, not a GEMM
+            caveat = "aten.dot runs cuBLAS's dot kernel (a reduction, not a GEMM); computed as a 1x1 GEMM"
         if call.op == "_scaled_mm":
             if call.bias is not None or call.extra.get("scale_result") is not None:
                 caveat = "_scaled_mm with bias or scale_result is not modelled"

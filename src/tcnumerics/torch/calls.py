@@ -36,7 +36,7 @@ class GemmCall:
         out_dtype: the dtype of the result.
         scale_a, scale_b, use_fast_accum, bias: ``_scaled_mm``'s arguments.
         reshape: how to turn the [batch?, M, N] result into the op's result ("vector", "scalar")
-            or None.  ``addbmm`` arrives as one [M, batch*K] x [batch*K, N] GEMM.
+            or None; "addbmm": batched operands, a 2-D C, one GEMM per batch entry onto the last result.
         out: the ``out=`` tensor to write into, if any.
     """
 
@@ -58,6 +58,10 @@ class GemmCall:
     @property
     def batched(self) -> bool:
         return self.a.dim() == 3
+
+    def entry(self, i: int, c: "torch.Tensor | None", beta: float) -> "GemmCall":
+        """addbmm's i-th addmm: ``beta * c + alpha * a[i] @ b[i]``."""
+        return GemmCall("addbmm", self.a[i], self.b[i], c, self.alpha, beta, out_dtype=self.out_dtype)
 
     @property
     def shape(self) -> tuple:
@@ -106,11 +110,10 @@ def normalise(func, args, kwargs) -> GemmCall:
         return GemmCall(op, p["batch1"], p["batch2"], p["self"], p["alpha"], p["beta"],
                         out_dtype=out_dtype or p["batch1"].dtype, out=out)
     if op == "addbmm":
-        # one GEMM over the concatenated K (batch * K), the way ATen's CUDA addbmm reshapes it
-        b1, b2 = p["batch1"], p["batch2"]
-        a = b1.transpose(0, 1).reshape(b1.shape[1], -1)
-        b = b2.reshape(-1, b2.shape[2])
-        return GemmCall(op, a, b, p["self"], p["alpha"], p["beta"], out_dtype=b1.dtype, out=out)
+        # ATen's CUDA addbmm runs one addmm per batch entry, each onto the previous result (measured:
+        # one nvjet *_badd_* kernel per entry); backends loop over the batch the same way
+        return GemmCall(op, p["batch1"], p["batch2"], p["self"], p["alpha"], p["beta"],
+                        out_dtype=p["batch1"].dtype, reshape="addbmm", out=out)
     if op == "mv":
         return GemmCall(op, p["self"], p["vec"].unsqueeze(1), out_dtype=p["self"].dtype, reshape="vector", out=out)
     if op == "addmv":

@@ -91,6 +91,18 @@ class EmulationMode(TorchDispatchMode):
     # --- GEMMs ----------------------------------------------------------------------------------
 
     def gemm(self, call: GemmCall, **options) -> torch.Tensor:
+        """Compute and record one call; the op's result."""
+        return finish(call, self.compute(call, **options)[0])
+
+    def compute(self, call: GemmCall, **options) -> tuple[torch.Tensor, CallInfo]:
+        """The [batch?, M, N] result of one call and what computed it (recorded in the report)."""
+        if call.reshape == "addbmm":  # one addmm per batch entry, each onto the previous result
+            result, info = None, None
+            for i in range(call.a.shape[0]):
+                first = i == 0
+                result, info = self.compute(call.entry(i, call.c if first else result, call.beta if first else 1),
+                                            **options)
+            return result, info
         backward = torch._C._current_autograd_node() is not None
         with self._lock:
             index = self.counter
@@ -100,8 +112,7 @@ class EmulationMode(TorchDispatchMode):
             _warn_cuda_copy(device)
         result, info = self.backend.execute(call, backward=backward, index=index, **options)
         self.record(call, "backward" if backward else "forward", info)
-        tensor = from_numpy(result, device=device)
-        return finish(call, tensor)
+        return from_numpy(result, device=device), info
 
     def record(self, call: GemmCall, phase: str, info: CallInfo) -> None:
         dtypes = "x".join(str(t.dtype).replace("torch.", "") for t in (call.a, call.b))
