@@ -1,0 +1,207 @@
+"""Specialise, compile and cache the GPU engine's kernels for one instruction (private).
+
+``config_header(spec, plan, tile)`` turns a fast-engine plan (``_fast_plan.build_plan``) into
+the compile-time constants of ``_cuda_source.KERNEL_SOURCE``; ``device_module`` compiles that
+for the GPU through CuPy's NVRTC (CuPy keeps compiled binaries in its on-disk kernel cache,
+so a unit is compiled once per machine), ``host_library`` builds the same text with the host
+C++ compiler into a shared library (cached under ``~/.cache/tcnumerics``), which the tests
+run on a CPU.  ``tiled_reason`` says why a plan cannot use the tiled GEMM kernel (the
+per-output ``gemm_scalar`` kernel then evaluates it).
+
+Example:
+    >>> from tcnumerics.catalog import get_instruction
+    >>> from tcnumerics.engines._fast_plan import build_plan
+    >>> spec = get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")
+    >>> "#define F_BITS 25" in config_header(spec, build_plan(spec), DEVICE_TILE)
+    True
+    >>> tiled_reason(build_plan(spec)) is None
+    True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from ..model import InstructionSpec
+from ._cuda_source import HOST_LAUNCHER, HOST_PRELUDE, KERNEL_SOURCE
+from ._fast_plan import ZERO_EXP, Plan
+
+__all__ = ["Tile", "DEVICE_TILE", "HOST_TILE", "config_header", "tiled_reason", "tables", "smem_words",
+           "device_module", "host_library", "host_compiler"]
+
+
+@dataclass(frozen=True)
+class Tile:
+    """Tiled-GEMM shape: TX x TY threads, each a TM x TN block of outputs."""
+
+    tx: int = 16
+    ty: int = 16
+    tm: int = 8
+    tn: int = 8
+
+    @property
+    def bm(self) -> int:
+        return self.ty * self.tm
+
+    @property
+    def bn(self) -> int:
+        return self.tx * self.tn
+
+    @property
+    def threads(self) -> int:
+        return self.tx * self.ty
+
+
+DEVICE_TILE = Tile(tx=16, ty=16, tm=8, tn=4)
+HOST_TILE = Tile(tx=4, ty=2, tm=2, tn=4)  # small blocks: several per test matrix, edges exercised
+
+_CTYPES = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int"}
+
+
+def tiled_reason(plan: Plan) -> str | None:
+    """Why the tiled GEMM kernel cannot run this plan (None: it can)."""
+    if plan.kind != "fused":
+        return "not a fused unit"
+    lengths = set(int(x) for x in plan.group_lengths)
+    if len(lengths) != 1:
+        return f"unequal group lengths {sorted(lengths)}"
+    gl = lengths.pop()
+    if gl > 32:
+        return f"groups of {gl} products (sign masks hold 32)"
+    if gl * (1 << (plan.frac_bits + 2)) > 1 << 31:
+        return f"{gl} products truncated to frac_bits={plan.frac_bits} may exceed an int32 sum"
+    return None
+
+
+def _group_length(plan: Plan) -> int:
+    return int(plan.group_lengths[0])
+
+
+def _stage_groups(gl: int) -> int:
+    return max(1, 16 // gl)
+
+
+def smem_words(plan: Plan, tile: Tile) -> int:
+    """32-bit words of dynamic shared memory the tiled kernel needs."""
+    gl = _group_length(plan)
+    gps = _stage_groups(gl)
+    ks = gl * gps
+    rows = tile.bm + tile.bn
+    return 3 * ks * rows + 2 * gps * rows + tile.tm * tile.tn * tile.threads * (4 if plan.ieee_add else 3)
+
+
+def _fmt_struct(name: str, params: np.ndarray) -> str:
+    p = [int(x) for x in params]
+    return (f"struct {name} {{ static constexpr int pad = {p[1]}, width = {p[2]}, exp_bits = {p[3]}, "
+            f"man_bits = {p[4]}, bias = {p[5]}, is_signed = {p[6]}, specials = {p[7]}, subnormals = {p[8]}; "
+            f"static constexpr long long max_code = {p[9]}LL, emin = {p[10]}LL; }};")
+
+
+def config_header(spec: InstructionSpec, plan: Plan, tile: Tile) -> str:
+    """The compile-time constants of one instruction's kernels."""
+    lengths = [int(x) for x in plan.group_lengths]
+    tiled = tiled_reason(plan) is None
+    gl = lengths[0] if tiled else 1
+    F = plan.frac_bits
+    lines = [
+        f"#define A_T {_CTYPES[np.dtype(spec.a_format.container_dtype).itemsize]}",
+        f"#define B_T {_CTYPES[np.dtype(spec.b_format.container_dtype).itemsize]}",
+        f"#define C_T {_CTYPES[np.dtype(spec.c_format.container_dtype).itemsize]}",
+        f"#define D_T {_CTYPES[np.dtype(spec.d_format.container_dtype).itemsize]}",
+        f"#define A_SHIFT {plan.a_shift}", f"#define B_SHIFT {plan.b_shift}",
+        f"#define K_INST {plan.k}", f"#define NG {len(lengths)}", f"#define GLMAX {max(lengths)}",
+        f"#define NATURAL {int(plan.natural_order)}",
+        f"__constant__ int GLEN[{len(lengths)}] = {{{', '.join(map(str, lengths))}}};",
+        f"__constant__ int PERM[{plan.k}] = {{{', '.join(str(int(x)) for x in plan.perm)}}};",
+        f"#define KIND_INTEGER {int(plan.kind == 'integer')}", f"#define SATURATE {int(plan.saturate)}",
+        f"#define F_BITS {F}", f"#define E_ZERO ({plan.e_zero})",
+        f"#define LS_AB {plan.lshift_ab}", f"#define RS_AB {plan.rshift_ab}",
+        f"#define LS_C {plan.lshift_c}", f"#define RS_C {plan.rshift_c}",
+        f"#define LS_D {plan.lshift_d}", f"#define RS_D {plan.rshift_d}",
+        f"#define ROUNDING {plan.rounding}", f"#define OVERFLOW {plan.overflow}",
+        f"#define NAN_BITS ((long long){plan.nan_bits}LL)",
+        f"#define IEEE_ADD {int(plan.ieee_add)}", f"#define ADD_ROUNDING {plan.add_rounding}",
+        _fmt_struct("FmtC", plan.c_params), _fmt_struct("FmtD", plan.d_params), _fmt_struct("FmtOut", plan.out_params),
+        f"#define TILED {int(tiled)}", f"#define GL {gl}", f"#define GPS {_stage_groups(gl)}",
+        f"#define TX {tile.tx}", f"#define TY {tile.ty}", f"#define TM {tile.tm}", f"#define TN {tile.tn}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def tables(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """Operand tables packed as int32: significand in the high half, exponent in the low half."""
+    def pack(sig: np.ndarray, exp: np.ndarray) -> np.ndarray:
+        return ((sig.astype(np.int32) << 16) | (exp.astype(np.int32) & 0xFFFF)).astype(np.int32)
+
+    if plan.kind == "integer":
+        zeros = np.zeros_like
+        return pack(plan.a_sig, zeros(plan.a_sig)), pack(plan.b_sig, zeros(plan.b_sig))
+    return pack(plan.a_sig, plan.a_exp), pack(plan.b_sig, plan.b_exp)
+
+
+assert ZERO_EXP == -16384  # the kernel source hard-codes it
+
+
+# --- GPU build ---------------------------------------------------------------------------------
+
+_KERNEL_FLAGS = {"dot_kernel": "BUILD_DOT", "gemm_scalar": "BUILD_SCALAR", "gemm_tiled": "BUILD_TILED"}
+
+
+@lru_cache(maxsize=256)
+def device_module(header: str, kernel: str):
+    """CuPy RawModule holding ``kernel`` for one configuration (NVRTC; CuPy's disk cache keeps the binary).
+
+    Each kernel is its own module: a unit compiles only what it runs."""
+    import cupy
+
+    flags = "".join(f"#define {flag} {int(name == kernel)}\n" for name, flag in _KERNEL_FLAGS.items())
+    return cupy.RawModule(code=flags + header + KERNEL_SOURCE, options=("-std=c++17",))
+
+
+# --- host build (CI: the kernels' logic on a CPU) ----------------------------------------------
+
+def host_compiler() -> str | None:
+    """The host C++ compiler used for the CPU build of the kernels (None: none found)."""
+    for name in (os.environ.get("CXX"), "g++", "clang++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("TCNUMERICS_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tcnumerics")
+    path = Path(root) / "cuda-host"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@lru_cache(maxsize=64)
+def host_library(header: str) -> ctypes.CDLL:
+    """The kernels built for the CPU (same source behind HOST_PRELUDE), as a loaded shared library."""
+    cxx = host_compiler()
+    if cxx is None:
+        raise RuntimeError("no host C++ compiler (g++ or clang++) to build the GPU kernels for the CPU")
+    text = HOST_PRELUDE + header + KERNEL_SOURCE + HOST_LAUNCHER
+    key = hashlib.sha256(text.encode()).hexdigest()[:24]
+    lib = _cache_dir() / f"kernels-{key}.so"
+    if not lib.exists():
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "kernels.cpp"
+            src.write_text(text)
+            out = Path(tmp) / "kernels.so"
+            proc = subprocess.run([cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w", "-o", str(out),
+                                   str(src)], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"host build of the GPU kernels failed:\n{proc.stderr[-4000:]}")
+            shutil.move(str(out), str(lib))
+    return ctypes.CDLL(str(lib))

@@ -1,0 +1,588 @@
+"""CUDA C++ source of the GPU engine's kernels (private; ``tcnumerics.engines.cuda`` is the interface).
+
+One source serves two compilers: NVRTC (through CuPy) builds it for the GPU, and a host C++
+compiler builds the very same text for the CPU behind ``HOST_PRELUDE`` (CUDA threads as
+``std::thread``s, ``__syncthreads`` as a ``std::barrier``), so CI checks the kernels' logic
+without a GPU.  Every unit parameter arrives as a compile-time constant from a generated
+configuration header (``_cuda_build.config_header``): operand containers, table shifts, the
+group schedule, F, the zero exponent, the C / D / output formats (``FmtC``, ``FmtD``,
+``FmtOut``), roundings, the NaN pattern, the C-added-last flag and the tile shape.
+
+Kernels (``extern "C"``):
+
+* ``dot_kernel`` -- one thread per independent vector: the instruction chain through the
+  operand tables (``chain_one``, a re-statement of ``_fast_numba``'s integer kernels).
+* ``gemm_scalar`` -- one thread per output of a GEMM, the same ``chain_one``; every plan.
+* ``gemm_tiled`` -- fused units with equal groups of at most 32 products: a register-tiled
+  SIMT GEMM.  Per group, shared-memory tiles hold each operand's magnitude (pre-shifted
+  left by ``LS_AB``), alignment exponent and sign mask; pass 1 forms the maximum exponent
+  E of every output (``max(ea + eb, E)``), pass 2 truncates each product toward zero with
+  one 32-bit multiply and one clamped right shift ``(|a| << LS) * |b| >> (E + RS - ea - eb)``
+  and sums in int32 as ``t ^ sa ^ sb`` (one's complement); the per-group count of negative
+  products (``popc`` of the rows' and columns' sign masks) turns that into the exact
+  two's-complement sum.  C's truncated term and the single rounding run once per output per
+  group; lanes with an inf/NaN operand or accumulator take the scalar special-value rule.
+  The int32 sum is exact while ``GL * 2**(F + 2) <= 2**31`` (other units take ``gemm_scalar``).
+"""
+
+from __future__ import annotations
+
+__all__ = ["KERNEL_SOURCE", "HOST_PRELUDE", "HOST_LAUNCHER"]
+
+KERNEL_SOURCE = r"""
+#ifndef TC_HOST
+#define TC_FN __device__ __forceinline__
+#define TC_SHR(x, d) tc_shr_dev((x), (d))
+__device__ __forceinline__ unsigned tc_shr_dev(unsigned x, unsigned d) {
+    unsigned r;
+    asm("shr.u32 %0, %1, %2;" : "=r"(r) : "r"(x), "r"(d));  // amounts >= 32 give 0 (PTX clamps)
+    return r;
+}
+#define TC_CLZLL(x) __clzll(x)
+#define TC_POPC(x) __popc(x)
+#define TC_LDG(p) __ldg(p)
+#define TC_NAN __longlong_as_double(0x7FF8000000000000LL)
+#define TC_INF __longlong_as_double(0x7FF0000000000000LL)
+#endif
+
+#define ZERO_EXP (-16384)
+
+struct Dec { long long sig; long long exp; int kind; };
+
+template <class FP> TC_FN Dec tc_decode(long long bits) {
+    long long v = (bits >> FP::pad) & ((1LL << FP::width) - 1);
+    int neg = FP::is_signed ? (int)((v >> (FP::width - 1)) & 1) : 0;
+    long long code = v & ((1LL << (FP::exp_bits + FP::man_bits)) - 1);
+    long long fe = code >> FP::man_bits;
+    long long frac = code & ((1LL << FP::man_bits) - 1);
+    long long sig, exp;
+    if (FP::subnormals) {
+        sig = fe > 0 ? (frac | (1LL << FP::man_bits)) : frac;
+        exp = (fe > 1 ? fe : 1) - FP::bias;
+    } else {
+        sig = frac | (1LL << FP::man_bits);
+        exp = fe - FP::bias;
+    }
+    int kind = 0;
+    if (FP::specials == 0) {
+        if (fe == (1LL << FP::exp_bits) - 1) kind = frac != 0 ? 3 : (neg ? 2 : 1);
+    } else if (FP::specials == 1) {
+        if (code == (1LL << (FP::exp_bits + FP::man_bits)) - 1) kind = 3;
+    } else if (FP::specials == 2) {
+        if (neg && code == 0) kind = 3;
+    }
+    if (kind != 0) sig = 0;
+    Dec d = {neg ? -sig : sig, exp, kind};
+    return d;
+}
+
+TC_FN long long tc_bitlen(long long x) { return 64 - TC_CLZLL((unsigned long long)x); }
+
+// (-1)**neg * mag * 2**exp2 rounded once into FP (FloatFormat.encode for one value)
+template <class FP> TC_FN long long tc_round(bool neg, long long mag, long long exp2, int rounding, int overflow,
+                                             bool keep_negative_zero) {
+    const long long p = FP::man_bits;
+    long long code = 0, fe = 0;
+    if (mag != 0) {
+        long long q = exp2 + tc_bitlen(mag) - 1 - p;
+        if (q < FP::emin - p) q = FP::emin - p;
+        long long shift = q - exp2;
+        long long sig;
+        if (shift > 0) {
+            long long trunc, rem;
+            bool above, tie;
+            if (shift >= 63) {
+                trunc = 0; rem = mag;
+                above = shift == 63 && mag > (1LL << 62);
+                tie = shift == 63 && mag == (1LL << 62);
+            } else {
+                trunc = mag >> shift;
+                rem = mag - (trunc << shift);
+                long long half = 1LL << (shift - 1);
+                above = rem > half;
+                tie = rem == half;
+            }
+            bool inexact = rem != 0, up = false;
+            if (rounding == 0) up = above || (tie && (trunc & 1) == 1);
+            else if (rounding == 1) up = above || tie;
+            else if (rounding == 3) up = inexact && !neg;
+            else if (rounding == 4) up = inexact && neg;
+            sig = trunc + (up ? 1 : 0);
+            if (rounding == 5 && inexact) sig |= 1;
+        } else {
+            sig = mag << (-shift < 63 ? -shift : 63);
+        }
+        if ((sig >> (p + 1)) != 0) { sig >>= 1; q += 1; }
+        if (sig >= (1LL << p)) {
+            fe = q + p + FP::bias;
+            code = (fe << p) | (sig - (1LL << p));
+        } else {
+            code = sig;
+        }
+    }
+    if (code > FP::max_code || fe > (FP::max_code >> p)) {
+        bool to_inf;
+        if (overflow == 0) to_inf = rounding == 0 || rounding == 1 || (rounding == 3 && !neg) || (rounding == 4 && neg);
+        else to_inf = overflow != 2;
+        if (to_inf) {
+            code = ((1LL << FP::exp_bits) - 1) << p;
+            if (overflow == 3) code |= 1LL << (p - 1 > 0 ? p - 1 : 0);
+        } else {
+            code = FP::max_code;
+        }
+    }
+    if (code == 0 && !keep_negative_zero) return 0;
+    return ((((long long)(neg ? 1 : 0)) << (FP::width - 1)) | code) << FP::pad;
+}
+
+template <class FP> TC_FN long long tc_inf_bits(bool neg) {
+    return ((((long long)(neg ? 1 : 0)) << (FP::width - 1)) | (((1LL << FP::exp_bits) - 1) << FP::man_bits)) << FP::pad;
+}
+
+template <class FP> TC_FN double tc_to_double(long long bits) {
+    Dec d = tc_decode<FP>(bits);
+    if (d.kind == 3) return TC_NAN;
+    if (d.kind != 0) return d.kind == 2 ? -TC_INF : TC_INF;
+    if (d.sig == 0) {
+        bool neg = FP::is_signed && (((bits >> FP::pad) >> (FP::width - 1)) & 1);
+        return neg ? -0.0 : 0.0;
+    }
+    return ldexp((double)d.sig, (int)(d.exp - FP::man_bits));
+}
+
+// IEEE addition of two patterns rounded once into FO (the reference's float64 route)
+template <class FX, class FY, class FO> TC_FN long long tc_ieee_add(long long x, long long y, int rounding) {
+    double s = tc_to_double<FX>(x) + tc_to_double<FY>(y);
+    if (isnan(s)) return NAN_BITS;
+    bool neg = signbit(s);
+    if (isinf(s)) return tc_inf_bits<FO>(neg);
+    int e;
+    double m = frexp(fabs(s), &e);
+    long long mag = (long long)ldexp(m, 53);
+    return tc_round<FO>(neg, mag, (long long)e - 53, rounding, 0, true);
+}
+
+// result of a group with an inf/NaN operand or accumulator (-1: none); entries as in the tables
+TC_FN long long tc_special_one(int sa, int ea, int sb, int eb, int& nan, int& pos, int& neg) {
+    int ka = ea < ZERO_EXP ? ZERO_EXP - ea : 0;
+    int kb = eb < ZERO_EXP ? ZERO_EXP - eb : 0;
+    if (ka == 3 || kb == 3) {
+        nan = 1;
+    } else if (ka != 0 || kb != 0) {
+        bool a_zero = ka == 0 && sa == 0, b_zero = kb == 0 && sb == 0;
+        if (a_zero || b_zero) {
+            nan = 1;
+        } else {
+            bool na = ka != 0 ? ka == 2 : sa < 0;
+            bool nb = kb != 0 ? kb == 2 : sb < 0;
+            if (na != nb) neg = 1; else pos = 1;
+        }
+    }
+    return 0;
+}
+
+TC_FN long long tc_special_result(int nan, int pos, int neg) {
+    if (nan || (pos && neg)) return NAN_BITS;
+    if (pos || neg) return tc_inf_bits<FmtD>(neg != 0);
+    return -1;
+}
+
+template <class FP> TC_FN long long tc_decode_int(long long bits) {
+    long long v = bits & ((1LL << FP::width) - 1);
+    if (FP::is_signed && v >= (1LL << (FP::width - 1))) v -= 1LL << FP::width;
+    return v;
+}
+
+TC_FN long long tc_int_wrap(long long total) {
+    if (SATURATE) total = total < FmtD::emin ? FmtD::emin : (total > FmtD::max_code ? FmtD::max_code : total);
+    return total & ((1LL << FmtD::width) - 1);
+}
+
+TC_FN long long tc_term(long long sig, long long dist, int lshift, int rshift) {
+    long long s = sig >> 63;
+    long long mag = ((sig ^ s) - s) << lshift;
+    long long sh = dist + rshift;
+    long long t = sh >= 63 ? 0 : (sh <= 0 ? mag : mag >> sh);
+    return (t ^ s) - s;
+}
+
+#if KIND_INTEGER == 0
+// one fused group of one vector from table entries (``_fast_numba._fused_one``)
+template <class FA> TC_FN long long tc_fused_one(const int* sa, const int* ea, const int* sb, const int* eb, int L,
+                                                 long long acc_bits, bool acc_zero, int ls_acc, int rs_acc) {
+    Dec c = {0, 0, 0};
+    if (!acc_zero) c = tc_decode<FA>(acc_bits);
+    bool special = c.kind != 0;
+    long long emax = c.sig != 0 ? c.exp : (long long)E_ZERO;
+    for (int i = 0; i < L; ++i) {
+        if (ea[i] < ZERO_EXP || eb[i] < ZERO_EXP) special = true;
+        if (sa[i] == 0 || sb[i] == 0) {
+            if (emax < E_ZERO) emax = E_ZERO;
+        } else {
+            long long e = (long long)ea[i] + eb[i];
+            if (emax < e) emax = e;
+        }
+    }
+    if (special) {
+        int nan = c.kind == 3, pos = c.kind == 1, neg = c.kind == 2;
+        for (int i = 0; i < L; ++i) tc_special_one(sa[i], ea[i], sb[i], eb[i], nan, pos, neg);
+        return tc_special_result(nan, pos, neg);
+    }
+    long long total = tc_term(c.sig, emax - c.exp, ls_acc, rs_acc);
+    for (int i = 0; i < L; ++i)
+        total += tc_term((long long)sa[i] * sb[i], emax - ea[i] - eb[i], LS_AB, RS_AB);
+    return tc_round<FmtOut>(total < 0, total < 0 ? -total : total, emax - F_BITS, ROUNDING, OVERFLOW, false);
+}
+#endif
+
+template <class T> TC_FN int tc_entry(const int* table, T raw, int shift) {
+    return TC_LDG(table + ((unsigned)raw >> shift));
+}
+
+// the instruction chain of one vector over columns [k0, k1) of its operand rows
+TC_FN long long chain_one(const A_T* arow, const B_T* brow, const int* TA, const int* TB, long long acc, int k0, int k1) {
+#if KIND_INTEGER
+    for (int base = k0; base < k1; base += K_INST) {
+        int pos = 0;
+        for (int g = 0; g < NG; ++g) {
+            long long total = g == 0 ? tc_decode_int<FmtC>(acc) : tc_decode_int<FmtD>(acc);
+            for (int i = 0; i < GLEN[g]; ++i) {
+                int col = base + PERM[pos + i];
+                total += (long long)(tc_entry(TA, arow[col], A_SHIFT) >> 16) * (tc_entry(TB, brow[col], B_SHIFT) >> 16);
+            }
+            acc = tc_int_wrap(total);
+            pos += GLEN[g];
+        }
+    }
+    return acc;
+#else
+    int sa[GLMAX], ea[GLMAX], sb[GLMAX], eb[GLMAX];
+    for (int base = k0; base < k1; base += K_INST) {
+        long long c_in = acc;
+        int pos = 0;
+        for (int g = 0; g < NG; ++g) {
+            int L = GLEN[g];
+            for (int i = 0; i < L; ++i) {
+                int col = base + PERM[pos + i];
+                int wa = tc_entry(TA, arow[col], A_SHIFT), wb = tc_entry(TB, brow[col], B_SHIFT);
+                sa[i] = wa >> 16; ea[i] = (int)(short)(wa & 0xFFFF);
+                sb[i] = wb >> 16; eb[i] = (int)(short)(wb & 0xFFFF);
+            }
+            if (g == 0)
+                acc = tc_fused_one<FmtC>(sa, ea, sb, eb, L, acc, IEEE_ADD != 0, LS_C, RS_C);
+            else
+                acc = tc_fused_one<FmtD>(sa, ea, sb, eb, L, acc, false, LS_D, RS_D);
+            pos += L;
+        }
+#if IEEE_ADD
+        acc = tc_ieee_add<FmtD, FmtC, FmtD>(acc, c_in, ADD_ROUNDING);
+#endif
+    }
+    return acc;
+#endif
+}
+
+#ifndef BUILD_DOT
+#define BUILD_DOT 1
+#define BUILD_SCALAR 1
+#define BUILD_TILED 1
+#endif
+
+#if BUILD_DOT
+extern "C" __global__ void dot_kernel(const A_T* __restrict__ A, const B_T* __restrict__ B,
+                                      const C_T* __restrict__ C, D_T* __restrict__ D,
+                                      const int* __restrict__ TA, const int* __restrict__ TB, long long n, int k) {
+    long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= n) return;
+    D[row] = (D_T)chain_one(A + row * k, B + row * k, TA, TB, (long long)C[row], 0, k);
+}
+
+#endif
+
+#if BUILD_SCALAR
+// acc: [M, N] uint32 accumulator bits, updated in place over columns [k0, k1)
+extern "C" __global__ void gemm_scalar(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B,
+                                       long long ldb, const int* __restrict__ TA, const int* __restrict__ TB,
+                                       unsigned* __restrict__ ACC, int M, int N, int k0, int k1) {
+    long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long long)M * N) return;
+    int m = (int)(idx / N), n = (int)(idx % N);
+    ACC[idx] = (unsigned)chain_one(A + m * lda, B + n * ldb, TA, TB, (long long)ACC[idx], k0, k1);
+}
+#endif
+
+#if TILED && BUILD_TILED
+#define NT (TX * TY)
+#define BM (TY * TM)
+#define BN (TX * TN)
+#define KS (GL * GPS)
+
+// load one operand's stage: magnitudes (shifted left by lshift), exponents, sign masks [KS][R]; per (group, row) flags
+template <class T> TC_FN void tc_load_stage(const T* __restrict__ X, long long ldx, const int* __restrict__ TX_,
+                                            int shift, int lshift, int r0, int R, int rows, int col0, int k0, int ng,
+                                            unsigned* MAG, int* EXP, int* SGN, unsigned* MASK, int* FLAG, int tid) {
+    for (int p = tid; p < ng * R; p += NT) {
+        int gg = p / R, r = p % R;
+        int row = r0 + r;
+        unsigned mask = 0;
+        int zf = 0;
+        int c0 = col0 + gg * GL;
+        for (int i = 0; i < GL; ++i) {
+            int col = c0 + i;
+#if !NATURAL
+            int kp = (col - k0) % K_INST;
+            col = col - kp + PERM[kp];
+#endif
+            int w = row < rows ? tc_entry(TX_, X[(long long)row * ldx + col], shift) : (int)(ZERO_EXP & 0xFFFF);
+            int sig = w >> 16, e = (int)(short)(w & 0xFFFF);
+            int at = (gg * GL + i) * R + r;
+            MAG[at] = (unsigned)(sig < 0 ? -sig : sig) << lshift;
+            EXP[at] = e;
+            SGN[at] = sig < 0 ? -1 : 0;
+            mask |= (sig < 0 ? 1u : 0u) << i;
+            zf |= (e <= ZERO_EXP ? 1 : 0) | (e < ZERO_EXP ? 2 : 0);
+        }
+        MASK[gg * R + r] = mask;
+        FLAG[gg * R + r] = zf;
+    }
+}
+
+TC_FN int tc_row(int t, int i) { return i < TM / 2 ? t * (TM / 2) + i : BM / 2 + t * (TM / 2) + (i - TM / 2); }
+TC_FN int tc_col(int t, int j) { return j < TN / 2 ? t * (TN / 2) + j : BN / 2 + t * (TN / 2) + (j - TN / 2); }
+
+extern "C" __global__ void __launch_bounds__(NT, 1)
+gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, long long ldb,
+           const int* __restrict__ TA, const int* __restrict__ TB, unsigned* __restrict__ ACC,
+           int M, int N, int k0, int k1) {
+#ifdef TC_HOST
+    unsigned* tc_smem = tc_host_smem;
+#else
+    extern __shared__ unsigned tc_smem[];
+#endif
+    unsigned* AM = tc_smem;
+    int* AE = (int*)(AM + KS * BM);
+    int* AS = AE + KS * BM;
+    unsigned* BMG = (unsigned*)(AS + KS * BM);
+    int* BE = (int*)(BMG + KS * BN);
+    int* BS = BE + KS * BN;
+    unsigned* AMASK = (unsigned*)(BS + KS * BN);
+    int* AFLAG = (int*)(AMASK + GPS * BM);
+    unsigned* BMASK = (unsigned*)(AFLAG + GPS * BM);
+    int* BFLAG = (int*)(BMASK + GPS * BN);
+    // per output, [TM * TN][NT]: accumulator bits, E, the group's product sum
+    unsigned* CB = (unsigned*)(BFLAG + GPS * BN);
+    int* ES = (int*)(CB + TM * TN * NT);
+    int* SUM = ES + TM * TN * NT;
+#if IEEE_ADD
+    unsigned* CIN = (unsigned*)(SUM + TM * TN * NT);
+#endif
+    const int tid = threadIdx.x;
+    const int tx = tid % TX, ty = tid / TX;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+#pragma unroll 1
+    for (int o = 0; o < TM * TN; ++o) {
+        int m = m0 + tc_row(ty, o / TN), n = n0 + tc_col(tx, o % TN);
+        CB[o * NT + tid] = (m < M && n < N) ? ACC[(long long)m * N + n] : 0u;
+    }
+    const int groups = (k1 - k0) / GL;
+    for (int gs0 = 0; gs0 < groups; gs0 += GPS) {
+        int ng = groups - gs0 < GPS ? groups - gs0 : GPS;
+        __syncthreads();
+        tc_load_stage(A, lda, TA, A_SHIFT, LS_AB, m0, BM, M, k0 + gs0 * GL, k0, ng, AM, AE, AS, AMASK, AFLAG, tid);
+        tc_load_stage(B, ldb, TB, B_SHIFT, 0, n0, BN, N, k0 + gs0 * GL, k0, ng, BMG, BE, BS, BMASK, BFLAG, tid);
+        __syncthreads();
+        for (int gg = 0; gg < ng; ++gg) {
+            const int g = gs0 + gg;
+            const bool first = g % NG == 0;
+            const bool last = g % NG == NG - 1;
+            const int kb = gg * GL;
+            // group start (once per output): C's exponent, or E_ZERO for a zero C or a zero product
+#pragma unroll 1
+            for (int o = 0; o < TM * TN; ++o) {
+                const int at = o * NT + tid;
+                const int r = tc_row(ty, o / TN), q = tc_col(tx, o % TN);
+                unsigned bits = CB[at];
+#if IEEE_ADD
+                if (first) { CIN[at] = bits; bits = 0u; CB[at] = 0u; }
+#endif
+                Dec c = first ? tc_decode<FmtC>(bits) : tc_decode<FmtD>(bits);
+                int e = c.sig != 0 ? (int)c.exp : E_ZERO;
+                if (((AFLAG[gg * BM + r] | BFLAG[gg * BN + q]) & 1) && e < E_ZERO) e = E_ZERO;
+                ES[at] = e;
+            }
+            int E[TM][TN];
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) E[i][j] = ES[(i * TN + j) * NT + tid];
+            // pass 1: the maximum exponent over the group's products
+#pragma unroll 4
+            for (int kk = 0; kk < GL; ++kk) {
+                int ea[TM], eb[TN];
+#pragma unroll
+                for (int i = 0; i < TM; ++i) ea[i] = AE[(kb + kk) * BM + tc_row(ty, i)];
+#pragma unroll
+                for (int j = 0; j < TN; ++j) eb[j] = BE[(kb + kk) * BN + tc_col(tx, j)];
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) E[i][j] = max(ea[i] + eb[j], E[i][j]);
+            }
+            // pass 2: truncate every product to F fraction bits below 2**E, sum exactly
+            int acc[TM][TN];
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) { acc[i][j] = 0; E[i][j] += RS_AB; }
+#pragma unroll 2
+            for (int kk = 0; kk < GL; ++kk) {
+                unsigned am[TM], bm[TN];
+                int ea[TM], eb[TN], as[TM], bs[TN];
+#pragma unroll
+                for (int i = 0; i < TM; ++i) {
+                    int at = (kb + kk) * BM + tc_row(ty, i);
+                    am[i] = AM[at]; ea[i] = AE[at]; as[i] = AS[at];
+                }
+#pragma unroll
+                for (int j = 0; j < TN; ++j) {
+                    int at = (kb + kk) * BN + tc_col(tx, j);
+                    bm[j] = BMG[at]; eb[j] = BE[at]; bs[j] = BS[at];
+                }
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) {
+                        unsigned t = TC_SHR(am[i] * bm[j], (unsigned)(E[i][j] - ea[i] - eb[j]));
+                        acc[i][j] += (int)(t ^ (unsigned)as[i] ^ (unsigned)bs[j]);
+                    }
+            }
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) {
+                    ES[(i * TN + j) * NT + tid] = E[i][j] - RS_AB;
+                    SUM[(i * TN + j) * NT + tid] = acc[i][j];
+                }
+            // once per output: C's term, the negative-product count, one rounding
+#pragma unroll 1
+            for (int o = 0; o < TM * TN; ++o) {
+                const int at = o * NT + tid;
+                const int r = tc_row(ty, o / TN), q = tc_col(tx, o % TN);
+                const int fl = AFLAG[gg * BM + r] | BFLAG[gg * BN + q];
+                unsigned bits = CB[at];
+                Dec c = first ? tc_decode<FmtC>(bits) : tc_decode<FmtD>(bits);
+                long long emax = ES[at];
+                long long res;
+                if ((fl & 2) || c.kind != 0) {
+                    int nan = c.kind == 3, pos = c.kind == 1, neg = c.kind == 2;
+                    for (int kk = 0; kk < GL; ++kk) {
+                        int ata = (kb + kk) * BM + r, atb = (kb + kk) * BN + q;
+                        int sa = (int)(AM[ata] >> LS_AB), sb = (int)BMG[atb];
+                        tc_special_one(AS[ata] ? -sa : sa, AE[ata], BS[atb] ? -sb : sb, BE[atb], nan, pos, neg);
+                    }
+                    res = tc_special_result(nan, pos, neg);
+                } else {
+                    long long total = (long long)SUM[at] + TC_POPC(AMASK[gg * BM + r] ^ BMASK[gg * BN + q]) +
+                        (first ? tc_term(c.sig, emax - c.exp, LS_C, RS_C) : tc_term(c.sig, emax - c.exp, LS_D, RS_D));
+                    res = tc_round<FmtOut>(total < 0, total < 0 ? -total : total, emax - F_BITS, ROUNDING, OVERFLOW,
+                                           false);
+                }
+#if IEEE_ADD
+                if (last) res = tc_ieee_add<FmtD, FmtC, FmtD>(res, (long long)CIN[at], ADD_ROUNDING);
+#endif
+                CB[at] = (unsigned)res;
+            }
+            (void)last;
+        }
+    }
+#pragma unroll 1
+    for (int o = 0; o < TM * TN; ++o) {
+        int m = m0 + tc_row(ty, o / TN), n = n0 + tc_col(tx, o % TN);
+        if (m < M && n < N) ACC[(long long)m * N + n] = CB[o * NT + tid];
+    }
+}
+#endif
+"""
+
+# The host build: the same source as plain C++ (CI checks the kernels' logic without a GPU).
+HOST_PRELUDE = r"""
+#define TC_HOST 1
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+#include <algorithm>
+#include <limits>
+using std::max;
+using std::min;
+struct tc_dim3 { unsigned x = 0, y = 0, z = 0; };
+static thread_local tc_dim3 threadIdx, blockIdx;
+static tc_dim3 blockDim, gridDim;
+static std::barrier<>* tc_barrier = nullptr;
+static unsigned* tc_host_smem = nullptr;
+#define TC_FN static inline
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__
+#define __launch_bounds__(a, b)
+#define __constant__ static const
+#define __syncthreads() tc_barrier->arrive_and_wait()
+#define extern_shared_smem
+static inline unsigned TC_SHR(unsigned x, unsigned d) { return d >= 32 ? 0u : x >> d; }
+#define TC_CLZLL(x) ((x) == 0 ? 64 : __builtin_clzll(x))
+#define TC_POPC(x) __builtin_popcount(x)
+#define TC_LDG(p) (*(p))
+#define TC_NAN std::numeric_limits<double>::quiet_NaN()
+#define TC_INF std::numeric_limits<double>::infinity()
+using std::isnan;
+using std::isinf;
+using std::signbit;
+"""
+
+# extern "C" entry points of the host build: run a kernel's grid with CUDA's semantics
+HOST_LAUNCHER = r"""
+extern "C" void host_dot(const void* a, const void* b, const void* c, void* d, const int* ta, const int* tb,
+                         long long n, int k) {
+    blockDim.x = 64;
+    for (long long blk = 0; blk * 64 < n; ++blk)
+        for (unsigned t = 0; t < 64; ++t) {
+            blockIdx.x = (unsigned)blk; threadIdx.x = t;
+            dot_kernel((const A_T*)a, (const B_T*)b, (const C_T*)c, (D_T*)d, ta, tb, n, k);
+        }
+}
+extern "C" void host_gemm_scalar(const void* a, long long lda, const void* b, long long ldb, const int* ta,
+                                 const int* tb, unsigned* acc, int M, int N, int k0, int k1) {
+    blockDim.x = 64;
+    long long total = (long long)M * N;
+    for (long long blk = 0; blk * 64 < total; ++blk)
+        for (unsigned t = 0; t < 64; ++t) {
+            blockIdx.x = (unsigned)blk; threadIdx.x = t;
+            gemm_scalar((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1);
+        }
+}
+#if TILED
+extern "C" int host_gemm_tiled(const void* a, long long lda, const void* b, long long ldb, const int* ta,
+                               const int* tb, unsigned* acc, int M, int N, int k0, int k1, long long smem_words) {
+    std::vector<unsigned> smem((size_t)smem_words);
+    blockDim.x = NT;
+    for (unsigned by = 0; by * BM < (unsigned)M; ++by)
+        for (unsigned bx = 0; bx * BN < (unsigned)N; ++bx) {
+            std::barrier<> bar(NT);
+            tc_barrier = &bar;
+            tc_host_smem = smem.data();
+            std::vector<std::thread> threads;
+            for (unsigned t = 0; t < NT; ++t)
+                threads.emplace_back([=] {
+                    blockIdx.x = bx; blockIdx.y = by; threadIdx.x = t;
+                    gemm_tiled((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1);
+                });
+            for (auto& th : threads) th.join();
+        }
+    return 0;
+}
+#endif
+"""

@@ -1,0 +1,382 @@
+"""The GPU engine: the fast engine's contract and bits, evaluated by CUDA kernels on NVIDIA GPUs.
+
+``dot_bits(spec, a, b, c)``, ``gemm_bits(spec, a_rows, b_cols, c)``, ``accumulate_bits(...)``
+and ``unsupported_reason(spec)`` behave exactly as in ``tcnumerics.engines.fast`` (same
+arguments, same result bits).  Inputs may be numpy arrays (copied to the GPU and back), CuPy
+arrays or torch CUDA tensors (used in place through ``__cuda_array_interface__`` / DLPack; the
+result is of the same kind, on the same device, computed on torch's current stream).
+
+The kernels (``_cuda_source``) are specialised on the unit at first use: the plan the fast
+engine builds (operand tables, F, zero exponent, formats, roundings, mantissa cut, NaN
+pattern, group schedule, C added last) becomes compile-time constants, NVRTC compiles them
+through CuPy, and CuPy's disk cache keeps the binary, so any custom ``UnitModel`` /
+``InstructionSpec`` runs without a rebuild by the user.  Fused units with equal groups of at
+most 32 products use a register-tiled GEMM kernel; other supported plans (integer units,
+unequal groups) a per-output kernel.  Entries the plans do not cover (``unsupported_reason``)
+are evaluated by the CPU fast engine after a warning.  GPU memory: the operands, the
+accumulator (uint32) and the result; no M*N*K temporaries.
+
+Needs the ``[gpu]`` extra (CuPy) and an NVIDIA GPU; ``available()`` says whether both are there.
+
+Example (skipped without a GPU):
+    >>> import numpy as np
+    >>> from tcnumerics.engines import cuda, fast
+    >>> if cuda.available():  # doctest: +SKIP
+    ...     rng = np.random.default_rng(0)
+    ...     a = rng.integers(0, 1 << 16, (64, 32), dtype=np.uint16)
+    ...     b = rng.integers(0, 1 << 16, (48, 32), dtype=np.uint16)
+    ...     c = np.zeros((64, 48), np.uint32)
+    ...     s = "hopper.wgmma.m64n8k16.f32.bf16.bf16"
+    ...     assert (cuda.gemm_bits(s, a, b, c) == fast.gemm_bits(s, a, b, c)).all()
+    >>> cuda.unsupported_reason("hopper.wgmma.m64n8k16.f32.bf16.bf16") is None
+    True
+"""
+
+from __future__ import annotations
+
+import warnings
+from functools import lru_cache
+
+import numpy as np
+
+from ..model import InstructionSpec
+from . import _cuda_build as build
+from ._fast_plan import Plan, build_plan
+
+__all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "available", "is_device_array"]
+
+_DOT_THREADS = 256
+_SCALAR_THREADS = 128
+_STATIC_SMEM = 48 * 1024
+
+
+def _spec(spec) -> InstructionSpec:
+    from ..catalog import get_instruction
+
+    return get_instruction(spec)
+
+
+@lru_cache(maxsize=256)
+def _cached_plan(spec: InstructionSpec) -> Plan | str:
+    return build_plan(spec)
+
+
+def _plan(spec: InstructionSpec) -> Plan | str:
+    try:
+        return _cached_plan(spec)
+    except TypeError:  # an unhashable field: plan without the cache
+        return build_plan(spec)
+
+
+def unsupported_reason(spec: "str | InstructionSpec") -> str | None:
+    """Why ``spec`` is evaluated by the CPU fast engine instead of the GPU (None: the GPU runs it).
+
+    >>> unsupported_reason("hopper.mma.m16n8k32.s32.s8.s8.s32") is None
+    True
+    >>> unsupported_reason("cdna3.mfma.f32_16x16x16_f16")   # staged sums: the CPU engines evaluate it
+    "algorithm 'staged_sum' is evaluated by the reference engine"
+    """
+    plan = _plan(_spec(spec))
+    return plan if isinstance(plan, str) else None
+
+
+@lru_cache(maxsize=1)
+def available() -> bool:
+    """Whether CuPy is installed and sees a CUDA device."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no CuPy, no driver, no device: the engine is unavailable
+        return False
+
+
+def is_device_array(x) -> bool:
+    """Whether ``x`` already lives on a GPU (a CuPy array or a torch CUDA tensor)."""
+    if type(x).__module__.startswith("cupy"):
+        return True
+    return type(x).__module__.startswith("torch") and bool(getattr(x, "is_cuda", False))
+
+
+# --- arrays in and out ------------------------------------------------------------------------
+
+def _kind(x) -> str:
+    if type(x).__module__.startswith("cupy"):
+        return "cupy"
+    if type(x).__module__.startswith("torch"):
+        return "torch" if x.is_cuda else "torch-cpu"
+    return "numpy"
+
+
+def _to_device(name: str, x, dtype, device_kind: str):
+    """x as a C-contiguous CuPy array of ``dtype`` (unsigned container; same-width integers reinterpreted)."""
+    import cupy
+
+    if device_kind == "torch":
+        x = cupy.from_dlpack(x.detach().contiguous())
+    elif device_kind == "torch-cpu":
+        x = cupy.asarray(x.numpy())
+    elif device_kind == "numpy":
+        x = cupy.asarray(np.asarray(x))
+    if x.dtype.kind not in "ui":
+        raise TypeError(f"{name}: expected unsigned integer bit patterns, got dtype {x.dtype}")
+    if x.dtype.itemsize == np.dtype(dtype).itemsize:
+        x = x.view(dtype)
+    else:
+        x = x.astype(dtype)
+    return cupy.ascontiguousarray(x)
+
+
+def _from_device(x, kind: str):
+    if kind == "cupy":
+        return x
+    if kind == "torch":
+        import torch
+
+        return torch.from_dlpack(x)
+    out = x.get()
+    if kind == "torch-cpu":
+        import torch
+
+        return torch.from_numpy(out)
+    return out
+
+
+class _Stream:
+    """Run on torch's current stream and device when the inputs are torch CUDA tensors."""
+
+    def __init__(self, x, kind: str):
+        self._ctx = []
+        if kind == "torch":
+            import cupy
+            import torch
+
+            dev = x.device.index if x.device.index is not None else torch.cuda.current_device()
+            self._ctx = [cupy.cuda.Device(dev),
+                         cupy.cuda.ExternalStream(torch.cuda.current_stream(dev).cuda_stream)]
+        elif kind == "cupy":
+            import cupy
+
+            self._ctx = [cupy.cuda.Device(x.device.id)]
+
+    def __enter__(self):
+        for c in self._ctx:
+            c.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        for c in reversed(self._ctx):
+            c.__exit__(*exc)
+        return False
+
+
+@lru_cache(maxsize=128)
+def _device_tables(plan_key: int, device: int, plan: Plan):
+    import cupy
+
+    ta, tb = build.tables(plan)
+    return cupy.asarray(ta), cupy.asarray(tb)
+
+
+def _require_gpu() -> None:
+    if not available():
+        raise RuntimeError("engine='cuda': no CUDA device visible to CuPy (install tcnumerics[gpu] on a machine "
+                           "with an NVIDIA GPU, or use engine='fast')")
+
+
+def _fallback(spec: InstructionSpec, reason: str):
+    from . import fast
+
+    warnings.warn(f"engine='cuda': {spec.name} runs on the CPU fast engine ({reason})", RuntimeWarning,
+                  stacklevel=3)
+    return fast
+
+
+def _host(x):
+    if type(x).__module__.startswith("cupy"):
+        return x.get()
+    if type(x).__module__.startswith("torch"):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+# --- the contract -----------------------------------------------------------------------------
+
+def dot_bits(spec: "str | InstructionSpec", a, b, c):
+    """Result bits of [N, K'] operand bits and [N] accumulator bits (K' a multiple of spec.k).
+
+    Same contract and bits as ``reference.dot_bits``; instructions chain over K' in order.
+    """
+    spec = _spec(spec)
+    plan = _plan(spec)
+    kind = _kind(a)
+    if isinstance(plan, str):
+        out = _fallback(spec, plan).dot_bits(spec, _host(a), _host(b), _host(c))
+        return _from_host(out, kind, a)
+    _require_gpu()
+    if np.ndim(a) != 2 or tuple(a.shape) != tuple(b.shape) or tuple(c.shape) != (a.shape[0],):
+        raise ValueError(f"a, b, c: expected [N, K], [N, K], [N]; got {tuple(a.shape)}, {tuple(b.shape)}, "
+                         f"{tuple(c.shape)}")
+    n, k = int(a.shape[0]), int(a.shape[1])
+    if k % plan.k:
+        raise ValueError(f"a: K={k} is not a multiple of {spec.name}'s K={plan.k}")
+    import cupy
+
+    with _Stream(a, kind):
+        da = _to_device("a", a, spec.a_format.container_dtype, kind)
+        db = _to_device("b", b, spec.b_format.container_dtype, _kind(b))
+        dc = _to_device("c", c, spec.c_format.container_dtype, _kind(c))
+        out = cupy.empty(n, spec.d_format.container_dtype)
+        if n:
+            module = build.device_module(build.config_header(spec, plan, build.DEVICE_TILE), "dot_kernel")
+            ta, tb = _device_tables(id(plan), cupy.cuda.Device().id, plan)
+            module.get_function("dot_kernel")(((n + _DOT_THREADS - 1) // _DOT_THREADS,), (_DOT_THREADS,),
+                                              (da, db, dc, out, ta, tb, np.int64(n), np.int32(k)))
+        return _from_device(out, kind)
+
+
+def _from_host(out: np.ndarray, kind: str, like):
+    if kind == "numpy":
+        return out
+    if kind == "torch-cpu":
+        import torch
+
+        return torch.from_numpy(out)
+    import cupy
+
+    with _Stream(like, kind):
+        return _from_device(cupy.asarray(out), kind)
+
+
+def gemm_bits(spec: "str | InstructionSpec", a_rows, b_cols, c):
+    """All M x N dot products ``d[m, n] = dot(a_rows[m], b_cols[n]) + c[m, n]`` as result bits.
+
+    a_rows: [M, K] operand bits, b_cols: [N, K] (B transposed), c: [M, N] accumulator bits;
+    exactly ``fast.gemm_bits``'s result.
+    """
+    spec = _spec(spec)
+    if np.ndim(a_rows) != 2:
+        raise ValueError(f"a_rows: expected a 2-D [M, K] array, got shape {tuple(a_rows.shape)}")
+    if a_rows.shape[1] == 0 or a_rows.shape[1] % spec.k:
+        raise ValueError(f"a_rows: K={a_rows.shape[1]} is not a positive multiple of {spec.name}'s K={spec.k}")
+    return accumulate_bits(spec, a_rows, b_cols, c, 0, int(a_rows.shape[1]))
+
+
+def accumulate_bits(spec: "str | InstructionSpec", a_rows, b_cols, acc, k_start: int = 0, k_stop: int | None = None):
+    """Continue accumulators ``acc`` [M, N] over K columns ``k_start:k_stop`` (``fast.accumulate_bits``)."""
+    spec = _spec(spec)
+    plan = _plan(spec)
+    kind = _kind(a_rows)
+    if isinstance(plan, str):
+        out = _fallback(spec, plan).accumulate_bits(spec, _host(a_rows), _host(b_cols), _host(acc), k_start, k_stop)
+        return _from_host(out, kind, a_rows)
+    _require_gpu()
+    if np.ndim(a_rows) != 2 or np.ndim(b_cols) != 2:
+        raise ValueError(f"a_rows, b_cols: expected 2-D [M, K] and [N, K], got {tuple(a_rows.shape)} and "
+                         f"{tuple(b_cols.shape)}")
+    M, K = (int(x) for x in a_rows.shape)
+    N = int(b_cols.shape[0])
+    if int(b_cols.shape[1]) != K:
+        raise ValueError(f"b_cols: expected K={K} columns like a_rows, got shape {tuple(b_cols.shape)}")
+    if tuple(acc.shape) != (M, N):
+        raise ValueError(f"c: expected shape {(M, N)}, got {tuple(acc.shape)}")
+    k_stop = K if k_stop is None else k_stop
+    _check_range(spec, K, k_start, k_stop)
+    import cupy
+
+    with _Stream(a_rows, kind):
+        da = _to_device("a_rows", a_rows, spec.a_format.container_dtype, kind)
+        db = _to_device("b_cols", b_cols, spec.b_format.container_dtype, _kind(b_cols))
+        work = _to_device("c", acc, spec.c_format.container_dtype, _kind(acc)).astype(cupy.uint32)
+        if k_stop > k_start and M and N:
+            _run_gemm(spec, plan, da, db, work, k_start, k_stop)
+        return _from_device(work.astype(spec.d_format.container_dtype), kind)
+
+
+def _check_range(spec: InstructionSpec, K: int, k_start: int, k_stop: int) -> None:
+    if not (0 <= k_start <= k_stop <= K):
+        raise ValueError(f"k_start, k_stop: need 0 <= k_start <= k_stop <= {K}, got {k_start}, {k_stop}")
+    for name, value in (("k_start", k_start), ("k_stop", k_stop)):
+        if value % spec.k:
+            raise ValueError(f"{name}: {value} is not a multiple of {spec.name}'s K={spec.k}")
+    if k_stop - k_start > spec.k and spec.c_format != spec.d_format:
+        raise ValueError(f"a_rows: K range {k_start}:{k_stop} chains instructions, but {spec.name} takes C as "
+                         f"{spec.c_format.name} and writes D as {spec.d_format.name}")
+
+
+def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int) -> None:
+    import cupy
+
+    M, N = work.shape
+    tile = build.DEVICE_TILE
+    header = build.config_header(spec, plan, tile)
+    ta, tb = _device_tables(id(plan), cupy.cuda.Device().id, plan)
+    args = (da, np.int64(da.shape[1]), db, np.int64(db.shape[1]), ta, tb, work, np.int32(M), np.int32(N),
+            np.int32(k0), np.int32(k1))
+    if build.tiled_reason(plan) is None:
+        kernel = build.device_module(header, "gemm_tiled").get_function("gemm_tiled")
+        smem = 4 * build.smem_words(plan, tile)
+        if smem > _STATIC_SMEM:
+            kernel.max_dynamic_shared_size_bytes = smem
+        kernel(((N + tile.bn - 1) // tile.bn, (M + tile.bm - 1) // tile.bm), (tile.threads,), args,
+               shared_mem=smem)
+    else:
+        total = M * N
+        build.device_module(header, "gemm_scalar").get_function("gemm_scalar")(((total + _SCALAR_THREADS - 1) // _SCALAR_THREADS,), (_SCALAR_THREADS,),
+                                           args)
+
+
+# --- the same kernels built for the CPU (tests) ---------------------------------------------------
+
+def _ptr(x: np.ndarray) -> int:
+    return x.ctypes.data
+
+
+def host_dot_bits(spec: "str | InstructionSpec", a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``dot_bits`` through the host build of the kernels (the CI check of their logic; numpy only)."""
+    import ctypes
+
+    spec = _spec(spec)
+    plan = _plan(spec)
+    if isinstance(plan, str):
+        raise ValueError(f"{spec.name}: {plan}")
+    a = np.ascontiguousarray(np.asarray(a).astype(spec.a_format.container_dtype))
+    b = np.ascontiguousarray(np.asarray(b).astype(spec.b_format.container_dtype))
+    c = np.ascontiguousarray(np.asarray(c).astype(spec.c_format.container_dtype))
+    out = np.empty(a.shape[0], spec.d_format.container_dtype)
+    lib = build.host_library(build.config_header(spec, plan, build.HOST_TILE))
+    ta, tb = build.tables(plan)
+    lib.host_dot(ctypes.c_void_p(_ptr(a)), ctypes.c_void_p(_ptr(b)), ctypes.c_void_p(_ptr(c)),
+                 ctypes.c_void_p(_ptr(out)), ctypes.c_void_p(_ptr(ta)), ctypes.c_void_p(_ptr(tb)),
+                 ctypes.c_longlong(a.shape[0]), ctypes.c_int(a.shape[1]))
+    return out
+
+
+def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: np.ndarray, acc: np.ndarray,
+                         k_start: int = 0, k_stop: int | None = None, kernel: str = "auto") -> np.ndarray:
+    """``accumulate_bits`` through the host build (``kernel``: "tiled", "scalar" or "auto")."""
+    import ctypes
+
+    spec = _spec(spec)
+    plan = _plan(spec)
+    if isinstance(plan, str):
+        raise ValueError(f"{spec.name}: {plan}")
+    a = np.ascontiguousarray(np.asarray(a_rows).astype(spec.a_format.container_dtype))
+    b = np.ascontiguousarray(np.asarray(b_cols).astype(spec.b_format.container_dtype))
+    work = np.ascontiguousarray(np.asarray(acc).astype(spec.c_format.container_dtype).astype(np.uint32))
+    k_stop = a.shape[1] if k_stop is None else k_stop
+    _check_range(spec, a.shape[1], k_start, k_stop)
+    tile = build.HOST_TILE
+    lib = build.host_library(build.config_header(spec, plan, tile))
+    ta, tb = build.tables(plan)
+    M, N = work.shape
+    tiled = build.tiled_reason(plan) is None if kernel == "auto" else kernel == "tiled"
+    args = [ctypes.c_void_p(_ptr(a)), ctypes.c_longlong(a.shape[1]), ctypes.c_void_p(_ptr(b)),
+            ctypes.c_longlong(b.shape[1]), ctypes.c_void_p(_ptr(ta)), ctypes.c_void_p(_ptr(tb)),
+            ctypes.c_void_p(_ptr(work)), ctypes.c_int(M), ctypes.c_int(N), ctypes.c_int(k_start), ctypes.c_int(k_stop)]
+    if k_stop > k_start and M and N:
+        if tiled:
+            lib.host_gemm_tiled(*args, ctypes.c_longlong(build.smem_words(plan, tile)))
+        else:
+            lib.host_gemm_scalar(*args)
+    return work.astype(spec.d_format.container_dtype)
