@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .catalog import get_instruction, instruction_names
-from .engines import get_engine, grid_dot_bits
+from .engines import _on_gpu, get_engine, grid_dot_bits, resolve_engine
 from .formats import Format, IntFormat
 from .model import InstructionSpec
 
@@ -85,6 +85,10 @@ class Instruction:
 
             return blockscale.dot_bits(spec.name, a, b, c, scale_a=scale_a, scale_b=scale_b,
                                        engine=engine if engine not in (None, "auto", "fast") else "reference")
+        if resolve_engine(engine or self.engine, a, b, c) == "cuda" and _on_gpu(a):
+            from .engines import cuda  # GPU-resident operands stay there; the result is of their kind
+
+            return cuda.dot_bits(spec, a, b, c)
         single = np.ndim(a) == 1
         a = check_bits("a", a, spec.a_format)
         b = check_bits("b", b, spec.b_format)

@@ -1,5 +1,6 @@
 """Engines that evaluate the unit model: ``reference`` (readable numpy, the specification),
-``fast`` (compiled, bit-identical to the reference) and ``exact`` (the mpmath/fractions oracle)."""
+``fast`` (compiled, bit-identical to the reference), ``cuda`` (the fast engine's bits on an
+NVIDIA GPU, ``[gpu]`` extra) and ``exact`` (the mpmath/fractions oracle)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Callable
 
 import numpy as np
 
-ENGINES = ("auto", "reference", "fast", "exact")
+ENGINES = ("auto", "reference", "fast", "cuda", "exact")
 
 
 def get_engine(name: str):
@@ -18,6 +19,10 @@ def get_engine(name: str):
         from . import oracle
 
         return oracle
+    if name == "cuda":
+        from . import cuda
+
+        return cuda
     if name in ("fast", "auto"):
         try:
             from . import fast
@@ -29,6 +34,24 @@ def get_engine(name: str):
     from . import reference
 
     return reference
+
+
+def resolve_engine(name: str, *arrays) -> str:
+    """``"cuda"`` for ``"auto"`` when an input already lives on a GPU (CuPy array, torch CUDA tensor);
+    otherwise ``name`` (validated).
+
+    >>> resolve_engine("auto", np.zeros(3))
+    'auto'
+    """
+    get_engine(name)
+    if name == "auto" and any(_on_gpu(x) for x in arrays):
+        return "cuda"
+    return name
+
+
+def _on_gpu(x) -> bool:
+    module = type(x).__module__
+    return module.startswith("cupy") or (module.startswith("torch") and bool(getattr(x, "is_cuda", False)))
 
 
 def grid_dot_bits(dot: Callable, spec, a_rows: np.ndarray, b_cols: np.ndarray, c: np.ndarray,
