@@ -43,6 +43,7 @@ __device__ __forceinline__ unsigned tc_shr_dev(unsigned x, unsigned d) {
 #define TC_LDG(p) __ldg(p)
 #define TC_NAN __longlong_as_double(0x7FF8000000000000LL)
 #define TC_INF __longlong_as_double(0x7FF0000000000000LL)
+#define TC_SIGNBIT(x) (__double_as_longlong(x) < 0)
 #endif
 
 #define ZERO_EXP (-16384)
@@ -153,9 +154,9 @@ template <class FP> TC_FN double tc_to_double(long long bits) {
 // IEEE addition of two patterns rounded once into FO (the reference's float64 route)
 template <class FX, class FY, class FO> TC_FN long long tc_ieee_add(long long x, long long y, int rounding) {
     double s = tc_to_double<FX>(x) + tc_to_double<FY>(y);
-    if (isnan(s)) return NAN_BITS;
-    bool neg = signbit(s);
-    if (isinf(s)) return tc_inf_bits<FO>(neg);
+    if (s != s) return NAN_BITS;
+    bool neg = TC_SIGNBIT(s);
+    if (fabs(s) == TC_INF) return tc_inf_bits<FO>(neg);
     int e;
     double m = frexp(fabs(s), &e);
     long long mag = (long long)ldexp(m, 53);
@@ -538,9 +539,7 @@ static inline unsigned TC_SHR(unsigned x, unsigned d) { return d >= 32 ? 0u : x 
 #define TC_LDG(p) (*(p))
 #define TC_NAN std::numeric_limits<double>::quiet_NaN()
 #define TC_INF std::numeric_limits<double>::infinity()
-using std::isnan;
-using std::isinf;
-using std::signbit;
+#define TC_SIGNBIT(x) std::signbit(x)
 """
 
 # extern "C" entry points of the host build: run a kernel's grid with CUDA's semantics

@@ -1,0 +1,281 @@
+"""GPU engine speed on an NVIDIA GPU, every figure timed in the same run (best of 3 after a warm-up).
+
+Cases: the Hopper wgmma chains (BF16, FP16, TF32 -> FP32; FP8 E4M3 with the E8M13 output cut),
+the mma.sync FP8 lowering (FP16 chunks, C added last), ``promote_every=128`` and split-K = 4
+built from ``cuda.accumulate_bits`` with FP32 round-to-nearest-even additions on the GPU (as
+``tcnumerics.gemm`` composes them; their bits are checked against ``tcnumerics.gemm`` with the
+fast engine on a small size in the same run), ``dot_bits`` at K = 32, and the baselines:
+``torch.matmul`` in BF16 on the same GPU (the tensor cores themselves), MMA-Sim 2.1.1 on CUDA
+tensors and the CPU fast engine on the host's cores.  Every GEMM's bits at the benchmark size
+are compared with the fast engine on a block of rows.
+
+    PYTHONPATH=src python3 benchmarks/bench_gpu.py --size 8192 --json bench_gpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+CASES = [("BF16 wgmma k16 -> FP32", "hopper.wgmma.m64n8k16.f32.bf16.bf16"),
+         ("FP16 wgmma k16 -> FP32", "hopper.wgmma.m64n8k16.f32.f16.f16"),
+         ("TF32 wgmma k8 -> FP32", "hopper.wgmma.m64n8k8.f32.tf32.tf32"),
+         ("FP8 E4M3 wgmma k32 -> E8M13", "hopper.wgmma.m64n8k32.f32.e4m3.e4m3"),
+         ("FP8 E4M3 mma.sync k32 (FP16 lowering)", "hopper.mma.m16n8k32.f32.e4m3.e4m3.f32")]
+BF16 = "hopper.wgmma.m64n8k16.f32.bf16.bf16"
+
+
+def operand_bits(fmt, shape, rng) -> np.ndarray:
+    """Bit patterns of standard-normal values rounded to ``fmt`` (RNE)."""
+    x = rng.standard_normal(shape, dtype=np.float32)
+    return fmt.from_float(x.astype(np.float64), "rne") if fmt.name != "bf16" else _bf16_bits(x)
+
+
+def _bf16_bits(x: np.ndarray) -> np.ndarray:
+    import ml_dtypes
+
+    return x.astype(ml_dtypes.bfloat16).view(np.uint16)
+
+
+def best(fn, repeat: int = 3) -> float:
+    """Best wall time of ``repeat`` calls after one warm-up, the GPU synchronised around each."""
+    import cupy
+
+    fn()
+    cupy.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        cupy.cuda.Device().synchronize()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def promoted(spec, a, b, every: int):
+    """FP32 promotion on the GPU: each block of ``every`` K chained from +0, added RNE into the main sum."""
+    import cupy
+
+    from tcnumerics.engines import cuda
+
+    zero = cupy.zeros((a.shape[0], b.shape[0]), np.uint32)
+    main = None
+    for b0 in range(0, a.shape[1], every):
+        part = cuda.accumulate_bits(spec, a, b, zero, b0, min(a.shape[1], b0 + every)).view(cupy.float32)
+        main = part if main is None else main + part  # float32 addition: IEEE, round to nearest even
+    return main.view(cupy.uint32)
+
+
+def split(spec, a, b, slices: int):
+    """Split-K on the GPU: equal slices (on instruction boundaries) chained from +0, summed in order, RNE."""
+    import cupy
+
+    from tcnumerics.engines import cuda
+    from tcnumerics.gemm import split_bounds
+
+    zero = cupy.zeros((a.shape[0], b.shape[0]), np.uint32)
+    total = None
+    for k0, k1 in split_bounds(a.shape[1], slices, spec.k):
+        part = cuda.accumulate_bits(spec, a, b, zero, k0, k1).view(cupy.float32)
+        total = part if total is None else total + part
+    return total.view(cupy.uint32)
+
+
+def check_compositions(rng) -> dict:
+    """promote_every=128 and split_k=4 above equal tcnumerics.gemm(engine='fast') bit for bit."""
+    import cupy
+    import ml_dtypes
+
+    from tcnumerics.catalog import get_instruction
+    from tcnumerics.gemm import gemm
+
+    spec = get_instruction(BF16)
+    m, n, k = 192, 160, 1024
+    a = _bf16_bits(rng.standard_normal((m, k), dtype=np.float32))
+    b = _bf16_bits(rng.standard_normal((n, k), dtype=np.float32))
+    A, B = a.view(ml_dtypes.bfloat16), np.ascontiguousarray(b.T).view(ml_dtypes.bfloat16)
+    out = {}
+    for label, ours, kw in (("promote_every=128", lambda: promoted(spec, cupy.asarray(a), cupy.asarray(b), 128),
+                             dict(promote_every=128)),
+                            ("split_k=4", lambda: split(spec, cupy.asarray(a), cupy.asarray(b), 4), dict(split_k=4))):
+        want = gemm(A, B, instruction=spec, engine="fast", **kw).view(np.uint32)
+        out[label] = bool(np.array_equal(ours().get(), want))
+    return out
+
+
+def bench_gemms(n: int, rng, check_rows: int) -> list[dict]:
+    import cupy
+
+    from tcnumerics.catalog import get_instruction
+    from tcnumerics.engines import cuda, fast
+
+    rows = []
+    for label, name in CASES:
+        spec = get_instruction(name)
+        a = operand_bits(spec.a_format, (n, n), rng)
+        b = operand_bits(spec.b_format, (n, n), rng)
+        da, db = cupy.asarray(a), cupy.asarray(b)
+        dc = cupy.zeros((n, n), spec.c_format.container_dtype)
+        t = best(lambda: cuda.gemm_bits(spec, da, db, dc))
+        d = cuda.gemm_bits(spec, da[:check_rows], db, dc[:check_rows]).get()
+        same = bool(np.array_equal(d, fast.gemm_bits(spec, a[:check_rows], b, np.zeros((check_rows, n),
+                                                                                       spec.c_format.container_dtype))))
+        row = dict(label=label, entry=name, n=n, seconds=t, macs_per_s=n ** 3 / t, checked_rows=check_rows,
+                   identical_bits=same)
+        print(f"  {label:40s} {n}^3  {t:8.3f} s  {n ** 3 / t:9.3e} MAC/s  bits of {check_rows} rows "
+              f"{'identical' if same else 'DIFFER'}", flush=True)
+        rows.append(row)
+        if name == BF16:
+            for clabel, fn in (("promote_every=128", lambda: promoted(spec, da, db, 128)),
+                               ("split_k=4", lambda: split(spec, da, db, 4))):
+                tc_ = best(fn)
+                rows.append(dict(label=f"BF16 {clabel}", entry=name, n=n, seconds=tc_, macs_per_s=n ** 3 / tc_,
+                                 ratio_to_chain=tc_ / t))
+                print(f"  {'BF16 ' + clabel:40s} {n}^3  {tc_:8.3f} s  {n ** 3 / tc_:9.3e} MAC/s  "
+                      f"({tc_ / t:.2f}x the chain)", flush=True)
+        del da, db, dc
+        cupy.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def bench_torch(n: int) -> dict:
+    import torch
+
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    torch.matmul(a, b)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        torch.matmul(a, b)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    t = min(times)
+    print(f"  {'torch.matmul BF16 (tensor cores)':40s} {n}^3  {t:8.4f} s  {n ** 3 / t:9.3e} MAC/s", flush=True)
+    return dict(label="torch.matmul bf16", n=n, seconds=t, macs_per_s=n ** 3 / t)
+
+
+def bench_dot(count: int, rng) -> dict:
+    import cupy
+
+    from tcnumerics.catalog import get_instruction
+    from tcnumerics.engines import cuda, fast
+
+    spec = get_instruction(BF16)
+    a = _bf16_bits(rng.standard_normal((count, 32), dtype=np.float32))
+    b = _bf16_bits(rng.standard_normal((count, 32), dtype=np.float32))
+    c = np.zeros(count, np.uint32)
+    da, db, dc = cupy.asarray(a), cupy.asarray(b), cupy.asarray(c)
+    t = best(lambda: cuda.dot_bits(spec, da, db, dc))
+    head = min(count, 1 << 20)
+    same = bool(np.array_equal(cuda.dot_bits(spec, da[:head], db[:head], dc[:head]).get(),
+                               fast.dot_bits(spec, a[:head], b[:head], c[:head])))
+    print(f"  {'dot_bits BF16 K=32':40s} {count} vectors  {t:8.4f} s  {count / t:9.3e} vectors/s  "
+          f"bits identical: {same}", flush=True)
+    return dict(label="dot_bits bf16 K=32", vectors=count, seconds=t, vectors_per_s=count / t, identical_bits=same)
+
+
+def bench_mmasim(sizes: list[int], rng) -> list[dict]:
+    try:
+        import torch
+        from mmasim.nv_ptx.sim import WGMMA
+    except ImportError as exc:
+        print(f"  mmasim not available ({exc}); skipped")
+        return []
+    import cupy
+
+    from tcnumerics.catalog import get_instruction
+    from tcnumerics.engines import cuda
+
+    spec = get_instruction(BF16)
+    op = WGMMA("Hopper", "m64n8k16.f32.bf16.bf16")
+    rows = []
+    for n in sizes:
+        a = _bf16_bits(rng.standard_normal((n, n), dtype=np.float32))
+        b = _bf16_bits(rng.standard_normal((n, n), dtype=np.float32))
+        A = torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
+        B = torch.from_numpy(np.ascontiguousarray(b.T).view(np.int16)).cuda().view(torch.bfloat16)
+        C = torch.zeros(n, n, device="cuda", dtype=torch.float32)
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        D = op(A, B, C)
+        torch.cuda.synchronize()
+        t_sim = time.perf_counter() - t
+        da, db = cupy.asarray(a), cupy.asarray(b)
+        dc = cupy.zeros((n, n), np.uint32)
+        t_gpu = best(lambda: cuda.gemm_bits(spec, da, db, dc))
+        same = bool(np.array_equal(D.contiguous().view(torch.int32).cpu().numpy().view(np.uint32),
+                                   cuda.gemm_bits(spec, da, db, dc).get()))
+        rows.append(dict(n=n, mmasim_seconds=t_sim, cuda_seconds=t_gpu, speedup=t_sim / t_gpu, identical_bits=same))
+        print(f"  MMA-Sim WGMMA BF16 on CUDA tensors {n}^3  {t_sim:8.3f} s ({n ** 3 / t_sim:.2e} MAC/s)  "
+              f"GPU engine {t_gpu:8.4f} s  speedup {t_sim / t_gpu:8.0f}x  identical bits: {same}", flush=True)
+    return rows
+
+
+def bench_cpu(n: int, rng) -> dict:
+    from tcnumerics.catalog import get_instruction
+    from tcnumerics.engines import fast
+
+    spec = get_instruction(BF16)
+    a = _bf16_bits(rng.standard_normal((n, n), dtype=np.float32))
+    b = _bf16_bits(rng.standard_normal((n, n), dtype=np.float32))
+    c = np.zeros((n, n), np.uint32)
+    fast.gemm_bits(spec, a, b, c)
+    t = min(_wall(lambda: fast.gemm_bits(spec, a, b, c)) for _ in range(3))
+    print(f"  {'CPU fast engine BF16 (' + str(os.cpu_count()) + ' cores)':40s} {n}^3  {t:8.3f} s  "
+          f"{n ** 3 / t:9.3e} MAC/s", flush=True)
+    return dict(label="cpu fast bf16", n=n, cores=os.cpu_count(), seconds=t, macs_per_s=n ** 3 / t)
+
+
+def _wall(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--size", type=int, default=8192)
+    p.add_argument("--dot-count", type=int, default=1 << 24)
+    p.add_argument("--check-rows", type=int, default=64)
+    p.add_argument("--mmasim-sizes", default="512,1024")
+    p.add_argument("--cpu-size", type=int, default=1024)
+    p.add_argument("--only", default="", help="comma list of sections: gemm,torch,dot,compose,mmasim,cpu")
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    import cupy
+
+    only = set(filter(None, args.only.split(",")))
+    want = (lambda s: not only or s in only)
+    rng = np.random.default_rng(0)
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    info = dict(gpu=props["name"].decode(), sms=props["multiProcessorCount"], cupy=cupy.__version__)
+    print(f"GPU {info['gpu']} ({info['sms']} SMs), CuPy {info['cupy']}", flush=True)
+    result = dict(info=info)
+    if want("compose"):
+        result["compositions_identical"] = check_compositions(rng)
+        print(f"  compositions equal tcnumerics.gemm(engine='fast'): {result['compositions_identical']}", flush=True)
+    if want("torch"):
+        result["torch"] = bench_torch(args.size)
+    if want("gemm"):
+        result["gemm"] = bench_gemms(args.size, rng, args.check_rows)
+    if want("dot"):
+        result["dot"] = bench_dot(args.dot_count, rng)
+    if want("mmasim"):
+        result["mmasim"] = bench_mmasim([int(x) for x in args.mmasim_sizes.split(",")], rng)
+    if want("cpu"):
+        result["cpu"] = bench_cpu(args.cpu_size, rng)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
