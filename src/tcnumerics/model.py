@@ -241,6 +241,10 @@ class InstructionSpec:
             chunks start from +0 and C is added to their result by an IEEE addition in
             d_format with ``c_add_rounding``.
         provenance: where the parameters come from (measured on which GPU / publication).
+        chunk_combine: ``"chain"`` -- each chunk's result is the next chunk's accumulator;
+            ``"ieee_add"`` -- every chunk starts from +0 and their results are added in K order
+            by IEEE additions in d_format (``c_add_rounding``) before C is (needs
+            ``c_entry="ieee_add"``; ptxas 12.4-12.6's FP8 ``mma.sync`` lowering on sm_90).
     """
 
     name: str
@@ -255,6 +259,7 @@ class InstructionSpec:
     c_add_rounding: Rounding | str = Rounding.RNE
     provenance: str = ""
     notes: str = field(default="", compare=False)
+    chunk_combine: Literal["chain", "ieee_add"] = "chain"
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, UnitModel):
@@ -271,6 +276,10 @@ class InstructionSpec:
             raise ValueError(f"chunk: expected a positive integer or None, got {self.chunk!r}")
         if self.c_entry not in ("fused", "ieee_add"):
             raise ValueError(f"c_entry: expected 'fused' or 'ieee_add', got {self.c_entry!r}")
+        if self.chunk_combine not in ("chain", "ieee_add"):
+            raise ValueError(f"chunk_combine: expected 'chain' or 'ieee_add', got {self.chunk_combine!r}")
+        if self.chunk_combine == "ieee_add" and self.c_entry != "ieee_add":
+            raise ValueError("chunk_combine='ieee_add' needs c_entry='ieee_add' (C added after the chunks)")
         if self.k_order is not None and sorted(self.k_order) != list(range(self.k)):
             raise ValueError(f"k_order: must be a permutation of range({self.k})")
         chunk = self.chunk or self.k
@@ -294,6 +303,9 @@ class InstructionSpec:
             parts.append(f"K order {list(self.k_order)}")
         if self.chunk and self.chunk != self.k:
             parts.append(f"in chunks of {self.chunk}")
+        if self.chunk_combine == "ieee_add":
+            parts.append(f"chunks each from +0, summed by IEEE {self.d_format.name} additions "
+                         f"({self.c_add_rounding.value})")
         if self.c_entry == "ieee_add":
             parts.append(f"C added last by an IEEE {self.d_format.name} addition ({self.c_add_rounding.value})")
         if self.provenance:

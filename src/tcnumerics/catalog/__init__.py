@@ -34,7 +34,8 @@ def register(spec: InstructionSpec, replace: bool = False) -> InstructionSpec:
 
 
 # one module per architecture family; each registers its entries on import
-ARCH_MODULES = ("hopper", "ampere", "volta", "turing", "ada", "blackwell", "cdna", "integer", "sparse", "contrast")
+ARCH_MODULES = ("hopper", "ampere", "volta", "turing", "ada", "blackwell", "cdna", "integer", "sparse", "contrast",
+                "toolchain")
 
 
 def _load() -> None:

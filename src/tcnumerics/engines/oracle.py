@@ -528,22 +528,34 @@ def _instruction(spec: InstructionSpec, a_bits, b_bits, c_bits: int) -> int:
         b_vals = [b_vals[i] for i in spec.k_order]
     chunk = spec.chunk or spec.k
     acc, acc_fmt = (c_bits, spec.c_format) if spec.c_entry == "fused" else (0, model.c_format)
-    for start in range(0, spec.k, chunk):
-        acc = _datapath(model, a_vals[start:start + chunk], b_vals[start:start + chunk], acc, acc_fmt)
-        acc_fmt = model.d_format
+    if spec.chunk_combine == "ieee_add":  # every chunk from +0, the results summed in K order by IEEE additions
+        parts = [_datapath(model, a_vals[s:s + chunk], b_vals[s:s + chunk], 0, model.c_format)
+                 for s in range(0, spec.k, chunk)]
+        acc = parts[0]
+        for part in parts[1:]:
+            acc = _ieee_add(model, spec.c_add_rounding, acc, model.d_format, part, model.d_format)
+    else:
+        for start in range(0, spec.k, chunk):
+            acc = _datapath(model, a_vals[start:start + chunk], b_vals[start:start + chunk], acc, acc_fmt)
+            acc_fmt = model.d_format
     if spec.c_entry == "ieee_add":
-        x, y = value_of(model.d_format, acc), value_of(spec.c_format, c_bits)
-        if NAN in (x, y) or (isinstance(x, float) and isinstance(y, float) and x != y):
-            return model.nan_bits
-        if isinstance(x, float) or isinstance(y, float):
-            inf = x if isinstance(x, float) else y
-            return (((1 << (model.d_format.width - 1)) if inf < 0 else 0) << model.d_format.pad_bits) | model.d_format.inf_bits
-        s = x + y
-        if s == 0:  # IEEE: exact zero sum is +0 in round-to-nearest unless both addends are -0
-            both_neg = (acc >> (model.d_format.container_bits - 1)) & (c_bits >> (spec.c_format.container_bits - 1))
-            return (1 << (model.d_format.container_bits - 1)) if both_neg else 0
-        return round_exact(s, model.d_format, spec.c_add_rounding, "ieee", True)
+        return _ieee_add(model, spec.c_add_rounding, acc, model.d_format, c_bits, spec.c_format)
     return acc
+
+
+def _ieee_add(model, rounding, x_bits: int, x_fmt, y_bits: int, y_fmt) -> int:
+    """x + y as one IEEE addition into the model's D format (canonical NaN)."""
+    x, y = value_of(x_fmt, x_bits), value_of(y_fmt, y_bits)
+    if NAN in (x, y) or (isinstance(x, float) and isinstance(y, float) and x != y):
+        return model.nan_bits
+    if isinstance(x, float) or isinstance(y, float):
+        inf = x if isinstance(x, float) else y
+        return (((1 << (model.d_format.width - 1)) if inf < 0 else 0) << model.d_format.pad_bits) | model.d_format.inf_bits
+    s = x + y
+    if s == 0:  # IEEE: exact zero sum is +0 in round-to-nearest unless both addends are -0
+        both_neg = (x_bits >> (x_fmt.container_bits - 1)) & (y_bits >> (y_fmt.container_bits - 1))
+        return (1 << (model.d_format.container_bits - 1)) if both_neg else 0
+    return round_exact(s, model.d_format, rounding, "ieee", True)
 
 
 def dot_bits(spec, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:

@@ -514,9 +514,16 @@ def instruction_step(spec: InstructionSpec, a: np.ndarray, b: np.ndarray, c: np.
         acc, acc_fmt = c, spec.c_format
     else:
         acc, acc_fmt = np.zeros(len(c), dtype=model.c_format.container_dtype), model.c_format
-    for start in range(0, spec.k, chunk):
-        acc = datapath(model, a[:, start:start + chunk], b[:, start:start + chunk], acc, acc_fmt)
-        acc_fmt = model.d_format
+    if spec.chunk_combine == "ieee_add":  # every chunk from +0, the results summed in K order by IEEE additions
+        parts = [datapath(model, a[:, s:s + chunk], b[:, s:s + chunk], acc, acc_fmt) for s in range(0, spec.k, chunk)]
+        acc = parts[0]
+        for part in parts[1:]:
+            acc = ieee_add(acc, model.d_format, part, model.d_format, model.d_format, spec.c_add_rounding,
+                           model.nan_bits)
+    else:
+        for start in range(0, spec.k, chunk):
+            acc = datapath(model, a[:, start:start + chunk], b[:, start:start + chunk], acc, acc_fmt)
+            acc_fmt = model.d_format
     if spec.c_entry == "ieee_add":
         acc = ieee_add(acc, model.d_format, c, spec.c_format, model.d_format, spec.c_add_rounding, model.nan_bits)
     return acc
