@@ -68,7 +68,8 @@ class UnitBackend:
             if call.op == "_scaled_mm":
                 acc = _descale(acc, call)
             outs.append(epilogue(acc, out_fmt, alpha=call.alpha, C=None if c is None else c[i], beta=call.beta,
-                                 bias=None if call.bias is None else to_numpy(call.bias)))
+                                 bias=None if call.bias is None else to_numpy(call.bias),
+                                 acc_format=recipe.acc_format))
         result = np.stack(outs) if batched else outs[0]
         return result, CallInfo(recipe.spec.name if recipe.describe() == recipe.spec.name else recipe.describe())
 

@@ -112,6 +112,11 @@ class UnitRecipe:
     def _own_formats(self) -> bool:
         return (self.operand_a, self.operand_b) == (self.spec.a_format, self.spec.b_format)
 
+    @property
+    def acc_format(self) -> str:
+        """The epilogue's format: FP32, or FP64 for FP64 units."""
+        return "fp64" if self.spec.d_format.name == "fp64" else "fp32"
+
     def describe(self) -> str:
         parts = [self.spec.name]
         if not self._own_formats():
@@ -226,23 +231,25 @@ def _block_quantize(x: np.ndarray, elem: FloatFormat, model: UnitModel, scaling:
 
 
 def epilogue(acc: np.ndarray, out_format: str, *, alpha: float = 1.0, C=None, beta: float = 1.0,
-             bias=None) -> np.ndarray:
-    """Steps 3 and 4: ``alpha``, ``beta * C`` and ``bias`` in FP32 (one RNE operation each), one RNE conversion.
+             bias=None, acc_format: str = "fp32") -> np.ndarray:
+    """Steps 3 and 4: ``alpha``, ``beta * C`` and ``bias`` in ``acc_format`` (FP32; FP64 for FP64 units),
+    one RNE operation each, then one RNE conversion to ``out_format``.
 
     >>> epilogue(np.array([1.0]), "bf16", C=np.array([2.0**-9]), beta=1.0).tolist()   # 1 + 2**-9 ties to 1
     [1.0]
     """
+    fmt = get_format(acc_format)
     r = np.asarray(acc, np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         if alpha != 1:
-            r = _FP32.round(float(_FP32.round(np.array(alpha))) * r)
+            r = fmt.round(float(fmt.round(np.array(alpha))) * r)
         if C is not None and beta != 0:
-            c = _FP32.round(np.asarray(C).astype(np.float64))
+            c = fmt.round(np.asarray(C).astype(np.float64))
             if beta != 1:
-                c = _FP32.round(float(_FP32.round(np.array(beta))) * c)
-            r = _FP32.round(r + c)
+                c = fmt.round(float(fmt.round(np.array(beta))) * c)
+            r = fmt.round(r + c)
         if bias is not None:
-            r = _FP32.round(r + _FP32.round(np.asarray(bias).astype(np.float64)))
+            r = fmt.round(r + fmt.round(np.asarray(bias).astype(np.float64)))
     out = get_format(out_format)
     return out.to_array(out.from_float(r, Rounding.RNE))
 
