@@ -170,12 +170,18 @@ class _Stream:
         return False
 
 
-@lru_cache(maxsize=128)
-def _device_tables(plan_key: int, device: int, plan: Plan):
+_TABLES: dict = {}
+
+
+def _device_tables(plan: Plan, device: int):
+    """The plan's operand tables on ``device`` (uploaded once; the plan is kept alive with them)."""
     import cupy
 
-    ta, tb = build.tables(plan)
-    return cupy.asarray(ta), cupy.asarray(tb)
+    key = (id(plan), device)
+    if key not in _TABLES:
+        ta, tb = build.tables(plan)
+        _TABLES[key] = (plan, cupy.asarray(ta), cupy.asarray(tb))
+    return _TABLES[key][1:]
 
 
 def _require_gpu() -> None:
@@ -229,7 +235,7 @@ def dot_bits(spec: "str | InstructionSpec", a, b, c):
         out = cupy.empty(n, spec.d_format.container_dtype)
         if n:
             module = build.device_module(build.config_header(spec, plan, build.DEVICE_TILE), "dot_kernel")
-            ta, tb = _device_tables(id(plan), cupy.cuda.Device().id, plan)
+            ta, tb = _device_tables(plan, cupy.cuda.Device().id)
             module.get_function("dot_kernel")(((n + _DOT_THREADS - 1) // _DOT_THREADS,), (_DOT_THREADS,),
                                               (da, db, dc, out, ta, tb, np.int64(n), np.int32(k)))
         return _from_device(out, kind)
@@ -310,7 +316,7 @@ def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int)
     M, N = work.shape
     tile = build.DEVICE_TILE
     header = build.config_header(spec, plan, tile)
-    ta, tb = _device_tables(id(plan), cupy.cuda.Device().id, plan)
+    ta, tb = _device_tables(plan, cupy.cuda.Device().id)
     args = (da, np.int64(da.shape[1]), db, np.int64(db.shape[1]), ta, tb, work, np.int32(M), np.int32(N),
             np.int32(k0), np.int32(k1))
     if build.tiled_reason(plan) is None:
