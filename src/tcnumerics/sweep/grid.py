@@ -94,8 +94,14 @@ def expand(spec: SweepSpec) -> list[Task]:
 
 
 def _unit_error(spec: SweepSpec, entry: str, overrides: dict, exc: Exception) -> str:
+    """Name the field: the first override that fails on its own, else the combination."""
     text = " ".join(str(exc).split())
-    field = text.split(":", 1)[0]
-    section = "units.set" if field in spec.units.set else "units.grid" if field in spec.units.grid else "units"
-    where = f"{section}.{text}" if section != "units" else f"units: {text}"
-    return f"{where} (unit {unit_label(entry, overrides)})"
+    for key, value in overrides.items():
+        try:
+            build_unit(entry, {key: value})
+        except (ValueError, TypeError) as single:
+            section = "units.set" if key in spec.units.set else "units.grid"
+            detail = " ".join(str(single).split())
+            detail = detail[len(key) + 2:] if detail.startswith(key + ": ") else detail
+            return f"{section}.{key}: {detail} (value {value!r}, unit {entry})"
+    return f"units: {text} (unit {unit_label(entry, overrides)})"
