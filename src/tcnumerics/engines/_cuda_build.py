@@ -88,7 +88,7 @@ def _group_length(plan: Plan) -> int:
 
 
 def _stage_groups(gl: int) -> int:
-    return max(1, 16 // gl)
+    return max(1, 32 // gl)
 
 
 def smem_words(plan: Plan, tile: Tile) -> int:
@@ -128,7 +128,7 @@ def config_header(spec: InstructionSpec, plan: Plan, tile: Tile) -> str:
         f"#define LS_AB {plan.lshift_ab}", f"#define RS_AB {plan.rshift_ab}",
         f"#define LS_C {plan.lshift_c}", f"#define RS_C {plan.rshift_c}",
         f"#define LS_D {plan.lshift_d}", f"#define RS_D {plan.rshift_d}",
-        f"#define ROUNDING {plan.rounding}", f"#define OVERFLOW {plan.overflow}",
+        f"#define ROUNDING {plan.rounding}", f"#define ROUND_OUT {plan.rounding}", f"#define OVERFLOW {plan.overflow}",
         f"#define NAN_BITS ((long long){plan.nan_bits}LL)",
         f"#define IEEE_ADD {int(plan.ieee_add)}", f"#define ADD_ROUNDING {plan.add_rounding}",
         _fmt_struct("FmtC", plan.c_params), _fmt_struct("FmtD", plan.d_params), _fmt_struct("FmtOut", plan.out_params),
@@ -165,7 +165,16 @@ def device_module(header: str, kernel: str):
     import cupy
 
     flags = "".join(f"#define {flag} {int(name == kernel)}\n" for name, flag in _KERNEL_FLAGS.items())
-    return cupy.RawModule(code=flags + header + KERNEL_SOURCE, options=("-std=c++17",))
+    for dpx in (1, 0):  # Hopper's DPX add-max where NVRTC offers it
+        module = cupy.RawModule(code=f"#define USE_DPX {dpx}\n" + flags + header + KERNEL_SOURCE,
+                                options=("-std=c++17",))
+        try:
+            module.get_function(kernel)  # compiles now
+            return module
+        except cupy.cuda.compiler.CompileException:
+            if not dpx:
+                raise
+    raise AssertionError("unreachable")
 
 
 # --- host build (CI: the kernels' logic on a CPU) ----------------------------------------------

@@ -39,8 +39,14 @@ __device__ __forceinline__ unsigned tc_shr_dev(unsigned x, unsigned d) {
     return r;
 }
 #define TC_CLZLL(x) __clzll(x)
+#define TC_CLZ(x) __clz(x)
 #define TC_POPC(x) __popc(x)
 #define TC_LDG(p) __ldg(p)
+#if USE_DPX
+#define TC_ADDMAX(a, b, c) __viaddmax_s32((a), (b), (c))  // Hopper DPX: max(a + b, c) in one instruction
+#else
+#define TC_ADDMAX(a, b, c) max((a) + (b), (c))
+#endif
 #define TC_NAN __longlong_as_double(0x7FF8000000000000LL)
 #define TC_INF __longlong_as_double(0x7FF0000000000000LL)
 #define TC_SIGNBIT(x) (__double_as_longlong(x) < 0)
@@ -78,6 +84,66 @@ template <class FP> TC_FN Dec tc_decode(long long bits) {
 }
 
 TC_FN long long tc_bitlen(long long x) { return 64 - TC_CLZLL((unsigned long long)x); }
+
+// 32-bit decode of a float pattern of at most 32 container bits: signed significand, exponent, kind
+template <class FP> TC_FN int tc_decode32(unsigned bits, int& exp, int& kind) {
+    const unsigned wmask = FP::width >= 32 ? 0xFFFFFFFFu : ((1u << FP::width) - 1u);
+    const unsigned v = (bits >> FP::pad) & wmask;
+    const int neg = FP::is_signed ? (int)((v >> (FP::width - 1)) & 1u) : 0;
+    const unsigned code = v & ((1u << (FP::exp_bits + FP::man_bits)) - 1u);
+    const int fe = (int)(code >> FP::man_bits);
+    const unsigned frac = code & ((1u << FP::man_bits) - 1u);
+    int sig;
+    if (FP::subnormals) {
+        sig = (int)(fe > 0 ? (frac | (1u << FP::man_bits)) : frac);
+        exp = (fe > 1 ? fe : 1) - FP::bias;
+    } else {
+        sig = (int)(frac | (1u << FP::man_bits));
+        exp = fe - FP::bias;
+    }
+    kind = 0;
+    if (FP::specials == 0) {
+        if (fe == (1 << FP::exp_bits) - 1) kind = frac != 0 ? 3 : (neg ? 2 : 1);
+    } else if (FP::specials == 1) {
+        if (code == (1u << (FP::exp_bits + FP::man_bits)) - 1u) kind = 3;
+    } else if (FP::specials == 2) {
+        if (neg && code == 0) kind = 3;
+    }
+    if (kind != 0) sig = 0;
+    return neg ? -sig : sig;
+}
+
+// tc_round for a normal, finite result of |total| < 2**31 in 32-bit arithmetic; ok = false: use tc_round
+template <class FP> TC_FN unsigned tc_round32(long long total, int exp2, bool& ok) {
+    ok = true;
+    if (total == 0) return 0u;  // units write +0 for a zero result
+    const bool neg = total < 0;
+    const long long m64 = neg ? -total : total;
+    if (m64 >> 31) { ok = false; return 0u; }
+    const unsigned mag = (unsigned)m64;
+    const int P = FP::man_bits;
+    const int n = 32 - TC_CLZ(mag);
+    int q = exp2 + n - 1 - P;
+    if (q < (int)FP::emin - P) { ok = false; return 0u; }  // below the normal range
+    const int shift = n - 1 - P;
+    unsigned sig;
+    if (shift > 0) {
+        const unsigned trunc = mag >> shift, rem = mag & ((1u << shift) - 1u), half = 1u << (shift - 1);
+        bool up = false;
+        if (ROUND_OUT == 0) up = rem > half || (rem == half && (trunc & 1u));
+        else if (ROUND_OUT == 1) up = rem >= half;
+        else if (ROUND_OUT == 3) up = rem != 0 && !neg;
+        else if (ROUND_OUT == 4) up = rem != 0 && neg;
+        sig = trunc + (up ? 1u : 0u);
+        if (ROUND_OUT == 5 && rem != 0) sig |= 1u;
+    } else {
+        sig = mag << (-shift);
+    }
+    if (sig >> (P + 1)) { sig >>= 1; q += 1; }
+    const long long code = ((long long)(q + P + FP::bias) << P) | (long long)(sig - (1u << P));
+    if (code > FP::max_code) { ok = false; return 0u; }
+    return (((neg ? 1u : 0u) << (FP::width - 1)) | (unsigned)code) << FP::pad;
+}
 
 // (-1)**neg * mag * 2**exp2 rounded once into FP (FloatFormat.encode for one value)
 template <class FP> TC_FN long long tc_round(bool neg, long long mag, long long exp2, int rounding, int overflow,
@@ -406,8 +472,9 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
 #if IEEE_ADD
                 if (first) { CIN[at] = bits; bits = 0u; CB[at] = 0u; }
 #endif
-                Dec c = first ? tc_decode<FmtC>(bits) : tc_decode<FmtD>(bits);
-                int e = c.sig != 0 ? (int)c.exp : E_ZERO;
+                int cexp, ckind;
+                const int csig = first ? tc_decode32<FmtC>(bits, cexp, ckind) : tc_decode32<FmtD>(bits, cexp, ckind);
+                int e = csig != 0 ? cexp : E_ZERO;
                 if (((AFLAG[gg * BM + r] | BFLAG[gg * BN + q]) & 1) && e < E_ZERO) e = E_ZERO;
                 ES[at] = e;
             }
@@ -427,7 +494,7 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
 #pragma unroll
-                    for (int j = 0; j < TN; ++j) E[i][j] = max(ea[i] + eb[j], E[i][j]);
+                    for (int j = 0; j < TN; ++j) E[i][j] = TC_ADDMAX(ea[i], eb[j], E[i][j]);
             }
             // pass 2: truncate every product to F fraction bits below 2**E, sum exactly
             int acc[TM][TN];
@@ -470,12 +537,13 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                 const int at = o * NT + tid;
                 const int r = tc_row(ty, o / TN), q = tc_col(tx, o % TN);
                 const int fl = AFLAG[gg * BM + r] | BFLAG[gg * BN + q];
-                unsigned bits = CB[at];
-                Dec c = first ? tc_decode<FmtC>(bits) : tc_decode<FmtD>(bits);
-                long long emax = ES[at];
+                const unsigned bits = CB[at];
+                int cexp, ckind;
+                const int csig = first ? tc_decode32<FmtC>(bits, cexp, ckind) : tc_decode32<FmtD>(bits, cexp, ckind);
+                const int emax = ES[at];
                 long long res;
-                if ((fl & 2) || c.kind != 0) {
-                    int nan = c.kind == 3, pos = c.kind == 1, neg = c.kind == 2;
+                if ((fl & 2) || ckind != 0) {
+                    int nan = ckind == 3, pos = ckind == 1, neg = ckind == 2;
                     for (int kk = 0; kk < GL; ++kk) {
                         int ata = (kb + kk) * BM + r, atb = (kb + kk) * BN + q;
                         int sa = (int)(AM[ata] >> LS_AB), sb = (int)BMG[atb];
@@ -483,10 +551,16 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                     }
                     res = tc_special_result(nan, pos, neg);
                 } else {
-                    long long total = (long long)SUM[at] + TC_POPC(AMASK[gg * BM + r] ^ BMASK[gg * BN + q]) +
-                        (first ? tc_term(c.sig, emax - c.exp, LS_C, RS_C) : tc_term(c.sig, emax - c.exp, LS_D, RS_D));
-                    res = tc_round<FmtOut>(total < 0, total < 0 ? -total : total, emax - F_BITS, ROUNDING, OVERFLOW,
-                                           false);
+                    // C's term in 32 bits: |c| << LS < 2**(F+1), shifted right by its distance to E (clamped)
+                    const unsigned cm = (unsigned)(csig < 0 ? -csig : csig) << (first ? LS_C : LS_D);
+                    const unsigned ct = TC_SHR(cm, (unsigned)(emax - cexp + (first ? RS_C : RS_D)));
+                    const long long total = (long long)SUM[at] + TC_POPC(AMASK[gg * BM + r] ^ BMASK[gg * BN + q]) +
+                                            (csig < 0 ? -(long long)ct : (long long)ct);
+                    bool ok;
+                    res = tc_round32<FmtOut>(total, emax - F_BITS, ok);
+                    if (!ok)  // subnormal, overflowing or wide results: the general rounding
+                        res = tc_round<FmtOut>(total < 0, total < 0 ? -total : total, (long long)emax - F_BITS, ROUNDING,
+                                               OVERFLOW, false);
                 }
 #if IEEE_ADD
                 if (last) res = tc_ieee_add<FmtD, FmtC, FmtD>(res, (long long)CIN[at], ADD_ROUNDING);
@@ -535,8 +609,10 @@ static unsigned* tc_host_smem = nullptr;
 #define extern_shared_smem
 static inline unsigned TC_SHR(unsigned x, unsigned d) { return d >= 32 ? 0u : x >> d; }
 #define TC_CLZLL(x) ((x) == 0 ? 64 : __builtin_clzll(x))
+#define TC_CLZ(x) ((x) == 0 ? 32 : __builtin_clz(x))
 #define TC_POPC(x) __builtin_popcount(x)
 #define TC_LDG(p) (*(p))
+#define TC_ADDMAX(a, b, c) max((a) + (b), (c))
 #define TC_NAN std::numeric_limits<double>::quiet_NaN()
 #define TC_INF std::numeric_limits<double>::infinity()
 #define TC_SIGNBIT(x) std::signbit(x)

@@ -1,0 +1,153 @@
+"""The GPU engine's kernels equal the reference engine bit for bit -- checked on a CPU.
+
+CI has no GPU: the kernels' CUDA C++ source is compiled by the host C++ compiler behind the
+small shim of ``_cuda_source.HOST_PRELUDE`` (CUDA threads as threads, ``__syncthreads`` as a
+barrier) and run on small cases of every input family, through each kernel the GPU runs
+(``dot_kernel``, the tiled fused GEMM with partial tiles, the per-output GEMM), including
+chained K, split accumulation, an IEEE C addition, a mantissa cut, integer saturation and
+custom units.  The same kernels' bits on an H100 (>= 1e6 vectors per datapath) are recorded
+in ``benchmarks/RESULTS.md`` (``benchmarks/gpu_equivalence.py``).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from tcnumerics.catalog import get_instruction
+from tcnumerics.engines import _cuda_build, cuda, get_engine, grid_dot_bits, reference, resolve_engine
+from tcnumerics.model import InstructionSpec, UnitModel
+from tcnumerics.vectors.families import families_for, generate
+
+SEED = 20261124
+needs_cxx = pytest.mark.skipif(_cuda_build.host_compiler() is None, reason="no host C++ compiler")
+
+CUSTOM = InstructionSpec(  # a unit no catalog entry has: 5 products per group, F=20, RNE, no zero exponent
+    name="custom.odd.k10", k=10, k_order=(9, 0, 8, 1, 7, 2, 6, 3, 5, 4),
+    model=UnitModel(a_format="bf16", b_format="fp16", c_format="fp32", d_format="fp32", group_size=5,
+                    frac_bits=20, zero_exponent=None, output_rounding="rne"))
+ENTRIES = ["hopper.wgmma.m64n8k16.f32.bf16.bf16",     # BF16 wgmma, RZ
+           "hopper.mma.m16n8k16.f16.f16.f16.f16",     # FP16 accumulator, RNE
+           "hopper.wgmma.m64n8k8.f32.tf32.tf32",      # TF32 in 32-bit containers
+           "hopper.wgmma.m64n8k32.f32.e4m3.e5m2",     # FP8, E8M13 output cut
+           "hopper.mma.m16n8k32.f32.e4m3.e4m3.f32",   # FP8 -> FP16 lowering, chunks, C added last
+           "ampere.mma.m16n8k16.f16.f16.f16.f32",     # C in FP32, D in FP16 (no chaining)
+           "blackwell.tcgen05.mma.kind::f8f6f4.f32.e2m1.e2m1",  # 32 x 2**27 terms: the per-output kernel
+           "hopper.mma.m16n8k32.satfinite.s32.s8.s8.s32",       # integer, saturating
+           CUSTOM]
+
+
+def _spec(entry):
+    return entry if isinstance(entry, InstructionSpec) else get_instruction(entry)
+
+
+def _chain_k(spec) -> int:
+    return 2 * spec.k if spec.c_format == spec.d_format else spec.k
+
+
+def _family_vectors(spec, per_family: int, rng):
+    k = _chain_k(spec)
+    parts = [generate(spec, fam, per_family, rng, k=k) for fam in families_for(spec)]
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]))
+
+
+def _assert_same(got, want, what):
+    bad = np.flatnonzero(np.asarray(got).ravel() != np.asarray(want).ravel())
+    assert bad.size == 0, f"{what}: {bad.size} of {np.size(want)} differ; first {bad[:3]}: " \
+                          f"{[hex(int(x)) for x in np.ravel(got)[bad[:3]]]} vs " \
+                          f"{[hex(int(x)) for x in np.ravel(want)[bad[:3]]]}"
+
+
+@needs_cxx
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name if isinstance(e, InstructionSpec) else e)
+def test_kernels_equal_reference_on_every_family(entry):
+    spec = _spec(entry)
+    assert cuda.unsupported_reason(spec) is None
+    rng = np.random.default_rng(SEED)
+    a, b, c = _family_vectors(spec, 6, rng)
+    _assert_same(cuda.host_dot_bits(spec, a, b, c), reference.dot_bits(spec, a, b, c), f"{spec.name} dot")
+    # GEMM over family rows: M, N not multiples of the host tile (4 x 16): partial tiles on both edges
+    M, N = 7, 19
+    rows = rng.permutation(len(a))
+    A, B = a[rows[:M]], b[rows[-N:]]
+    C = c[rng.integers(0, len(c), (M, N))]
+    want = grid_dot_bits(reference.dot_bits, spec, A, B, C)
+    kernels = ["scalar"] + (["tiled"] if _cuda_build.tiled_reason(cuda._plan(spec)) is None else [])
+    for kernel in kernels:
+        _assert_same(cuda.host_accumulate_bits(spec, A, B, C, kernel=kernel), want, f"{spec.name} gemm {kernel}")
+
+
+@needs_cxx
+def test_tiled_kernel_covers_the_hopper_fused_units():
+    for name in ENTRIES[:6]:
+        assert _cuda_build.tiled_reason(cuda._plan(get_instruction(name))) is None, name
+    assert _cuda_build.tiled_reason(cuda._plan(get_instruction(ENTRIES[6]))) is not None
+
+
+@needs_cxx
+@pytest.mark.parametrize("name", ["hopper.wgmma.m64n8k16.f32.bf16.bf16", "hopper.mma.m16n8k32.f32.e4m3.e4m3.f32"])
+def test_long_chains_and_split_accumulation(name):
+    spec = get_instruction(name)
+    rng = np.random.default_rng(SEED + 1)
+    M, N, K = 5, 18, 6 * spec.k
+    A = generate(spec, "normal", M, rng, k=K)[0]
+    B = generate(spec, "cancel", N, rng, k=K)[1]
+    C = generate(spec, "normal", M * N, rng, k=spec.k)[2].reshape(M, N)
+    want = grid_dot_bits(reference.dot_bits, spec, A, B, C)
+    _assert_same(cuda.host_accumulate_bits(spec, A, B, C), want, "whole chain")
+    half = cuda.host_accumulate_bits(spec, A, B, C, 0, 2 * spec.k)
+    _assert_same(cuda.host_accumulate_bits(spec, A, B, half, 2 * spec.k, K), want, "split at 2 instructions")
+
+
+@needs_cxx
+def test_what_if_variants_compile_and_match():
+    base = get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")
+    rng = np.random.default_rng(SEED + 2)
+    for changes in (dict(frac_bits=14), dict(output_rounding="ru", group_size=4), dict(output_mantissa_bits=10)):
+        spec = InstructionSpec(name=f"whatif.{'.'.join(changes)}", k=16, model=base.model.with_(**changes))
+        a, b, c = _family_vectors(spec, 4, rng)
+        _assert_same(cuda.host_dot_bits(spec, a, b, c), reference.dot_bits(spec, a, b, c), f"dot {changes}")
+        A, B = a[:6], b[-9:]
+        C = c[rng.integers(0, len(c), (6, 9))]
+        _assert_same(cuda.host_accumulate_bits(spec, A, B, C),
+                     grid_dot_bits(reference.dot_bits, spec, A, B, C), f"gemm {changes}")
+
+
+def test_config_is_specialised_per_unit():
+    base = get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")
+    h1 = _cuda_build.config_header(base, cuda._plan(base), _cuda_build.DEVICE_TILE)
+    other = InstructionSpec(name="x", k=16, model=base.model.with_(frac_bits=23))
+    h2 = _cuda_build.config_header(other, cuda._plan(other), _cuda_build.DEVICE_TILE)
+    assert "#define F_BITS 25" in h1 and "#define F_BITS 23" in h2 and h1 != h2
+
+
+def test_engine_names_and_auto():
+    assert get_engine("cuda") is cuda
+    assert resolve_engine("auto", np.zeros(2)) == "auto"
+    assert resolve_engine("fast", np.zeros(2)) == "fast"
+    with pytest.raises(ValueError, match="engine"):
+        resolve_engine("gpu")
+
+
+def test_unsupported_entries_fall_back_with_a_warning():
+    name = "cdna3.mfma.f32_16x16x16_f16"
+    reason = cuda.unsupported_reason(name)
+    assert reason and "staged_sum" in reason
+    spec = get_instruction(name)
+    rng = np.random.default_rng(SEED + 3)
+    a, b, c = generate(spec, "normal", 8, rng, k=spec.k)
+    with pytest.warns(RuntimeWarning, match="CPU fast engine"):
+        got = cuda.dot_bits(spec, a, b, c)
+    _assert_same(got, reference.dot_bits(spec, a, b, c), "fallback")
+
+
+@pytest.mark.skipif(cuda.available(), reason="a GPU is present")
+def test_without_a_gpu_the_engine_says_so():
+    a = np.zeros((2, 16), np.uint16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeError, match="engine='cuda'"):
+            cuda.dot_bits("hopper.wgmma.m64n8k16.f32.bf16.bf16", a, a, np.zeros(2, np.uint32))
