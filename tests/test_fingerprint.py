@@ -89,7 +89,10 @@ def test_hopper_mma_fp8_interleaved_halves_are_discovered():
     fp = fingerprint(catalog_dot(name, "reference"), name, validation=8)
     assert fp.groups == [[k for k in range(32) if k % 4 < 2], [k for k in range(32) if k % 4 >= 2]]
     assert fp.c_entry == "ieee_add" and fp.c_add_rounding == ["rne"] and fp.frac_bits == 25
-    assert fp.reproduces and fp.matches == [name]
+    # the same datapath is catalogued for Blackwell (sm_100 lowers it the same way) and for ptxas
+    # 12.4-12.6 (which differs from it only on rare alignments, see tests/test_published.py)
+    same = {name, name.replace("hopper.", "blackwell.", 1), name.replace("hopper.", "hopper-ptxas12_4-12_6.", 1)}
+    assert fp.reproduces and name in fp.matches and set(fp.matches) <= same
     text = fp.report()
     assert "added last" in text and "F): 25" in text
 

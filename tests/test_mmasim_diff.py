@@ -31,6 +31,8 @@ def _kind_mmasim_lacks(name: str) -> str | None:
         return "C and D of different formats"
     if spec.a_format.name == "fp64":
         return "FP64 mma"
+    if spec.c_entry == "ieee_add":  # Blackwell FP8 mma.sync: FP16 HMMAs + an FADD of C (B200 captures)
+        return "a compiler lowering (operands converted, C added by an IEEE addition)"
     return None
 
 

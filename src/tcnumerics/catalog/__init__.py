@@ -35,7 +35,7 @@ def register(spec: InstructionSpec, replace: bool = False) -> InstructionSpec:
 
 # one module per architecture family; each registers its entries on import
 ARCH_MODULES = ("hopper", "ampere", "volta", "turing", "ada", "blackwell", "cdna", "integer", "sparse", "contrast",
-                "toolchain")
+                "toolchain", "verified")
 
 
 def _load() -> None:

@@ -75,6 +75,22 @@ for _k in (4, 8, 16):  # the sm_90 FP64 shapes
                              provenance="PTX ISA 8.7 (sm_90+ FP64 shapes): sequential IEEE FP64 FMA, RNE, "
                                         "by analogy with MMA-Sim's FP64 model; not measured here"))
 
+# mma.sync FP8 on sm_100 is not native either: ptxas 12.8-13.5 emit the Hopper lowering (SASS of
+# tools/device/published_ptxas.py: FP8->FP16 unpack, 2x HMMA.16816 (k32) / HMMA.1688 (k16) over the
+# interleaved K halves, the second accumulating onto the first, then FADD / HADD2 of C)
+_SASS100 = "ptxas 12.8-13.5 sm_100 SASS: FP8->FP16 unpack + 2x HMMA.{shape}.{d}, then {add}"
+for _a in ("e4m3", "e5m2"):
+    for _b in ("e4m3", "e5m2"):
+        for _k, _shape in ((32, "16816"), (16, "1688")):
+            _half = tuple(i for i in range(_k) if i % 4 < 2) + tuple(i for i in range(_k) if i % 4 >= 2)
+            for _d in ("f32", "f16"):
+                _sass = _SASS100.format(shape=_shape, d=_d.upper(), add="FADD" if _d == "f32" else "HADD2")
+                _prov = f"{_sass}: the FP16 datapath (published parameters) over interleaved K halves, C added last"
+                register(InstructionSpec(f"blackwell.mma.m16n8k{_k}.{_d}.{_a}.{_b}.{_d}", _k,
+                                         nv_model("f16", "f16", _d, _d, group_size=_k // 2, **_KW), provenance=_prov,
+                                         a_format=_a, b_format=_b, c_format=PTX_TYPES[_d], k_order=_half,
+                                         chunk=_k // 2, c_entry="ieee_add"))
+
 _T = "blackwell.tcgen05.mma"
 register(InstructionSpec(f"{_T}.kind::tf32.f32.tf32.tf32", 8,
                          nv_model("tf32", "tf32", "f32", "f32", group_size=8, **_KW), provenance=PUBLISHED))

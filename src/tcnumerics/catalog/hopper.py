@@ -70,7 +70,9 @@ for _a in _FP8:
         # from a zero accumulator; C is then added by an FP32 round-to-nearest addition.
         _order = tuple(k for k in range(32) if k % 4 < 2) + tuple(k for k in range(32) if k % 4 >= 2)
         _add(f"hopper.mma.m16n8k32.f32.{_a}.{_b}.f32", 32, _fused("f16", "f16", "f32", "f32", 16, 25),
-             f"{MEASURED} (SASS: FP8->FP16 unpack + 2x HMMA.16816.F32, then FADD)",
+             f"{MEASURED} (SASS: FP8->FP16 unpack + 2x HMMA.16816.F32, then FADD); the lowering of ptxas "
+             "12.8-13.5 (bits measured on an H100 for 12.8.93, 12.9.86, 13.0.88, 13.5.37); ptxas 12.4-12.6 lower "
+             "it differently: hopper-ptxas12_4-12_6 entries",
              a_format=_a, b_format=_b, c_format="fp32", k_order=_order, chunk=16, c_entry="ieee_add")
         # PTX ISA 8.7 forms sm_90 also accepts (ptxas 13.0), lowered the same way (SASS):
         # FP16 output of k32 = 2x HMMA.16816.F16 then HADD2 (FP16 RNE addition of C);
