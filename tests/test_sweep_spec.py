@@ -52,13 +52,25 @@ def test_malformed_spec_names_the_field(changes, message):
     assert message in text and "\n" not in text
 
 
-def test_model_eval_without_the_torch_package_says_what_it_needs():
-    from tcnumerics.sweep.workloads import torch_available
+def test_model_eval_without_the_torch_package_says_what_it_needs(monkeypatch):
+    from tcnumerics.sweep import workloads
 
-    if torch_available():
-        pytest.skip("tcnumerics.torch is present")
+    monkeypatch.setattr(workloads, "torch_available", lambda: False)
     with pytest.raises(SpecError, match="needs tcnumerics.torch"):
         parse_spec(_spec(workloads=[{"kind": "model_eval", "model": "mlp"}]))
+
+
+def test_model_eval_rows_carry_loss_and_agreement():
+    pytest.importorskip("torch")
+    from tcnumerics.sweep import run_task
+
+    spec = parse_spec(_spec(units__grid__frac_bits=[6, 25],
+                            workloads=[{"kind": "model_eval", "model": "transformer", "batch": 4, "width": 16}]))
+    coarse, fine = (run_task(t) for t in expand(spec))  # frac_bits 6, then 25
+    assert coarse["norm_logit_rel_error"] > fine["norm_logit_rel_error"] > 0
+    assert {"loss", "ref_loss", "loss_delta", "accuracy"} <= set(coarse)
+    with pytest.raises(SpecError, match=r"workloads\[0\].width: expected a positive multiple of 4"):
+        parse_spec(_spec(workloads=[{"kind": "model_eval", "width": 6}]))
 
 
 @pytest.mark.parametrize("text, message", [

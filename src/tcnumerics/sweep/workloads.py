@@ -12,7 +12,8 @@ every executor ships to its workers.
 * ``chain`` -- Sun et al.'s chain matmul (``tcnumerics.experiments.chain``) at one length;
 * ``elementwise`` -- one cell of Sun et al.'s element-wise tables
   (``tcnumerics.experiments.elementwise``);
-* ``model_eval`` -- a model evaluation through ``tcnumerics.torch`` (needs that package).
+* ``model_eval`` -- a small model's loss and arg-max agreement on the unit through
+  ``tcnumerics.torch`` (``tcnumerics.sweep.model_eval``; needs torch).
 
 Example:
     >>> from tcnumerics.sweep.units import build_unit
@@ -251,16 +252,17 @@ def _elementwise(spec: InstructionSpec, p: dict, seed: int) -> dict:
 
 
 def torch_available() -> bool:
-    """Whether ``tcnumerics.torch`` (the PyTorch integration) is part of this build."""
+    """Whether ``tcnumerics.torch`` (the PyTorch integration) and torch itself are installed."""
     try:
-        return importlib.util.find_spec("tcnumerics.torch") is not None
+        return (importlib.util.find_spec("tcnumerics.torch") is not None
+                and importlib.util.find_spec("torch") is not None)
     except (ImportError, ValueError):
         return False
 
 
 def _model_eval(spec: InstructionSpec, p: dict, seed: int) -> dict:
     if not torch_available():
-        raise RuntimeError("model_eval needs tcnumerics.torch, which this build does not have")
+        raise RuntimeError("model_eval needs tcnumerics.torch (and torch), which this build does not have")
     from .model_eval import evaluate
 
     return evaluate(spec, p, seed)
@@ -268,8 +270,12 @@ def _model_eval(spec: InstructionSpec, p: dict, seed: int) -> dict:
 
 def _needs_torch(v) -> bool:
     if not torch_available():
-        raise SpecError("workloads: model_eval needs tcnumerics.torch, which this build does not have")
-    return isinstance(v, str) and bool(v)
+        raise SpecError("workloads: model_eval needs tcnumerics.torch (and torch), which this build does not have")
+    return v in ("mlp", "transformer")
+
+
+def _width(v) -> bool:
+    return _pos_int(v) and v % 4 == 0  # the transformer's 4 heads
 
 
 WORKLOADS = {
@@ -293,9 +299,13 @@ WORKLOADS = {
         "init": (lambda v: v in ("low", "fp32"), "'low' or 'fp32'"),
         "samples": (_pos_int, "a positive integer"),
         "reference": (lambda v: v in ("fp32", "fp32-to-fp16"), "'fp32' or 'fp32-to-fp16'")}, _elementwise),
-    "model_eval": Workload("model_eval", {"model": "", "batches": 1}, {
-        "model": (_needs_torch, "a model name of tcnumerics.torch's study"),
-        "batches": (_pos_int, "a positive integer")}, _model_eval),
+    "model_eval": Workload("model_eval", {
+        "model": "mlp", "batch": 256, "width": 128, "scaling": "none", "promote_every": "none"}, {
+        "model": (_needs_torch, "'mlp' or 'transformer'"),
+        "batch": (_pos_int, "a positive integer"), "width": (_width, "a positive multiple of 4"),
+        "scaling": (lambda v: v in ("none", "tensor", "row", "mx", "nvfp4"),
+                    "one of none, tensor, row, mx, nvfp4 (tcnumerics.torch's scalings)"),
+        "promote_every": (_int_or_none, "a positive integer or 'none'")}, _model_eval),
 }
 
 
