@@ -9,6 +9,10 @@ Two layers, data flowing one way:
   ``scaled_mm``), each with a ``.plan()`` twin that says which family and whether it is modelled.
 """
 
+from .ops import NotModelledWarning, addmm, baddbmm, bmm, linear, matmul, scaled_mm
 from .presets import LIBRARY_FUNCTIONS, GemmPlan, LibraryGemm, library_gemm
+from .selection import Call, Plan, select
+from .structure import Structure
 
-__all__ = ["library_gemm", "LibraryGemm", "GemmPlan", "LIBRARY_FUNCTIONS"]
+__all__ = ["library_gemm", "LibraryGemm", "GemmPlan", "LIBRARY_FUNCTIONS", "matmul", "linear", "addmm", "bmm",
+           "baddbmm", "scaled_mm", "NotModelledWarning", "Plan", "Call", "Structure", "select"]

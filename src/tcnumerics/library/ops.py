@@ -1,0 +1,291 @@
+"""One function per torch GEMM op, as cuBLAS on Hopper computes it: numpy (ml_dtypes) arrays in, torch's result out.
+
+Each function has a ``.plan(...)`` twin with the same signature that returns the ``Plan``
+(family, structure, ``modelled``, ``reason``).  Where ``plan().modelled`` is False the call
+emits ``NotModelledWarning`` ("... not modelled ...") before returning its best guess.
+
+Layouts are read from the arrays' strides as torch's memory layout drives cuBLAS: a transposed
+view (Fortran-ordered 2-D array) is the transposed layout.  ``full_shape=(M, N, K)`` (or
+``(b, M, N, K)``) says the arrays are sampled rows of A / columns of B (whole K) of a larger call:
+the kernel choice depends on the whole shape.
+
+Example:
+    >>> import numpy as np, ml_dtypes
+    >>> from tcnumerics import library as lib
+    >>> A = np.ones((4, 64), ml_dtypes.bfloat16); B = np.ones((64, 8), ml_dtypes.bfloat16)
+    >>> lib.matmul(A, B)[0, :2].tolist()
+    [64.0, 64.0]
+    >>> lib.matmul.plan(A, B).modelled
+    True
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..formats import get_format
+from .selection import Call, Plan, select
+from .structure import run
+
+__all__ = ["matmul", "linear", "addmm", "bmm", "baddbmm", "scaled_mm", "NotModelledWarning"]
+
+_DTYPE_FMT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "e4m3",
+              "float8_e5m2": "e5m2"}
+_OUT_NAMES = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
+              "fp32": "fp32", "float32": "fp32", "float": "fp32", "torch.float32": "fp32",
+              "torch.bfloat16": "bf16", "torch.float16": "fp16"}
+_PRECISIONS = ("highest", "high", "medium")
+
+
+class NotModelledWarning(UserWarning):
+    """The call's kernel family was not verified bit-exactly on the device: the result is a best guess."""
+
+
+def _fmt(name: str, x: np.ndarray) -> str:
+    f = _DTYPE_FMT.get(np.dtype(x.dtype).name)
+    if f is None:
+        raise TypeError(f"{name}: expected bfloat16, float16, float32 or float8 (ml_dtypes) values, got {x.dtype}")
+    return f
+
+
+def _out_name(out_dtype) -> str | None:
+    if out_dtype is None:
+        return None
+    key = out_dtype if isinstance(out_dtype, str) else np.dtype(out_dtype).name
+    name = _OUT_NAMES.get(str(key).lower())
+    if name is None:
+        raise ValueError(f"out_dtype: expected bf16, fp16 or fp32, got {out_dtype!r}")
+    return name
+
+
+def _transposed(x: np.ndarray) -> bool:
+    """A transposed view: the last two axes are column-major (as torch's .t() of a contiguous tensor)."""
+    if x.ndim < 2 or x.shape[-1] == 1 or x.shape[-2] == 1:
+        return False
+    return abs(x.strides[-2]) < abs(x.strides[-1])
+
+
+def _check(arch: str, fp32_precision: str) -> None:
+    if arch not in ("hopper", "h100", "h200"):
+        raise ValueError(f"arch: only Hopper (H100/H200) library kernels are modelled, got {arch!r}")
+    if fp32_precision not in _PRECISIONS:
+        raise ValueError(f"fp32_precision: expected one of {', '.join(_PRECISIONS)}, got {fp32_precision!r}")
+
+
+def _shape(full_shape, batched: bool, M: int, N: int, K: int, b: int) -> tuple[int, int, int, int]:
+    if full_shape is None:
+        return b, M, N, K
+    fs = tuple(int(v) for v in full_shape)
+    if len(fs) == 3:
+        fs = (1,) + fs
+    if len(fs) != 4 or min(fs) < 1:
+        raise ValueError(f"full_shape: expected (M, N, K) or (b, M, N, K) of positive ints, got {full_shape!r}")
+    if fs[3] != K:
+        raise ValueError(f"full_shape: K={fs[3]} but the operands have K={K} (samples keep whole K)")
+    if fs[1] < M or fs[2] < N:
+        raise ValueError(f"full_shape: {full_shape} is smaller than the operands ({M} x {N})")
+    return fs
+
+
+def _warn(plan: Plan, what: str) -> None:
+    if not plan.modelled:
+        warnings.warn(f"{what}: {plan.family} is not modelled ({plan.reason}); the result is a best guess, "
+                      "not bit-exact", NotModelledWarning, stacklevel=3)
+
+
+def _execute(plan: Plan, A3, B3, out: str, *, alpha=1.0, beta=0.0, C3=None, bias=None, scale_a=None,
+             scale_b=None, engine="auto") -> np.ndarray:
+    res = []
+    for i in range(A3.shape[0]):
+        a = A3[i]
+        b = B3[i] if B3.shape[0] > 1 else B3[0]
+        c = None if C3 is None else C3[i]
+        res.append(run(plan.structure, a, b, out_format=out, alpha=alpha, beta=beta, C=c, bias=bias,
+                       scale_a=scale_a, scale_b=scale_b, engine=engine))
+    return np.stack(res)
+
+
+class _Op:
+    """A torch op: ``op(...)`` predicts the result, ``op.plan(...)`` says how."""
+
+    def __init__(self, name: str, prepare):
+        self.__name__ = name
+        self._prepare = prepare
+        self.__doc__ = prepare.__doc__
+
+    def __repr__(self) -> str:
+        return f"tcnumerics.library.{self.__name__}"
+
+    def plan(self, *args, **kwargs) -> Plan:
+        return self._prepare(*args, **kwargs)[0]
+
+    def __call__(self, *args, **kwargs) -> np.ndarray:
+        plan, execute = self._prepare(*args, **kwargs)
+        _warn(plan, f"{self.__name__} {plan.call.M}x{plan.call.N}x{plan.call.K}")
+        return execute()
+
+
+def _prep_matmul(A, B, *, out_dtype=None, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper",
+                 engine: str = "auto"):
+    """torch.matmul / torch.mm(..., out_dtype=): A [M, K] or [b, M, K], B [K, N] or [b, K, N]."""
+    A, B = np.asarray(A), np.asarray(B)
+    _check(arch, fp32_precision)
+    if A.ndim not in (2, 3) or B.ndim not in (2, 3) or A.shape[-1] != B.shape[-2]:
+        raise ValueError(f"A, B: expected [.., M, K] @ [.., K, N] with 2-D or 3-D operands, got {A.shape}, {B.shape}")
+    if A.ndim == 2 and B.ndim == 3:
+        raise ValueError("A, B: a 2-D @ 3-D matmul is not modelled (torch broadcasts A; pass a 3-D A)")
+    if B.ndim == 3:
+        return _prep_batched(A, B, None, 1.0, 0.0, "bmm", full_shape, fp32_precision, engine, out_dtype)
+    fmt = _fmt("A", A)
+    if _fmt("B", B) != fmt:
+        raise TypeError(f"A, B: torch.matmul needs one dtype, got {A.dtype} and {B.dtype}")
+    out = _out_name(out_dtype) or fmt
+    b0 = A.shape[0] if A.ndim == 3 else 1
+    A2 = A.reshape(-1, A.shape[-1]) if A.ndim == 3 else A  # torch folds [b, M, K] @ [K, N] into one mm
+    M, K = A2.shape
+    N = B.shape[1]
+    fb, fM, fN, fK = _shape(full_shape, False, M, N, K, 1)
+    if A.ndim == 3 and full_shape is not None and len(tuple(full_shape)) == 4:
+        fM = fb * fM
+    call = Call("mm_out" if out != fmt else "matmul", fmt, out, fM, fN, fK, a_t=_transposed(A2), b_t=_transposed(B),
+                prec=fp32_precision)
+    plan = select(call)
+
+    def execute():
+        r = _execute(plan, A2[None], B[None], out, engine=engine)[0]
+        return r.reshape(A.shape[:-1] + (N,)) if A.ndim == 3 else r
+    return plan, execute
+
+
+def _prep_batched(A, B, C, alpha, beta, op, full_shape, fp32_precision, engine, out_dtype=None):
+    if A.ndim != 3 or B.ndim != 3 or A.shape[0] != B.shape[0] or A.shape[2] != B.shape[1]:
+        raise ValueError(f"A, B: expected [b, M, K] and [b, K, N], got {A.shape} and {B.shape}")
+    fmt = _fmt("A", A)
+    if _fmt("B", B) != fmt:
+        raise TypeError(f"A, B: one dtype expected, got {A.dtype} and {B.dtype}")
+    out = _out_name(out_dtype) or fmt
+    b, M, K = A.shape
+    N = B.shape[2]
+    fb, fM, fN, fK = _shape(full_shape, True, M, N, K, b)
+    C3 = None
+    kind = "none"
+    if C is not None and beta != 0:
+        C3 = np.broadcast_to(np.asarray(C).astype(np.float64), (b, M, N))
+        kind = "full"
+    call = Call(op, fmt, out, fM, fN, fK, b=fb, a_t=_transposed(A), b_t=_transposed(B), c_kind=kind,
+                alpha=float(alpha), beta=float(beta), prec=fp32_precision)
+    plan = select(call)
+    return plan, lambda: _execute(plan, A, B, out, alpha=alpha, beta=beta, C3=C3, engine=engine)
+
+
+def _prep_linear(x, W, bias=None, *, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper",
+                 engine: str = "auto"):
+    """F.linear(x, W, bias): x [M, K] (or [.., K]), W [N, K], bias [N] -- ``x @ W.T + bias``."""
+    x, W = np.asarray(x), np.asarray(W)
+    _check(arch, fp32_precision)
+    if W.ndim != 2 or x.shape[-1] != W.shape[1]:
+        raise ValueError(f"x, W: expected [.., K] and [N, K], got {x.shape} and {W.shape}")
+    fmt = _fmt("x", x)
+    if _fmt("W", W) != fmt:
+        raise TypeError(f"x, W: one dtype expected, got {x.dtype} and {W.dtype}")
+    x2 = x.reshape(-1, x.shape[-1])
+    M, K = x2.shape
+    N = W.shape[0]
+    fb, fM, fN, fK = _shape(full_shape, False, M, N, K, 1)
+    if full_shape is not None and len(tuple(full_shape)) == 4:
+        fM = fb * fM
+    bvals = None
+    if bias is not None:
+        bias = np.asarray(bias)
+        if bias.shape not in ((N,), (1, N)):
+            raise ValueError(f"bias: expected shape ({N},), got {bias.shape}")
+        bvals = bias.reshape(-1).astype(np.float64)
+    # F.linear: cuBLAS sees W as the transposed (TN) operand; a transposed W view is the plain layout
+    call = Call("linear", fmt, fmt, fM, fN, fK, a_t=_transposed(x2), b_t=not _transposed(W), bias=bias is not None,
+                prec=fp32_precision)
+    plan = select(call)
+
+    def execute():
+        r = _execute(plan, x2[None], W.T[None], fmt, bias=bvals, engine=engine)[0]
+        return r.reshape(x.shape[:-1] + (N,))
+    return plan, execute
+
+
+def _prep_addmm(C, A, B, *, beta=1, alpha=1, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper",
+                engine: str = "auto", out_dtype=None):
+    """torch.addmm(C, A, B, beta=, alpha=): ``beta * C + alpha * (A @ B)``; C [M, N] or a row [N]."""
+    A, B, C = np.asarray(A), np.asarray(B), np.asarray(C)
+    _check(arch, fp32_precision)
+    if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
+        raise ValueError(f"A, B: expected [M, K] and [K, N], got {A.shape} and {B.shape}")
+    fmt = _fmt("A", A)
+    if _fmt("B", B) != fmt:
+        raise TypeError(f"A, B: one dtype expected, got {A.dtype} and {B.dtype}")
+    out = _out_name(out_dtype) or fmt
+    M, K = A.shape
+    N = B.shape[1]
+    fb, fM, fN, fK = _shape(full_shape, False, M, N, K, 1)
+    kind = "row" if C.ndim == 1 or (C.ndim == 2 and C.shape[0] == 1 and fM > 1) else "full"
+    try:
+        Cb = np.broadcast_to(C.astype(np.float64), (M, N))
+    except ValueError:
+        raise ValueError(f"C: shape {C.shape} does not broadcast to ({M}, {N})") from None
+    call = Call("addmm", fmt, out, fM, fN, fK, a_t=_transposed(A), b_t=_transposed(B), c_kind=kind,
+                alpha=float(alpha), beta=float(beta), prec=fp32_precision)
+    plan = select(call)
+    bias_vals = Cb[0] if plan.structure.epilogue == "bias" else None
+    return plan, lambda: _execute(plan, A[None], B[None], out, alpha=alpha, beta=beta, C3=Cb[None], bias=bias_vals,
+                                  engine=engine)[0]
+
+
+def _prep_bmm(A, B, *, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper", engine: str = "auto"):
+    """torch.bmm: [b, M, K] @ [b, K, N]."""
+    _check(arch, fp32_precision)
+    return _prep_batched(np.asarray(A), np.asarray(B), None, 1.0, 0.0, "bmm", full_shape, fp32_precision, engine)
+
+
+def _prep_baddbmm(C, A, B, *, beta=1, alpha=1, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper",
+                  engine: str = "auto"):
+    """torch.baddbmm(C, A, B, beta=, alpha=): ``beta * C + alpha * (A @ B)`` per batch."""
+    _check(arch, fp32_precision)
+    return _prep_batched(np.asarray(A), np.asarray(B), np.asarray(C), alpha, beta, "baddbmm", full_shape,
+                         fp32_precision, engine)
+
+
+def _prep_scaled_mm(A, B, scale_a, scale_b, *, out_dtype="bf16", use_fast_accum: bool = False, full_shape=None,
+                    fp32_precision: str = "highest", arch: str = "hopper", engine: str = "auto"):
+    """torch._scaled_mm(A, B, scale_a, scale_b): FP8 A [M, K] @ B [K, N]; scales per tensor ([]),
+    row-wise ([M, 1], [1, N]) or block-wise ([M, K/128] for 1x128 blocks of A, [K/128, N/128] for B)."""
+    A, B = np.asarray(A), np.asarray(B)
+    _check(arch, fp32_precision)
+    if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
+        raise ValueError(f"A, B: expected [M, K] and [K, N], got {A.shape} and {B.shape}")
+    fa, fb_ = _fmt("A", A), _fmt("B", B)
+    if fa not in ("e4m3", "e5m2") or fb_ not in ("e4m3", "e5m2"):
+        raise TypeError(f"A, B: _scaled_mm takes float8_e4m3fn / float8_e5m2, got {A.dtype}, {B.dtype}")
+    if fa == fb_ == "e5m2":
+        raise TypeError("A, B: cuBLAS has no E5M2 x E5M2 FP8 GEMM (torch refuses it)")
+    out = _out_name(out_dtype) or "bf16"
+    M, K = A.shape
+    N = B.shape[1]
+    fb, fM, fN, fK = _shape(full_shape, False, M, N, K, 1)
+    sa, sb = np.asarray(scale_a, np.float64), np.asarray(scale_b, np.float64)
+    kind = "tensor" if sa.size == 1 and sb.size == 1 else (
+        "blockwise" if sa.ndim == 2 and sa.shape[1] == -(-K // 128) and sa.shape[1] != 1 else "rowwise")
+    if kind == "tensor":
+        sa, sb = sa.reshape(()), sb.reshape(())
+    elif kind == "rowwise":
+        sa, sb = sa.reshape(-1), sb.reshape(-1)
+    call = Call("scaled_mm", fa, out, fM, fN, fK, b_fmt=fb_, scales=kind, fast_accum=bool(use_fast_accum))
+    plan = select(call)
+    return plan, lambda: _execute(plan, A[None], B[None], out, scale_a=sa, scale_b=sb, engine=engine)[0]
+
+
+matmul = _Op("matmul", _prep_matmul)
+linear = _Op("linear", _prep_linear)
+addmm = _Op("addmm", _prep_addmm)
+bmm = _Op("bmm", _prep_bmm)
+baddbmm = _Op("baddbmm", _prep_baddbmm)
+scaled_mm = _Op("scaled_mm", _prep_scaled_mm)

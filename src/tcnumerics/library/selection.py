@@ -1,0 +1,220 @@
+"""Which kernel family cuBLAS runs for a torch GEMM call on Hopper, and whether its numerics are verified.
+
+``select(call)`` returns a ``Plan``: the ``Structure`` to execute, the family's name, and
+``modelled`` -- True only where the family's structure replayed bit-exactly on the device for
+this kind of call and this shape range.  Evidence: the op survey (``tools/device_library/
+survey_ops.py``, 1,408 calls on an H100, torch 2.11 / cuBLAS 13.1.0.3) and the table
+``hopper_measured.json`` fitted from it (``tools/device_library/fit_table.py``).
+
+The rule (docs/gemm.md has the evidence):
+
+* BF16/FP16, K, N multiples of 8: nvjet (wgmma k16 chain over all of K). Split-K into S equal
+  slices of 64-element K-tiles, FP32 slice sums in order, when the output grid is small
+  against the 132 SMs and K is long.  S is cuBLAS's heuristic: taken from the measured table;
+  elsewhere predicted (``~ min(ceil(tiles / 22), 132 / CTAs)``) and flagged not modelled.
+  No split is modelled where a measured unsplit call needs at least as much K per output tile
+  and no measured split call needs less (a monotone frontier).
+* Epilogues: bias (F.linear, addmm with a row C, beta = 1) ``alpha * acc + bias`` in FP32; addmm
+  beta = 1, alpha = 1 ``cvt(cvt(acc) + C)``; general alpha, beta ``fma(beta, C, alpha * acc)``.
+* Everything else (CUTLASS fallbacks, gemmSN/gemv/dot kernels, FP32 FFMA kernels, TF32, FP8)
+  as ``_select_*`` below says, each flagged where it was not verified.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+
+from .structure import Structure
+
+PROVENANCE = "measured on NVIDIA H100 (sm_90), torch 2.11.0+cu130, cuBLAS 13.1.0.3 (op survey, 1,408 calls)"
+WGMMA = {"bf16": "hopper.wgmma.m64n8k16.f32.bf16.bf16", "fp16": "hopper.wgmma.m64n8k16.f32.f16.f16",
+         "tf32": "hopper.wgmma.m64n8k8.f32.tf32.tf32"}
+SMS = 132
+_TABLE_PATH = os.path.join(os.path.dirname(__file__), "hopper_measured.json")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One torch GEMM call as cuBLAS sees it (the full shape, not a sample)."""
+
+    op: str  # matmul, mm_out, linear, addmm, bmm, baddbmm, scaled_mm
+    fmt: str  # A's format: bf16, fp16, fp32, e4m3, e5m2
+    out: str  # the result's format
+    M: int
+    N: int
+    K: int
+    b: int = 1
+    b_fmt: str | None = None
+    a_t: bool = False
+    b_t: bool = False
+    bias: bool = False
+    c_kind: str = "none"  # none, row (broadcast [N]), full
+    alpha: float = 1.0
+    beta: float = 0.0
+    prec: str = "highest"
+    scales: str = "tensor"
+    fast_accum: bool = False
+
+    def key(self) -> str:
+        """The measured table's key: everything that steers cuBLAS's choice."""
+        epi = epilogue_of(self)
+        return "|".join(str(x) for x in (self.op, self.fmt, self.b_fmt or "", self.out, self.b, self.M, self.N, self.K,
+                                         int(self.a_t), int(self.b_t), epi, self.prec if self.fmt == "fp32" else "",
+                                         self.scales if self.op == "scaled_mm" else "", int(self.fast_accum)))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the library predicts for a call: the family, its structure, and whether it is verified."""
+
+    family: str
+    structure: Structure
+    modelled: bool
+    reason: str = PROVENANCE
+    call: Call | None = field(default=None, compare=False)
+
+    @property
+    def kernel(self) -> str:
+        return self.family
+
+    @property
+    def split_k(self):
+        return self.structure.split_k
+
+    def describe(self) -> str:
+        flag = "modelled" if self.modelled else f"NOT modelled ({self.reason})"
+        return f"{self.structure.describe()} -- {flag}"
+
+
+def epilogue_of(c: Call) -> str:
+    """The epilogue family torch's call reaches (nvjet *_bias_*, *_badd_*, *_bx_* or plain)."""
+    if c.op == "linear":
+        return "bias" if c.bias else "plain"
+    if c.op in ("addmm", "baddbmm"):
+        if c.beta == 0 or c.c_kind == "none":
+            return "plain"
+        if c.c_kind == "row" and c.beta == 1 and c.op == "addmm":
+            return "bias"
+        if c.beta == 1:
+            return "badd"
+        return "bx"
+    return "plain"
+
+
+_TABLE: dict | None = None
+
+
+def measured_table() -> dict:
+    """The per-call structures identified on the device (key -> {family, split, ...})."""
+    global _TABLE
+    if _TABLE is None:
+        if os.path.exists(_TABLE_PATH):
+            with open(_TABLE_PATH) as fh:
+                _TABLE = json.load(fh)
+        else:  # an installation without the table: nothing is measured, everything predicted is flagged
+            _TABLE = {"calls": {}, "frontier": {"split": [], "nosplit": []}}
+    return _TABLE
+
+
+def select(c: Call) -> Plan:
+    if c.op == "scaled_mm":
+        return _select_fp8(c)
+    if c.fmt == "fp32":
+        return _select_fp32(c)
+    return _select_half(c)
+
+
+def _equal_slices(K: int, S: int, tile: int) -> tuple[int, ...] | None:
+    if S <= 1:
+        return None
+    tiles = -(-K // tile)
+    return tuple([-(-tiles // S) * tile] * S)
+
+
+def _from_table(c: Call, base: Structure, family: str, tile: int) -> Plan | None:
+    entry = measured_table()["calls"].get(c.key())
+    if entry is None:
+        return None
+    split = entry.get("split")
+    s = base.with_(split_k=tuple(split) if split else None)
+    fam = entry.get("family", family) + (f" splitK x{len(split)} + splitKreduce" if split else "")
+    if entry.get("verified"):
+        return Plan(fam, s, True, PROVENANCE + f"; this call measured ({entry.get('kernel', '')[:60]})", c)
+    return Plan(fam, s, False, entry.get("reason", "measured call whose structure was not identified"), c)
+
+
+def _predicted_split(c: Call, tile: int = 64) -> int:
+    """cuBLAS's split-K slice count, as fitted (a prediction: the heuristic's exact form is unknown)."""
+    tiles = -(-c.K // tile)
+    ctas = math.ceil(c.M / 64) * math.ceil(c.N / 64) * c.b
+    if c.b > 1 or tiles < 44:
+        return 1
+    return max(1, min(-(-tiles // 22), SMS // max(ctas, 1)))
+
+
+def _no_split_verified(c: Call) -> bool:
+    """Inside the frontier where every measured call of this size class ran unsplit (see module doc)."""
+    fr = measured_table()["frontier"]
+    t = math.ceil(c.M / 128) * math.ceil(c.N / 128) * c.b
+    dominated_by_unsplit = any(t2 <= t and k2 >= c.K for t2, k2 in fr["nosplit"])
+    near_split = any(t2 >= t and k2 <= c.K for t2, k2 in fr["split"])
+    return dominated_by_unsplit and not near_split
+
+
+def _select_half(c: Call) -> Plan:
+    epi = epilogue_of(c)
+    base = Structure("nvjet_sm90 (wgmma k16 chain)", instruction=WGMMA[c.fmt], epilogue=epi)
+    if c.out not in (c.fmt, "fp32"):
+        raise ValueError(f"out_dtype: {c.fmt} GEMMs return {c.fmt} or fp32, got {c.out}")
+    aligned = c.K % 8 == 0 and c.N % 8 == 0 and (c.M % 8 == 0 or not c.a_t)
+    tabled = _from_table(c, base, "nvjet_sm90", 64)
+    if tabled is not None:
+        return tabled
+    if not aligned or min(c.M, c.N, c.K) < 8:
+        fam = "CUTLASS 2.x / gemmSN fallback (misaligned or tiny operands)"
+        return Plan(fam, base, False, "K, N not multiples of 8 or a side below 8: CUTLASS tensorop/wmma or "
+                    "gemmSN kernels whose split-K and reduction order were not identified at this shape", c)
+    if c.M == 1 and c.N == 1:
+        return Plan("cuBLAS dot_kernel + reduce", base, False, "1 x 1 outputs run a dot-product reduction tree", c)
+    if c.alpha != 1 and c.beta == 1 and c.c_kind == "full":
+        return Plan("nvjet_sm90 *_badd_* or *_bx_*", base, False,
+                    "addmm with beta = 1 and alpha != 1: cuBLAS picks badd or bx kernels (different roundings) "
+                    "by shape; the choice was not fitted", c)
+    S = _predicted_split(c)
+    if S > 1:
+        ep = "bx" if epi == "badd" else epi  # split kernels fuse C into the reduction (*_bx_splitK_*)
+        s = base.with_(split_k=_equal_slices(c.K, S, 64), epilogue=ep)
+        return Plan(f"nvjet_sm90 splitK x{S} + splitKreduce (predicted)", s, False,
+                    "split-K predicted: cuBLAS's slice count was not measured at this shape", c)
+    if _no_split_verified(c):
+        return Plan("nvjet_sm90 (wgmma k16 chain, no split)", base, True, PROVENANCE, c)
+    return Plan("nvjet_sm90 (no split predicted)", base, False,
+                "outside the measured no-split frontier: cuBLAS may split K here", c)
+
+
+def _select_fp32(c: Call) -> Plan:
+    if c.prec == "highest":
+        base = Structure("FP32 FFMA (sm80_xmma f32f32 / CUTLASS SIMT)", instruction=None)
+    else:
+        base = Structure("TF32 sm90_xmma (wgmma k8 chain)", instruction=WGMMA["tf32"], input_rounding="rne")
+    base = base.with_(epilogue=epilogue_of(c))
+    tabled = _from_table(c, base, base.family, 8)
+    if tabled is not None:
+        return tabled
+    return Plan(base.family + " (predicted)", base, False,
+                "FP32/TF32 kernels (SIMT, xmma, CUTLASS split-K) were verified only at the measured shapes", c)
+
+
+def _select_fp8(c: Call) -> Plan:
+    promote = None if c.fast_accum else 128
+    inst = f"hopper.wgmma.m64n8k32.f32.{c.fmt}.{c.b_fmt or c.fmt}"
+    base = Structure("nvjet_sm90 FP8" + ("" if c.fast_accum else " algo2 (promotion every 128)"), instruction=inst,
+                     promote_every=promote)
+    tabled = _from_table(c, base, base.family, 128)
+    if tabled is not None:
+        return tabled
+    return Plan(base.family + " (predicted)", base, False,
+                "FP8 _scaled_mm verified only at the measured shapes (split-K choice not fitted)", c)

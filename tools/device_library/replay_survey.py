@@ -1,0 +1,181 @@
+"""Replay the op survey on the CPU: rebuild each call's sampled operands, score kernel structures.
+
+    PYTHONPATH=src:tools/device_library python3 tools/device_library/replay_survey.py SURVEY_DIR [--fit] [--ids ..]
+
+``SURVEY_DIR`` holds ``index.json`` and ``survey.npz`` from ``survey_ops.py``.  Without --fit it
+replays every call through ``tcnumerics.library`` (the op functions) and prints, per call, whether
+the result is bit-exact and whether the plan was flagged not modelled; the summary counts
+silent misses (inexact and not flagged), which must be 0.  With --fit it searches, per call,
+the structures that reproduce the capture (split-K slice counts, epilogues, input roundings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from collections import Counter
+
+import numpy as np
+
+from inputs import hashed_values
+
+FMT = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "e4m3": "e4m3", "e5m2": "e5m2"}
+
+
+def load(survey_dir: str):
+    with open(os.path.join(survey_dir, "index.json")) as fh:
+        index = json.load(fh)
+    data = np.load(os.path.join(survey_dir, "survey.npz"), allow_pickle=False)
+    return index, data
+
+
+def _vals(fmt: str, seed: int, n_cols: int, rows, cols, scale_log2: int = 0) -> np.ndarray:
+    import tcnumerics as tc
+
+    f = tc.get_format(fmt)
+    return f.to_array(f.from_float(hashed_values(seed, n_cols, rows, cols, scale_log2)))
+
+
+def operands(c: dict, data) -> dict:
+    """Sampled operands of call ``c``: per sampled batch, A rows [R, K] and B columns [K, C] (+ C, bias, scales)."""
+    i = c["id"]
+    rows, cols, bs = data[f"rows{i}"], data[f"cols{i}"], data[f"batches{i}"]
+    M, N, K, fmt = c["M"], c["N"], c["K"], c["fmt"]
+    out = dict(expected=data[f"d{i}"], rows=rows, cols=cols, batches=bs, A=[], B=[], C=[], bias=None,
+               scale_a=None, scale_b=None)
+    kall = np.arange(K)
+    for b in bs:
+        out["A"].append(_vals(fmt, c["seed_a"], K, b * M + rows, kall))
+        brow = b * K + kall if c["op"] in ("bmm", "baddbmm") else kall
+        out["B"].append(_vals(c.get("b_fmt", fmt), c["seed_b"], N, brow, cols))
+        if c["op"] == "addmm":
+            if c["c_1d"]:
+                out["C"].append(np.broadcast_to(_vals(fmt, c["seed_c"], N, [0], cols), (len(rows), len(cols))))
+            else:
+                out["C"].append(_vals(fmt, c["seed_c"], N, rows, cols))
+        elif c["op"] == "baddbmm":
+            out["C"].append(_vals(fmt, c["seed_c"], N, b * M + rows, cols))
+    if c["op"] == "linear" and c["bias"]:
+        out["bias"] = _vals(fmt, c["seed_c"], N, [0], cols).reshape(-1)
+    if c["op"] == "scaled_mm":
+        kind = c["scales"]
+        s = lambda seed, n, r, cc: 1.0 + hashed_values(seed, n, r, cc, -2)
+        if kind == "tensor":
+            out["scale_a"], out["scale_b"] = s(c["seed_c"], 1, [0], [0])[0, 0], s(c["seed_c"] + 1, 1, [0], [0])[0, 0]
+        elif kind == "rowwise":
+            out["scale_a"] = s(c["seed_c"], 1, rows, [0])[:, 0]
+            out["scale_b"] = s(c["seed_c"] + 1, N, [0], cols)[0]
+        else:
+            kb, nb = -(-K // 128), -(-N // 128)
+            out["scale_a"] = s(c["seed_c"], kb, rows, np.arange(kb))
+            out["scale_b"] = s(c["seed_c"] + 1, nb, np.arange(kb), cols // 128)
+    return out
+
+
+def lib_call(c: dict, ops: dict, b: int, engine: str = "auto"):
+    """The library op for batch sample ``b`` (2-D operands; ``full_shape`` carries the whole call)."""
+    from tcnumerics import library as lib
+
+    A, B = ops["A"][b], ops["B"][b]
+    M, N, K = c["M"], c["N"], c["K"]
+    prec = c.get("prec", "highest")
+    kw = dict(fp32_precision=prec, engine=engine)
+    op = c["op"]
+    if op in ("bmm", "baddbmm", "matmul_bcast"):
+        kw["full_shape"] = (c["b"], M, N, K)
+    else:
+        kw["full_shape"] = (M, N, K)
+    if c.get("a_t"):
+        A = np.asfortranarray(A)  # a transposed view of contiguous storage, as torch passed it
+    if c.get("b_t"):
+        B = np.asfortranarray(B)
+    if op == "matmul":
+        return lib.matmul, (A, B), kw
+    if op == "matmul_bcast":
+        return lib.matmul, (A[None], B), kw
+    if op == "mm_out":
+        return lib.matmul, (A, B), dict(kw, out_dtype=c["out_dtype"])
+    if op == "linear":
+        return lib.linear, (A, np.ascontiguousarray(B.T), ops["bias"]), kw
+    if op == "addmm":
+        C = ops["C"][b][0] if c["c_1d"] else ops["C"][b]
+        return lib.addmm, (C, A, B), dict(kw, beta=c["beta"], alpha=c["alpha"])
+    if op == "bmm":
+        return lib.bmm, (A[None], B[None]), kw
+    if op == "baddbmm":
+        return lib.baddbmm, (ops["C"][b][None], A[None], B[None]), dict(kw, beta=c["beta"], alpha=c["alpha"])
+    if op == "scaled_mm":
+        Bc = np.asfortranarray(B)  # column-major, as _scaled_mm requires
+        return lib.scaled_mm, (A, Bc, ops["scale_a"], ops["scale_b"]), \
+            dict(kw, out_dtype=c["out_dtype"], use_fast_accum=c["fast_accum"])
+    raise ValueError(op)
+
+
+def replay(c: dict, data, engine: str = "auto") -> dict:
+    """Run the call through the library: bit-exact?, flagged?, the plan's family and reason."""
+    import tcnumerics as tc
+
+    ops = operands(c, data)
+    got, plan = [], None
+    for b in range(len(ops["batches"])):
+        fn, args, kw = lib_call(c, ops, b, engine)
+        if plan is None:
+            plan = fn.plan(*args, **kw)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = np.asarray(fn(*args, **kw))
+        got.append(r.reshape(r.shape[-2:]))
+    fmt = tc.get_format(c["out"])
+    bits = np.stack([fmt.bits_of(np.asarray(g, np.float64)) if g.dtype != fmt.to_array(np.zeros(1, np.uint8)).dtype
+                     else fmt.bits_of(g) for g in got])
+    exp = ops["expected"]
+    bad = int((bits.reshape(exp.shape) != exp).sum())
+    return dict(id=c["id"], exact=bad == 0, bad=bad, n=int(exp.size), modelled=bool(plan.modelled),
+                family=str(plan.family), reason=str(plan.reason))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("survey_dir")
+    ap.add_argument("--ids", default="")
+    ap.add_argument("--ops", default="")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    index, data = load(args.survey_dir)
+    ids = {int(x) for x in args.ids.split(",") if x}
+    opsel = set(args.ops.split(",")) - {""}
+    results, t0 = [], time.time()
+    for c in index["records"]:
+        if ids and c["id"] not in ids or opsel and c["op"] not in opsel or "error" in c:
+            continue
+        try:
+            r = replay(c, data)
+        except Exception as exc:  # report and go on
+            r = dict(id=c["id"], exact=False, bad=-1, n=0, modelled=False, family="error", reason=repr(exc)[:200])
+        r["op"], r["fmt"], r["shape"] = c["op"], c["fmt"], (c.get("b"), c["M"], c["N"], c["K"])
+        r["kernel"] = " | ".join(k[:70] for k in c["kernels"] if "Mem" not in k and "elementwise" not in k)
+        results.append(r)
+        tag = "ok" if r["exact"] else ("FLAGGED" if not r["modelled"] else "SILENT-MISS")
+        if not r["exact"] or ids:
+            print(f"[{c['id']}] {tag} {c['op']} {c['fmt']} {c.get('prec', '')} {r['shape']} bad={r['bad']}/{r['n']}"
+                  f" plan={r['family']} kernel={r['kernel'][:110]}", flush=True)
+    n = len(results)
+    exact = sum(r["exact"] for r in results)
+    flagged = sum(not r["modelled"] for r in results)
+    silent = sum(not r["exact"] and r["modelled"] for r in results)
+    print(f"{n} calls: {exact} bit-exact, {flagged} flagged not modelled "
+          f"({sum(not r['modelled'] and r['exact'] for r in results)} of them exact anyway), "
+          f"{silent} silent misses; {time.time() - t0:.0f} s")
+    print(Counter((r["op"], r["exact"], r["modelled"]) for r in results))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(results, fh)
+    return 1 if silent else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
