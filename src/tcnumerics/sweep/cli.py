@@ -36,6 +36,7 @@ def register(subparsers) -> None:
     p.add_argument("--x", default=None, help="plot: the column on the x axis (default: unit.frac_bits, ...)")
     p.add_argument("--y", default=None, help="plot: the metric (default: norm_rel_error, ...)")
     p.add_argument("--line", default=None, help="plot: the column whose values get one colour each")
+    p.add_argument("--workload", default=None, help="plot: which workload's rows (default: the table's first)")
     p.set_defaults(func=_cmd_sweep)
 
 
@@ -67,6 +68,6 @@ def _cmd_plot(args) -> int:
     if os.path.exists(args.output) and not args.overwrite:
         raise ValueError(f"{args.output}: already exists (pass --overwrite to replace it)")
     table = read_table(args.results)
-    plot_pareto(table, args.output, x=args.x, y=args.y, line=args.line)
+    plot_pareto(table, args.output, x=args.x, y=args.y, line=args.line, workload=args.workload)
     print(f"{args.output}: drawn from {args.results} ({len(table)} rows)", file=sys.stdout)
     return 0

@@ -1,7 +1,8 @@
 """The Pareto view of a results table: a metric against one unit parameter, one line per design.
 
-Rows are averaged over seeds; every other unit or workload parameter that varies splits
-the lines: the ``line`` parameter picks the colour, the remaining ones the line style.
+One workload's rows are drawn (the table's first unless told), averaged over seeds; every
+other unit or workload parameter that varies splits the lines: the ``line`` parameter picks
+the colour, the remaining ones the line style.
 
 Example:
     >>> import pandas as pd
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["pareto_lines", "plot_pareto", "default_axes"]
+__all__ = ["pareto_lines", "plot_pareto", "default_axes", "one_workload"]
 
 _METRICS = ("norm_rel_error", "max_rel_error", "mean_rel_error", "rel_error", "mean_abs_error")
 
@@ -61,9 +62,22 @@ def pareto_lines(table, x: str, y: str, line: str | None = None) -> list[tuple[s
     return out
 
 
+def one_workload(table, workload: str | None = None):
+    """The rows of one workload (default: the table's first), without the columns it leaves empty."""
+    if "workload" not in table.columns:
+        return table
+    names = list(dict.fromkeys(table["workload"]))
+    workload = workload or names[0]
+    if workload not in names:
+        raise ValueError(f"plot: workload {workload!r} is not in the table (it has {', '.join(names)})")
+    rows = table[table["workload"] == workload]
+    return rows.dropna(axis=1, how="all")
+
+
 def plot_pareto(table, path: "str | os.PathLike", *, x: str | None = None, y: str | None = None,
-                line: str | None = None, title: str | None = None) -> None:
-    """Draw the lines of ``pareto_lines`` (log y) into ``path``."""
+                line: str | None = None, title: str | None = None, workload: str | None = None) -> None:
+    """Draw the lines of ``pareto_lines`` (log y) for one workload's rows into ``path``."""
+    table = one_workload(table, workload)
     try:
         import matplotlib
 
@@ -85,7 +99,8 @@ def plot_pareto(table, path: "str | os.PathLike", *, x: str | None = None, y: st
     ax.set_yscale("log")
     ax.set_xlabel(_short(x))
     ax.set_ylabel(f"{y} (mean over seeds)")
-    ax.set_title(title or f"{y} vs {_short(x)}")
+    name = table["workload"].iloc[0] if "workload" in table.columns else ""
+    ax.set_title(title or f"{name}: {y} vs {_short(x)}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()

@@ -123,7 +123,7 @@ def _quantise(x: np.ndarray, fmt: FloatFormat, scale: np.ndarray) -> np.ndarray:
 
 
 def _scaled_operands(A: np.ndarray, B: np.ndarray, fa: FloatFormat, fb: FloatFormat, scaling: str):
-    """(quantised A values, quantised B values, scale_a, scale_b, expanded [M,K]/[K,N] scale arrays)."""
+    """(quantised A values, quantised B values, scale_a, scale_b) -- the scales as gemm takes them, or None."""
     M, K = A.shape
     N = B.shape[1]
     if scaling == "none":

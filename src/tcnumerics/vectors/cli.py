@@ -100,8 +100,8 @@ def _generate_shards(args, name: str, fams: list, K: int) -> int:
           f"{', '.join(fams)}); manifest.json lists seeds and checksums")
     if stats.get("vectors"):
         print(f"  {stats['vectors']} generated in {stats['wall_s']:.1f} s on {stats['workers_seen']} workers: "
-              f"{stats['per_worker_rate']:,.0f} vectors/s per worker, peak RSS per worker "
-              f"{stats['peak_rss_mib']:.0f} MiB")
+              f"{stats['per_worker_rate']:,.0f} vectors/s per worker ({stats['per_cpu_second']:,.0f} per CPU "
+              f"second), peak RSS per worker {stats['peak_rss_mib']:.0f} MiB")
     return 0
 
 
@@ -120,7 +120,8 @@ def _verify_shards(args, directory: str) -> int:
                         workers=args.workers, on_shard=show)
     print(f"{directory}: {len(rep['shards'])} shards, {rep['vectors']} vectors: {rep['mismatches']} mismatches, "
           f"{len(rep['failed'])} shards failing, {len(rep['bad'])} unreadable "
-          f"({rep['per_worker_rate']:,.0f} vectors/s per worker, peak RSS per worker {rep['peak_rss_mib']:.0f} MiB)")
+          f"({rep['per_worker_rate']:,.0f} vectors/s per worker, {rep['per_cpu_second']:,.0f} per CPU second, "
+          f"peak RSS per worker {rep['peak_rss_mib']:.0f} MiB)")
     if rep["vectors"] != rep["manifest"]["total"] and not rep["bad"]:
         print(f"error: {directory}: {rep['vectors']} vectors replayed, the manifest says {rep['manifest']['total']}",
               file=sys.stderr)

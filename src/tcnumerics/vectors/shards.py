@@ -165,7 +165,7 @@ def generate_shard(task: ShardTask, threads: int | None = None) -> dict:
 
     if threads:
         _set_threads(threads)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     spec = get_instruction(task.instruction)
     rng = np.random.default_rng([task.seed, task.index])
     vs = make_set(spec, list(task.families), task.count, rng, task.K, task.engine, seed=[task.seed, task.index])
@@ -175,7 +175,13 @@ def generate_shard(task: ShardTask, threads: int | None = None) -> dict:
     receipt = {"file": task.file, "index": task.index, "seed": [task.seed, task.index], "n": vs.n,
                "count_per_family": task.count, "sha256": _sha256(path), "content_sha256": _content_digest(vs)}
     _write_json(os.path.join(task.directory, task.file[:-4] + ".json"), receipt)
-    return {**receipt, "seconds": time.perf_counter() - t0, "peak_rss_mib": _peak_rss_mib(), "pid": os.getpid()}
+    return {**receipt, **_usage(t0, c0)}
+
+
+def _usage(t0: float, c0: float) -> dict:
+    """This task's wall and CPU seconds, and this worker process's peak RSS so far."""
+    return {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
+            "peak_rss_mib": _peak_rss_mib(), "pid": os.getpid()}
 
 
 def _write_json(path: str, obj) -> None:
@@ -257,7 +263,8 @@ def generate_shards(instruction: str, families, count: int, shards: int, directo
             fn = functools.partial(generate_shard, threads=ex.threads)
             for task, result in ex.run(fn, todo):
                 runs.append(result)
-                receipts[task.index] = {k: v for k, v in result.items() if k not in ("seconds", "peak_rss_mib", "pid")}
+                receipts[task.index] = {k: v for k, v in result.items()
+                                        if k not in ("seconds", "cpu_seconds", "peak_rss_mib", "pid")}
                 if progress:
                     progress(result["n"])
     if stats is not None:
@@ -273,8 +280,10 @@ def _stats(runs: list[dict], wall: float) -> dict:
         per_pid[r["pid"]] = max(per_pid.get(r["pid"], 0.0), r["peak_rss_mib"])
     vectors = sum(r["n"] for r in runs)
     busy = sum(r["seconds"] for r in runs)
-    return {"wall_s": wall, "vectors": vectors, "task_seconds": busy, "workers_seen": len(per_pid),
-            "per_worker_rate": vectors / busy if busy else 0.0,
+    cpu = sum(r["cpu_seconds"] for r in runs)
+    return {"wall_s": wall, "vectors": vectors, "task_seconds": busy, "cpu_seconds": cpu,
+            "workers_seen": len(per_pid), "per_worker_rate": vectors / busy if busy else 0.0,
+            "per_cpu_second": vectors / cpu if cpu else 0.0,
             "peak_rss_mib": max(per_pid.values()) if per_pid else 0.0}
 
 
@@ -286,7 +295,7 @@ def verify_shard(entry: dict, directory: str, engine: str = "auto", rows: int = 
 
     if threads:
         _set_threads(threads)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     path = os.path.join(directory, entry["file"])
     out = {"file": entry["file"], "index": entry["index"], "n": 0, "mismatches": 0, "checksum_ok": False,
            "error": None, "families": {}}
@@ -299,7 +308,7 @@ def verify_shard(entry: dict, directory: str, engine: str = "auto", rows: int = 
             out["error"] = f"holds {report.n} vectors, the manifest says {entry['n']}"
     except (OSError, ValueError, TypeError, KeyError) as exc:
         out["error"] = " ".join(str(exc).split())
-    out.update(seconds=time.perf_counter() - t0, peak_rss_mib=_peak_rss_mib(), pid=os.getpid())
+    out.update(_usage(t0, c0))
     return out
 
 
