@@ -146,3 +146,66 @@ def test_c_added_last_with_overflow_and_specials():
     c = _edge_c(np.random.default_rng(SEED + 33), spec.c_format, (7, 300))
     c[:, :20] = spec.c_format.from_float(np.float32(3.4e38))  # the FADD overflows where products are positive
     _check_gemm(spec, SEED + 32, 7, 300, 2 * spec.k, c=c)
+
+
+def _window_values(rng, fmt, top, window, shape, wide_at=None):
+    """Values whose exponents lie in [top - window, top] (both ends hit), signs random, 10 %
+    zeros; ``wide_at`` (an index) gets one value just below the window instead."""
+    e = rng.integers(top - window, top + 1, shape)
+    e.flat[0], e.flat[-1] = top, top - window
+    if wide_at is not None:
+        e[wide_at] = top - window - 1
+    e = np.clip(e, fmt.emin, fmt.emax)
+    values = np.ldexp(1 + rng.integers(0, 1 << fmt.man_bits, shape) / (1 << fmt.man_bits), e)
+    values = np.where(rng.random(shape) < 0.5, -values, values)
+    values = np.where(rng.random(shape) < 0.1, 0.0, values)
+    return fmt.from_float(values.astype(np.float32))
+
+
+@pytest.mark.parametrize("name", ["hopper.wgmma.m64n8k16.f32.bf16.bf16", "hopper.wgmma.m64n8k8.f32.tf32.tf32",
+                                  "hopper.wgmma.m64n8k32.f32.e4m3.e5m2", "hopper.mma.m16n8k32.f32.e4m3.e4m3.f32"])
+def test_int32_route_at_the_window_edges(name):
+    # groups spanning exactly the plan's window take the int32 route; one wide group moves its
+    # row (or its whole block of B columns) to the float64 lanes; C far above / below the
+    # products puts the products' scale at both ends of its clamp
+    spec = get_instruction(name)
+    plan = build_plan(spec)
+    window = plan.sum32_window
+    assert window >= 16 and plan.f64_reason is None
+    rng = np.random.default_rng(SEED + window)
+    L = int(plan.group_lengths[0])
+    k = 3 * spec.k if spec.c_format == spec.d_format else spec.k
+    m, n, groups = 9, 2 * _fast_f64.BLOCK_N + 7, k // L
+    fa, fb = spec.a_format, spec.b_format
+    top_a = rng.integers(min(fa.emin + window // 2, fa.emax), fa.emax + 1, (m, groups))
+    top_b = rng.integers(min(fb.emin + window // 2, fb.emax), fb.emax + 1, (n, groups))
+    a = np.empty((m, k), fa.container_dtype)
+    b = np.empty((n, k), fb.container_dtype)
+    for g in range(groups):
+        cols = slice(g * L, (g + 1) * L)
+        for r in range(m):
+            a[r, cols] = _window_values(rng, fa, top_a[r, g], window, L, 3 if (r, g) == (5, groups - 1) else None)
+        for j in range(n):
+            wide = 5 if (j == _fast_f64.BLOCK_N + 9 and g == 1) else None  # one column: its block goes wide
+            b[j, cols] = _window_values(rng, fb, top_b[j, g], window, L, wide)
+    a[2, 1] = fa.inf_bits if fa.has_inf else fa.nan_bits  # a special operand among int32-route lanes
+    scale = top_a[:, :1] + top_b[:, 0][None, :] + rng.integers(-40, 41, (m, n))
+    cf = spec.c_format
+    c = cf.from_float(np.where(rng.random((m, n)) < 0.1, 0.0,
+                               np.ldexp(rng.standard_normal((m, n)), np.clip(scale, cf.emin, cf.emax - 4))
+                               .astype(np.float32)))
+    if fa.emax - fa.emin > 2 * window:
+        # lane (0, 0): its only nonzero product pairs the bottom of both windows (the products'
+        # largest scale) and every other product is zero
+        hi, lo = (fa.emax + fa.emin) // 2 + window, (fa.emax + fa.emin) // 2
+        a[0, :L] = fa.from_float(np.float32(0.0))
+        b[0, :L] = fb.from_float(np.float32(0.0))
+        a[0, :2] = fa.from_float(np.ldexp(np.float32([1.5, 1.25]), [hi, hi - window]).astype(np.float32))
+        b[0, 1:3] = fb.from_float(np.ldexp(np.float32([1.75, 1.5]), [hi - window, hi]).astype(np.float32))
+        c[0, 0] = cf.from_float(np.ldexp(np.float32(1.0), 2 * lo - window - 20).astype(np.float32))
+    # column 1: a group of zeros, every product zero; with C = 1 and row 3 at the top of A's
+    # range the products' scale is beyond 2**126 and must be clamped
+    b[1, :L] = fb.from_float(np.float32(0.0))
+    a[3, :L] = _window_values(rng, fa, fa.emax, window, L)
+    c[:, 1] = cf.from_float(np.where(np.arange(m) % 2, 0.0, 1.0).astype(np.float32))
+    _same(fast.gemm_bits(spec, a, b, c), _grid(spec, a, b, c), name)

@@ -51,6 +51,8 @@ _TILE_M = 8
 BLOCK_N = 128  # lanes per GEMM block: one group of B (16 x 128 float64 + int16) stays in L1
 _DOT_BLOCK = 256  # vectors per block of the dot kernel
 _F32_EXP = np.uint32(0x7F800000)
+FLAG_WIDE = 4  # a row (column) group holds a nonzero operand beyond the int32 route's window
+SCALE32_BIAS = 4  # A's int32-route operands sit 2**-4 below their group's largest exponent (_group_scale32)
 
 
 @intrinsic
@@ -75,6 +77,31 @@ def _bits_f64(typingctx, n):
         return builder.bitcast(args[0], ir.DoubleType())
 
     return types.float64(types.int64), codegen
+
+
+@intrinsic
+def _f32_bits(typingctx, x):
+    """The IEEE bit pattern of a float32 as int32 (a register bitcast, vectorisable)."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return types.int32(types.float32), codegen
+
+
+@intrinsic
+def _bits_f32(typingctx, n):
+    """The float32 whose IEEE bit pattern is the low 32 bits of the integer n."""
+    if not isinstance(n, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        low = args[0] if n.bitwidth == 32 else builder.trunc(args[0], ir.IntType(32))
+        return builder.bitcast(low, ir.FloatType())
+
+    return types.float32(n), codegen
 
 
 @njit(cache=True, nogil=True)
@@ -264,6 +291,148 @@ def _sum_row(T, S, a_val, b_val, k0, L, nb):
 
 
 @njit(cache=True, nogil=True)
+def _group_scale32(c, c_old, E, T, U, a_off, b_off, nb, k):
+    """As ``_group_scale`` for the int32 route: T[j] = C's truncated term, and U[j] the scale
+    2**u of the products as an exponent-field increment (u << 23), u = F - E[j] + a_off +
+    b_off[j] + SCALE32_BIAS: operands are stored relative to their group's largest exponent
+    (a_off for the row of A, b_off[j] per column of B) and A below it by SCALE32_BIAS more.
+    The clamp to [1, 126] only acts where no product can contribute (``_sum_row32``)."""
+    F = k[8]
+    bias = np.float32(F + SCALE32_BIAS)
+    for j in range(nb):
+        e = max(E[j], np.float32(_E_FLOOR))
+        E[j] = e
+        cj = c[j]
+        c_old[j] = cj
+        T[j] = np.int64(cj * _bits_f64((F - np.int64(e) + 1023) << 52))
+        u = min(max(bias - e + a_off + b_off[j], np.float32(1)), np.float32(126))
+        U[j] = np.int32(u) << 23
+
+
+@njit(cache=True, nogil=True)
+def _scaled_term(a, b, u):
+    """int32(a * b * 2**u) for float32 a * b in the window and u = U[j] (``_group_scale32``).
+
+    The product is exact in float32 and normal (or zero); adding u to its exponent field
+    scales it exactly by 2**u without a second multiply, and the conversion truncates toward
+    zero.  A zero product becomes +-2**(u - 127), below 1 since u <= 126: truncates to 0."""
+    return np.int32(_bits_f32(_f32_bits(a * b) + u))
+
+
+@njit(cache=True, nogil=True)
+def _sum_row32(T, T32, U, a32, b32, k0, L, nb):
+    """T[j] += the group's truncated product terms, in float32 / int32 lanes (sixteen per
+    AVX-512 op): ``_scaled_term`` is a * b * 2**(F - E[j]) truncated toward zero, exactly,
+    for operands within the plan's window; L terms below 2**(F+2) fit int32."""
+    for j in range(nb):
+        T32[j] = 0
+    kk = k0
+    while kk + 4 <= k0 + L:
+        v0, v1, v2, v3 = a32[kk], a32[kk + 1], a32[kk + 2], a32[kk + 3]
+        b0, b1, b2, b3 = b32[kk], b32[kk + 1], b32[kk + 2], b32[kk + 3]
+        for j in range(nb):
+            u = U[j]
+            T32[j] += (_scaled_term(v0, b0[j], u) + _scaled_term(v1, b1[j], u)) + \
+                (_scaled_term(v2, b2[j], u) + _scaled_term(v3, b3[j], u))
+        kk += 4
+    while kk < k0 + L:
+        v0 = a32[kk]
+        b0 = b32[kk]
+        for j in range(nb):
+            T32[j] += _scaled_term(v0, b0[j], U[j])
+        kk += 1
+    for j in range(nb):
+        T[j] += T32[j]
+
+
+@njit(cache=True, nogil=True)
+def _max_rows(E, a_exp, m0, tm, b_exp, k0, L, nb):
+    """``_max_row`` for rows m0 .. m0+tm-1 of A (E[t] for row m0 + t), four rows per pass
+    over the group's B panel: one load of B serves four rows."""
+    t = 0
+    while t + 4 <= tm:
+        E0, E1, E2, E3 = E[t], E[t + 1], E[t + 2], E[t + 3]
+        r0, r1, r2, r3 = a_exp[m0 + t], a_exp[m0 + t + 1], a_exp[m0 + t + 2], a_exp[m0 + t + 3]
+        kk = k0
+        while kk + 4 <= k0 + L:
+            b0, b1, b2, b3 = b_exp[kk], b_exp[kk + 1], b_exp[kk + 2], b_exp[kk + 3]
+            p00, p01, p02, p03 = r0[kk], r0[kk + 1], r0[kk + 2], r0[kk + 3]
+            p10, p11, p12, p13 = r1[kk], r1[kk + 1], r1[kk + 2], r1[kk + 3]
+            p20, p21, p22, p23 = r2[kk], r2[kk + 1], r2[kk + 2], r2[kk + 3]
+            p30, p31, p32, p33 = r3[kk], r3[kk + 1], r3[kk + 2], r3[kk + 3]
+            for j in range(nb):
+                x0, x1, x2, x3 = b0[j], b1[j], b2[j], b3[j]
+                E0[j] = max(max(E0[j], max(p00 + x0, p01 + x1)), max(p02 + x2, p03 + x3))
+                E1[j] = max(max(E1[j], max(p10 + x0, p11 + x1)), max(p12 + x2, p13 + x3))
+                E2[j] = max(max(E2[j], max(p20 + x0, p21 + x1)), max(p22 + x2, p23 + x3))
+                E3[j] = max(max(E3[j], max(p30 + x0, p31 + x1)), max(p32 + x2, p33 + x3))
+            kk += 4
+        if kk < k0 + L:
+            for u in range(4):
+                _max_row(E[t + u], a_exp[m0 + t + u], b_exp, kk, k0 + L - kk, nb)
+        t += 4
+    while t < tm:
+        _max_row(E[t], a_exp[m0 + t], b_exp, k0, L, nb)
+        t += 1
+
+
+@njit(cache=True, nogil=True)
+def _sum_rows32(T, T32, U, a32, m0, tm, b32, k0, L, nb):
+    """``_sum_row32`` for rows m0 .. m0+tm-1 of A (T[t], U[t] for row m0 + t), four rows per
+    pass over the group's B panel."""
+    t = 0
+    while t + 4 <= tm:
+        T0, T1, T2, T3 = T32[t], T32[t + 1], T32[t + 2], T32[t + 3]
+        U0, U1, U2, U3 = U[t], U[t + 1], U[t + 2], U[t + 3]
+        r0, r1, r2, r3 = a32[m0 + t], a32[m0 + t + 1], a32[m0 + t + 2], a32[m0 + t + 3]
+        for j in range(nb):
+            T0[j] = 0
+            T1[j] = 0
+            T2[j] = 0
+            T3[j] = 0
+        kk = k0
+        while kk + 4 <= k0 + L:
+            b0, b1, b2, b3 = b32[kk], b32[kk + 1], b32[kk + 2], b32[kk + 3]
+            p00, p01, p02, p03 = r0[kk], r0[kk + 1], r0[kk + 2], r0[kk + 3]
+            p10, p11, p12, p13 = r1[kk], r1[kk + 1], r1[kk + 2], r1[kk + 3]
+            p20, p21, p22, p23 = r2[kk], r2[kk + 1], r2[kk + 2], r2[kk + 3]
+            p30, p31, p32, p33 = r3[kk], r3[kk + 1], r3[kk + 2], r3[kk + 3]
+            for j in range(nb):
+                x0, x1, x2, x3 = b0[j], b1[j], b2[j], b3[j]
+                u = U0[j]
+                T0[j] += (_scaled_term(p00, x0, u) + _scaled_term(p01, x1, u)) + \
+                    (_scaled_term(p02, x2, u) + _scaled_term(p03, x3, u))
+                u = U1[j]
+                T1[j] += (_scaled_term(p10, x0, u) + _scaled_term(p11, x1, u)) + \
+                    (_scaled_term(p12, x2, u) + _scaled_term(p13, x3, u))
+                u = U2[j]
+                T2[j] += (_scaled_term(p20, x0, u) + _scaled_term(p21, x1, u)) + \
+                    (_scaled_term(p22, x2, u) + _scaled_term(p23, x3, u))
+                u = U3[j]
+                T3[j] += (_scaled_term(p30, x0, u) + _scaled_term(p31, x1, u)) + \
+                    (_scaled_term(p32, x2, u) + _scaled_term(p33, x3, u))
+            kk += 4
+        while kk < k0 + L:
+            for r in range(4):
+                v = a32[m0 + t + r, kk]
+                b0 = b32[kk]
+                Ur = U[t + r]
+                Tr = T32[t + r]
+                for j in range(nb):
+                    Tr[j] += _scaled_term(v, b0[j], Ur[j])
+            kk += 1
+        for r in range(4):
+            Tr = T[t + r]
+            T32r = T32[t + r]
+            for j in range(nb):
+                Tr[j] += T32r[j]
+        t += 4
+    while t < tm:
+        _sum_row32(T[t], T32[t], U[t], a32[m0 + t], b32, k0, L, nb)
+        t += 1
+
+
+@njit(cache=True, nogil=True)
 def _max_lanes(E, a_exp, b_exp, k0, L, nb):
     """As ``_max_row`` with A varying by lane too ([K, lanes] panels, the dot kernel)."""
     for kk in range(k0, k0 + L):
@@ -343,14 +512,18 @@ def _lane_scratch(lanes, lmax):
 @fork_safe
 @njit(cache=True, parallel=True)
 def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst, d_fp, out_fp, F, e_zero,
-                   ls_ab, rs_ab, ls_d, rs_d, rounding, overflow, nan_bits, ma, mb, fp32_acc, ieee_add, add_rounding):
+                   ls_ab, rs_ab, ls_d, rs_d, rounding, overflow, nan_bits, ma, mb, fp32_acc, ieee_add, add_rounding,
+                   a32, a_off, b32, b_off, b_any, window):
     """Continue acc[M, N] (uint32 bits in d_fp) over one K panel of whole instructions.
 
     a_val/a_exp: [M, Kp] panels (float64 values / float32 exponents); b_val/b_exp:
     [ceil(N / BLOCK_N), Kp, BLOCK_N] (B in column blocks, zero-padded); a_flag: [M, G] and
     b_flag: [blocks, G, BLOCK_N] group flags; glen: the group lengths of one instruction
     (C and D share d_fp); fp32_acc: D is FP32 (decoded and encoded vectorised); ieee_add:
-    each instruction starts from zero and adds C last (``_add_c``)."""
+    each instruction starts from zero and adds C last (``_add_c``).  The int32 route (window
+    > 0, see ``gemm_panels``): a32 / b32 the operands relative to their group's largest
+    exponent a_off [M, G] / b_off [blocks, G, BLOCK_N]; b_any [blocks, G] ORs a block's flags;
+    a row group takes it unless it or its block is FLAG_WIDE."""
     M = a_val.shape[0]
     N = acc.shape[1]
     lmax = np.max(glen)
@@ -359,7 +532,10 @@ def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst
     for tile in prange(n_tiles):
         c, ck, cb = _accumulators((_TILE_M, BLOCK_N))
         c_in, ck_in, cb_in = _accumulators((_TILE_M, BLOCK_N))
-        c_old, E, S, T, exc, sa_g, ea_g, sb_g, eb_g = _lane_scratch(BLOCK_N, lmax)
+        c_old, E, S, T, exc, sa_g, ea_g, sb_g, eb_g = _lane_scratch((_TILE_M, BLOCK_N), lmax)
+        U = np.empty((_TILE_M, BLOCK_N), np.int32)
+        T32 = np.empty((_TILE_M, BLOCK_N), np.int32)
+        any_exc = np.zeros(_TILE_M, np.int64)
         m0 = tile * _TILE_M
         tm = min(M, m0 + _TILE_M) - m0
         for blk in range(b_val.shape[0]):
@@ -369,6 +545,7 @@ def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst
                 _load_acc(acc[m0 + t, n0:n0 + nb], c[t], ck[t], cb[t], nb, d_fp, fp32_acc)
             bv = b_val[blk]
             be = b_exp[blk]
+            b32_blk = b32[blk]
             k0 = 0
             gg = 0
             for inst in range(n_inst):
@@ -380,30 +557,34 @@ def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst
                 for g in range(len(glen)):
                     L = glen[g]
                     bf = b_flag[blk, gg]
+                    block_wide = window == 0 or (b_any[blk, gg] & FLAG_WIDE) != 0
+                    for t in range(tm):
+                        any_exc[t] = _group_begin(c[t], ck[t], bf, a_flag[m0 + t, gg], E[t], exc[t], nb, k)
+                    _max_rows(E, a_exp, m0, tm, be, k0, L, nb)
+                    if not block_wide:  # the int32 route for every row (rows with a wide group redo below)
+                        for t in range(tm):
+                            _group_scale32(c[t], c_old[t], E[t], T[t], U[t], a_off[m0 + t, gg], b_off[blk, gg], nb,
+                                           k)
+                        _sum_rows32(T, T32, U, a32, m0, tm, b32_blk, k0, L, nb)
                     for t in range(tm):
                         m = m0 + t
-                        ct = c[t]
-                        ckt = ck[t]
-                        av = a_val[m]
-                        ae = a_exp[m]
-                        any_exc = _group_begin(ct, ckt, bf, a_flag[m, gg], E, exc, nb, k)
-                        _max_row(E, ae, be, k0, L, nb)
-                        _group_scale(ct, c_old, E, S, T, nb, k)
-                        _sum_row(T, S, av, bv, k0, L, nb)
-                        any_exc |= _group_round(ct, E, T, exc, nb, k)
-                        if any_exc:
-                            cbt = cb[t]
+                        if block_wide or (a_flag[m, gg] & FLAG_WIDE) != 0:
+                            _group_scale(c[t], c_old[t], E[t], S[t], T[t], nb, k)
+                            _sum_row(T[t], S[t], a_val[m], bv, k0, L, nb)
+                        x = any_exc[t] | _group_round(c[t], E[t], T[t], exc[t], nb, k)
+                        if x:
+                            ct, ckt, cbt, ext, av, ae = c[t], ck[t], cb[t], exc[t], a_val[m], a_exp[m]
                             for j in range(nb):
-                                if exc[j]:
+                                if ext[j]:
                                     ct[j], ckt[j], cbt[j] = _fallback(
                                         av[k0:k0 + L], ae[k0:k0 + L], bv[k0:k0 + L, j], be[k0:k0 + L, j], L,
-                                        c_old[j], ckt[j], cbt[j], ma, mb, d_fp, out_fp, F, e_zero, ls_ab, rs_ab,
+                                        c_old[t, j], ckt[j], cbt[j], ma, mb, d_fp, out_fp, F, e_zero, ls_ab, rs_ab,
                                         ls_d, rs_d, rounding, overflow, nan_bits, sa_g, ea_g, sb_g, eb_g)
                     k0 += L
                     gg += 1
                 if ieee_add:
                     for t in range(tm):
-                        _add_c(c[t], ck[t], cb[t], c_in[t], ck_in[t], cb_in[t], exc, nb, d_fp, add_rounding,
+                        _add_c(c[t], ck[t], cb[t], c_in[t], ck_in[t], cb_in[t], exc[t], nb, d_fp, add_rounding,
                                nan_bits, fp32_acc)
             for t in range(tm):
                 _store_acc(acc[m0 + t, n0:n0 + nb], c[t], ck[t], cb[t], nb, d_fp, fp32_acc)
@@ -499,15 +680,35 @@ def dot_fused_f64(a, a_bytes, b, b_bytes, c_in, perm, glen, lut_a_val, lut_a_exp
             out[r0 + j] = cb[j] if ck[j] != 0 else _value_bits(c[j], d_fp)
 
 
+@njit(cache=True, nogil=True)
+def _group_offset(exps, window):
+    """(the largest exponent of a group's nonzero finite operands, 0 if none; FLAG_WIDE when
+    one of them lies more than window below it)."""
+    top = np.float32(ZERO_EXP)
+    low = np.float32(-ZERO_EXP)
+    for e in exps:
+        if e > ZERO_EXP:
+            top = max(top, e)
+            low = min(low, e)
+    if top == np.float32(ZERO_EXP):
+        return np.float32(0.0), 0
+    return top, (FLAG_WIDE if low < top - window else 0)
+
+
 @fork_safe
 @njit(cache=True, parallel=True)
 def gemm_panels(a, a_bytes, b, b_bytes, cols, lut_a_val, lut_a_exp, a_shift, lut_b_val, lut_b_exp, b_shift,
-                g_starts, g_lengths, a_val, a_exp, a_flag, b_val, b_exp, b_flag):
+                g_starts, g_lengths, a_val, a_exp, a_flag, b_val, b_exp, b_flag, window, a32, a_off, b32, b_off,
+                b_any):
     """Decode one K panel of a GEMM through the plan's tables, in the kernel's layouts.
 
     a, b: [M, K * bytes] / [N, K * bytes] uint8 views of the operand containers; cols: the
     panel's K columns in evaluation order.  Fills a_val/a_exp [M, Kp], a_flag [M, G] and
-    b_val/b_exp [blocks, Kp, BLOCK_N], b_flag [blocks, G, BLOCK_N] (lanes past N: zeros)."""
+    b_val/b_exp [blocks, Kp, BLOCK_N], b_flag [blocks, G, BLOCK_N] (lanes past N: zeros).
+    With window > 0 (the plan's ``sum32_window``) also the int32 route's operands: a_off
+    [M, G] / b_off [blocks, G, BLOCK_N] the largest exponent of each row (column) group,
+    a32 / b32 the values times 2**-offset in float32, FLAG_WIDE in the flags of groups
+    spanning more than the window, and b_any [blocks, G] the OR of a block's flags."""
     M = a.shape[0]
     N = b.shape[0]
     kp = len(cols)
@@ -518,10 +719,18 @@ def gemm_panels(a, a_bytes, b, b_bytes, cols, lut_a_val, lut_a_exp, a_shift, lut
             a_val[m, i] = lut_a_val[ia]
             a_exp[m, i] = lut_a_exp[ia]
         for g in range(G):
+            i0, i1 = g_starts[g], g_starts[g] + g_lengths[g]
             f = 0
-            for i in range(g_starts[g], g_starts[g] + g_lengths[g]):
+            for i in range(i0, i1):
                 e = a_exp[m, i]
                 f |= (FLAG_ZERO if e <= ZERO_EXP else 0) | (FLAG_SPECIAL if e < ZERO_EXP else 0)
+            if window > 0:
+                top, wide = _group_offset(a_exp[m, i0:i1], window)
+                f |= wide
+                a_off[m, g] = top
+                scale = _bits_f64((1023 - SCALE32_BIAS - np.int64(top)) << 52)
+                for i in range(i0, i1):
+                    a32[m, i] = np.float32(a_val[m, i] * scale)
             a_flag[m, g] = f
     for blk in prange(b_val.shape[0]):
         n0 = blk * BLOCK_N
@@ -539,9 +748,21 @@ def gemm_panels(a, a_bytes, b, b_bytes, cols, lut_a_val, lut_a_exp, a_shift, lut
                     b_val[blk, i, j] = 0.0
                     b_exp[blk, i, j] = ZERO_EXP
         for g in range(G):
+            i0, i1 = g_starts[g], g_starts[g] + g_lengths[g]
             for j in range(BLOCK_N):
                 b_flag[blk, g, j] = 0
-            for i in range(g_starts[g], g_starts[g] + g_lengths[g]):
+            for i in range(i0, i1):
                 for j in range(BLOCK_N):
                     e = b_exp[blk, i, j]
                     b_flag[blk, g, j] |= (FLAG_ZERO if e <= ZERO_EXP else 0) | (FLAG_SPECIAL if e < ZERO_EXP else 0)
+            if window > 0:
+                any_flag = 0
+                for j in range(BLOCK_N):
+                    top, wide = _group_offset(b_exp[blk, i0:i1, j], window)
+                    b_off[blk, g, j] = top
+                    b_flag[blk, g, j] |= wide
+                    any_flag |= b_flag[blk, g, j]
+                    scale = _bits_f64((1023 - np.int64(top)) << 52)
+                    for i in range(i0, i1):
+                        b32[blk, i, j] = np.float32(b_val[blk, i, j] * scale)
+                b_any[blk, g] = any_flag

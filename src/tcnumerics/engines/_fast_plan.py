@@ -85,6 +85,9 @@ class Plan:
             vectorised kernels (``_fast_f64``); a_man / b_man: the
             datapath formats' fraction bits.
         f64_reason: why the vectorised kernels do not apply (None: they do).
+        sum32_window: R of the vectorised GEMM's int32 sum route (``_fast_f64``): groups whose
+            nonzero operands lie within 2**-R of the group's largest (per row of A, per column
+            of B) sum their products in float32 / int32 lanes; 0: the route does not apply.
     """
 
     kind: str
@@ -123,6 +126,7 @@ class Plan:
     a_man: int = 0
     b_man: int = 0
     f64_reason: str | None = "not a fused unit"
+    sum32_window: int = 0
 
     @property
     def natural_order(self) -> bool:
@@ -208,6 +212,20 @@ def _f64_reason(spec: InstructionSpec, model: UnitModel, a_exp: np.ndarray, b_ex
     return None
 
 
+def _sum32_window(frac_bits: int, lengths: list[int], man_a: int, man_b: int) -> int:
+    """R of the int32 sum route (``_fast_f64._sum_row32``), 0 where it is not exact.
+
+    Operands within 2**-R of their group's largest exponent, A scaled 2**-4 further, have a
+    product exact in float32 (significands within 24 bits) and normal (2R + 4 <= 126); every
+    truncated term is below 2**(F+2), so L terms fit int32 when F + 2 + log2(L) <= 31; the
+    product's scale 2**u, u <= F + 2R + 4, stays at most 2**126, where a zero product plus u
+    in its exponent field is below 1."""
+    if man_a + man_b + 2 > 24 or frac_bits + 2 + (max(lengths) - 1).bit_length() > 31:
+        return 0
+    window = (122 - frac_bits) // 2
+    return window if window >= 16 else 0
+
+
 def _shifts(frac_bits: int, man_bits: int) -> tuple[int, int]:
     g = frac_bits - man_bits
     return max(g, 0), max(-g, 0)
@@ -279,7 +297,8 @@ def build_plan(spec: InstructionSpec | UnitModel) -> Plan | str:
     f64 = _f64_reason(spec, model, a[1], b[1], lengths, format_params(c), format_params(d), format_params(out))
     return Plan(kind="fused", a_val=_value_table(a[0], a[1], man_a), b_val=_value_table(b[0], b[1], man_b),
                 a_expf=a[1].astype(np.float32), b_expf=b[1].astype(np.float32), a_man=man_a, b_man=man_b,
-                f64_reason=f64, c_params=format_params(c), d_params=format_params(d), out_params=format_params(out),
+                f64_reason=f64, sum32_window=_sum32_window(F, lengths, man_a, man_b) if f64 is None else 0,
+                c_params=format_params(c), d_params=format_params(d), out_params=format_params(out),
                 frac_bits=F, e_zero=int(e_zero), lshift_ab=ls_ab, rshift_ab=rs_ab, lshift_c=ls_c, rshift_c=rs_c,
                 lshift_d=ls_d, rshift_d=rs_d, rounding=ROUNDING_CODES[model.output_rounding],
                 overflow=OVERFLOW_CODES[model.output_overflow], nan_bits=int(model.nan_bits),

@@ -237,8 +237,9 @@ def accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: n
     starts = np.concatenate([[0], np.cumsum(plan.group_lengths)[:-1]]).astype(np.int64)
     vector = _f64 is not None and plan.kind == "fused" and plan.f64_reason is None
     if vector:  # decoded panels: float64 value + float32 exponent per element, B padded to blocks
-        # at most 512 K columns: one block of B (512 x BLOCK_N x 12 bytes) stays in L2 across a row tile
-        panel = max(k, (min(PANEL_BYTES // (12 * (M + N + _f64.BLOCK_N)), 512) // k) * k)
+        # at most 512 K columns: one block of B (512 x BLOCK_N x 12 bytes; 8 on the int32 route) stays in
+        # L2 across a row tile; 20 bytes per decoded element in all
+        panel = max(k, (min(PANEL_BYTES // (20 * (M + N + _f64.BLOCK_N)), 512) // k) * k)
         a_raw, b_raw = _byte_view(a_rows), _byte_view(b_cols)
     for p0 in range(k_start, k_stop, panel):
         n_inst = (min(k_stop, p0 + panel) - p0) // k
@@ -274,19 +275,27 @@ def _f64_panel(plan: Plan, a_raw: np.ndarray, a_bytes: int, b_raw: np.ndarray, b
                work: np.ndarray, n_inst: int, g_starts: np.ndarray, g_lengths: np.ndarray,
                spec: InstructionSpec) -> None:
     """One K panel through the vectorised kernel (``_fast_f64``): operands decoded in parallel
-    into float64 values and float32 exponents, B in column blocks of BLOCK_N."""
+    into float64 values and float32 exponents, B in column blocks of BLOCK_N, and (where the
+    plan has an int32 sum route) float32 operands relative to their group's largest exponent."""
     M, N = work.shape
     kp, G, width = len(cols), len(g_starts), _f64.BLOCK_N
     blocks = -(-N // width)
     a_val, a_exp, a_flag = np.empty((M, kp)), np.empty((M, kp), np.float32), np.empty((M, G), np.int64)
     b_val, b_exp = np.empty((blocks, kp, width)), np.empty((blocks, kp, width), np.float32)
     b_flag = np.empty((blocks, G, width), np.int64)
+    window = plan.sum32_window
+    route = (M, kp, M, G, blocks, kp, width, blocks, G, width, blocks, G) if window else (1,) * 12
+    a32, a_off = np.empty(route[0:2], np.float32), np.empty(route[2:4], np.float32)
+    b32, b_off = np.empty(route[4:7], np.float32), np.empty(route[7:10], np.float32)
+    b_any = np.zeros(route[10:12], np.int64)
     _f64.gemm_panels(a_raw, a_bytes, b_raw, b_bytes, cols, plan.a_val, plan.a_expf, plan.a_shift, plan.b_val,
-                     plan.b_expf, plan.b_shift, g_starts, g_lengths, a_val, a_exp, a_flag, b_val, b_exp, b_flag)
+                     plan.b_expf, plan.b_shift, g_starts, g_lengths, a_val, a_exp, a_flag, b_val, b_exp, b_flag,
+                     window, a32, a_off, b32, b_off, b_any)
     _f64.gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, work, plan.group_lengths, n_inst,
                         plan.d_params, plan.out_params, plan.frac_bits, plan.e_zero, plan.lshift_ab, plan.rshift_ab,
                         plan.lshift_d, plan.rshift_d, plan.rounding, plan.overflow, plan.nan_bits, plan.a_man,
-                        plan.b_man, spec.d_format.name == "fp32", plan.ieee_add, plan.add_rounding)
+                        plan.b_man, spec.d_format.name == "fp32", plan.ieee_add, plan.add_rounding,
+                        a32, a_off, b32, b_off, b_any, window)
 
 
 def _reference_grid(spec: InstructionSpec, a_rows: np.ndarray, b_cols: np.ndarray, c: np.ndarray) -> np.ndarray:
