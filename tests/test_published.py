@@ -112,6 +112,12 @@ def test_sass_of_each_release_is_recorded():
         else:  # m16n8k16 and FP16 output arrived with PTX ISA 8.7 (CUDA 12.8)
             assert "refused" in ops[f"{release}/sm_90/m16n8k16.f32.e4m3.e4m3.f32"]
     assert any("HMMA.16816.F32" in line for line in sass["bench_sass_lines"])
+    # their wmma bench (nvcc 13.0): TF32 m16n16k8 is chained HMMA.1684 (hence the m16n8k4 entries), FP16 HMMA.16816
+    with open(os.path.join(ROOT, "device", "wmma_sass.txt")) as fh:
+        blocks = {b.split("\n", 1)[0]: b for b in fh.read().split("===== wmma bench ")[1:]}
+    for arch in ("sm_80", "sm_89", "sm_90", "sm_100"):
+        assert blocks[f"TF32 {arch}"].count("HMMA.1684.F32.TF32") == 4
+        assert blocks[f"FP16 {arch}"].count("HMMA.16816.F32") == 2 and blocks[f"BF16 {arch}"].count("HMMA.16816") == 2
 
 
 def test_blackwell_fp8_mma_sync_rows():

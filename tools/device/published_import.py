@@ -75,12 +75,12 @@ def instruction_for(arch: str, fmt: str, out: str) -> tuple[str, int, str]:
         t = _PTX[fmt]
         ptx = f"mma.sync.aligned.m16n8k32.row.col.{d}.{t}.{t}.{d}"
         return f"{arch}.mma.m16n8k32.{d}.{t}.{t}.{d}", 32, ptx
-    if fmt == "tf32":
-        return f"{arch}.mma.m16n8k8.f32.tf32.tf32.f32", 8, "wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32.tf32.f32"
+    if fmt == "tf32":  # wmma m16n16k8 TF32 is 2 chained HMMA.1684 per n8 half on sm_80..sm_100 (SASS)
+        return f"{arch}.mma.m16n8k4.f32.tf32.tf32.f32", 8, "wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32.tf32.f32"
     ptx = f"wmma.mma.sync.aligned.row.col.m16n16k16.{d}.{_PTX[fmt]}.{_PTX[fmt]}.{d}"
     if arch == "volta":
         return f"volta.wmma.m16n16k16.{d}.f16.f16.{d}", 16, ptx
-    # sm_80+ wmma m16n16k16 is two mma.sync m16n8k16 halves (HMMA.16816): the same dot product
+    # sm_80+ wmma m16n16k16 is two mma.sync m16n8k16 halves (HMMA.16816, nvcc 13.0 SASS): the same dot product
     return f"{arch}.mma.m16n8k16.{d}.{_PTX[fmt]}.{_PTX[fmt]}.{d}", 16, ptx
 
 

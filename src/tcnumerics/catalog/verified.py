@@ -19,8 +19,10 @@ from dataclasses import replace
 
 from . import get_instruction, register
 
+# what their wmma bench runs on sm_80..sm_100 (nvcc 13.0 SASS, vectors/published/device/wmma_sass.txt):
+# m16n16k16 FP16/BF16 = HMMA.16816 per n8 half, m16n16k8 TF32 = two chained HMMA.1684 per half
 _WMMA16 = ("mma.m16n8k16.f32.f16.f16.f32", "mma.m16n8k16.f16.f16.f16.f16", "mma.m16n8k16.f32.bf16.bf16.f32",
-           "mma.m16n8k8.f32.tf32.tf32.f32")  # what their wmma bench exercises on sm_80+ (wmma = 2x mma.sync)
+           "mma.m16n8k4.f32.tf32.tf32.f32")
 _FP8_K32 = tuple(f"mma.m16n8k32.{d}.{t}.{t}.{d}" for t in ("e4m3", "e5m2") for d in ("f32", "f16"))
 
 PUBLISHED_CAPTURES: dict[str, tuple[str, ...]] = {
