@@ -18,7 +18,7 @@ dot-separated).
 
 Example:
     >>> from tcnumerics import instruction
-    >>> old = instruction("hopper-ptxas12_4-12_6.mma.m16n8k32.f32.e4m3.e4m3.f32")
+    >>> old = instruction("hopper-ptxas12_4-12_6.mma.m16n8k32.f32.e4m3.e4m3.f32").spec
     >>> old.chunk, old.chunk_combine, old.c_entry
     (16, 'ieee_add', 'ieee_add')
 """
