@@ -18,6 +18,7 @@ our generated families), ``$OUT/bench_sass.txt`` (cuobjdump of the benches built
 Usage (device)::
 
     PYTHONPATH=src python3 tools/device/published_device.py .pubdev $OUT
+    PYTHONPATH=src python3 tools/device/published_device.py --wgmma .pubdev $OUT   # wgmma, D = 0 and C
 """
 
 from __future__ import annotations
@@ -145,7 +146,30 @@ def _c_as(c: np.ndarray, form: str, from_fp32: bool = False) -> np.ndarray:
     return c
 
 
+def wgmma_zero_accumulator(pub: str, out: str) -> dict:
+    """Their H100 FP8 inputs through wgmma (the probe's kernel) with a zero accumulator, all 5,000."""
+    from tcnumerics.probe.runtime import Probe
+
+    results, summary = {}, {}
+    for fmt in ("E4M3", "E5M2"):
+        t = fmt.lower()
+        mine = their_inputs(pub, fmt)
+        probe = Probe(f"hopper.wgmma.m64n8k32.f32.{t}.{t}")
+        summary[f"wgmma/{t}"] = probe.sass_note()
+        results[f"wgmma/{t}/d_c0"] = probe.dot(mine["a"], mine["b"], np.zeros_like(mine["c"]))
+        results[f"wgmma/{t}/d_c"] = probe.dot(mine["a"], mine["b"], mine["c"])
+    np.savez_compressed(os.path.join(out, "wgmma.npz"), **results)
+    return summary
+
+
 def main(argv: list[str]) -> int:
+    if argv[1] == "--wgmma":  # the follow-up run: wgmma with D = 0 on their inputs
+        from tcnumerics.probe.runtime import device_description
+
+        os.makedirs(argv[3], exist_ok=True)
+        summary = {"device": device_description(), **wgmma_zero_accumulator(argv[2], argv[3])}
+        print(json.dumps(summary, indent=1))
+        return 0
     pub, out = argv[1], argv[2]
     os.makedirs(out, exist_ok=True)
     work = "/tmp/published_bench"

@@ -15,9 +15,12 @@ cubin ``index.json`` (published_ptxas.py build):
 Vectors kept per form: every one whose bits differ between the two lowerings, plus the first
 ``--per-family`` of each family.
 
+* ``h100_wgmma_vs_published_fp32.json`` (with ``--wgmma``): their FP8 -> FP32 d against our H100 wgmma.
+
 Usage::
 
-    python tools/device/published_record.py RUN_DIR CUBIN_DIR SRC_DIR vectors/published/device
+    python tools/device/published_record.py RUN_DIR CUBIN_DIR SRC_DIR vectors/published/device \
+        [--wgmma RUN2/wgmma.npz] [--overwrite]
 """
 
 from __future__ import annotations
@@ -125,6 +128,24 @@ def record_sass(run: str, cubins: str, out: str) -> str:
     return path
 
 
+def record_wgmma(wgmma_npz: str, src: str, out: str) -> str:
+    """Their FP8 -> FP32 sets against our H100 wgmma run (D = 0 and with their C): counts per set."""
+    z = np.load(wgmma_npz, allow_pickle=False)
+    doc = {"device": DEVICE, "kernel": "tcnumerics.probe wgmma.mma_async m64n8k32 (SASS: QGMMA.64 x1), nvcc 13.0",
+           "inputs": "their H100 E4M3/E5M2 sets (H200's are the same operands), all 5,000"}
+    for gpu in ("H100", "H200"):
+        for fmt in ("E4M3", "E5M2"):
+            t = fmt.lower()
+            theirs = convert_set(src, gpu, fmt, "fp32").d
+            doc[f"{gpu}/{t}"] = {"differ_with_zero_accumulator": int((z[f"wgmma/{t}/d_c0"] != theirs).sum()),
+                                 "differ_with_their_c": int((z[f"wgmma/{t}/d_c"] != theirs).sum()),
+                                 "vectors": len(theirs)}
+    path = os.path.join(out, "h100_wgmma_vs_published_fp32.json")
+    with open(path, "w") as fh:
+        json.dump(doc, fh, indent=1)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run")
@@ -133,9 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out")
     p.add_argument("--per-family", type=int, default=128)
     p.add_argument("--count", type=int, default=1000)
+    p.add_argument("--wgmma", help="wgmma.npz of published_device.py --wgmma (optional)")
     p.add_argument("--overwrite", action="store_true")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
+    if args.wgmma:
+        print(record_wgmma(args.wgmma, args.src, args.out))
     z = np.load(os.path.join(args.run, "toolchain.npz"), allow_pickle=False)
     for path in (record_lowerings(z, args.out, args.per_family, args.overwrite)
                  + record_bench(z, args.src, args.out, args.count, args.overwrite)
