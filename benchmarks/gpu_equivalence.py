@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 
-def distinct_entries(arch: str | None) -> list:
+def distinct_entries(arch: str | None, skip_arch: str | None = None) -> list:
     """One supported entry per distinct GPU kernel configuration (the datapaths)."""
     from tcnumerics.catalog import all_instructions
     from tcnumerics.engines import _cuda_build as build
@@ -29,7 +29,7 @@ def distinct_entries(arch: str | None) -> list:
 
     seen = {}
     for spec in all_instructions():
-        if arch and spec.arch != arch or cuda.unsupported_reason(spec) is not None:
+        if arch and spec.arch != arch or spec.arch == skip_arch or cuda.unsupported_reason(spec) is not None:
             continue
         seen.setdefault(build.config_header(spec, cuda._plan(spec), build.DEVICE_TILE), spec)
     return list(seen.values())
@@ -79,12 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=1 << 20, help="vectors per datapath")
     p.add_argument("--per-family", type=int, default=2048, help="generated vectors per input family")
     p.add_argument("--arch", default=None, help="only this architecture's entries (e.g. hopper)")
+    p.add_argument("--skip-arch", default=None, help="leave this architecture's entries out")
     p.add_argument("--limit", type=int, default=0, help="at most this many datapaths (0: all)")
     p.add_argument("--json", default=None)
     p.add_argument("--seed", type=int, default=20261124)
     args = p.parse_args(argv)
     rng = np.random.default_rng(args.seed)
-    entries = distinct_entries(args.arch)
+    entries = distinct_entries(args.arch, args.skip_arch)
     if args.limit:
         entries = entries[:args.limit]
     print(f"{len(entries)} distinct GPU datapaths, {args.count} vectors each", flush=True)

@@ -464,25 +464,27 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
             const bool last = g % NG == NG - 1;
             const int kb = gg * GL;
             // group start (once per output): C's exponent, or E_ZERO for a zero C or a zero product
-#pragma unroll 1
-            for (int o = 0; o < TM * TN; ++o) {
-                const int at = o * NT + tid;
-                const int r = tc_row(ty, o / TN), q = tc_col(tx, o % TN);
-                unsigned bits = CB[at];
-#if IEEE_ADD
-                if (first) { CIN[at] = bits; bits = 0u; CB[at] = 0u; }
-#endif
-                int cexp, ckind;
-                const int csig = first ? tc_decode32<FmtC>(bits, cexp, ckind) : tc_decode32<FmtD>(bits, cexp, ckind);
-                int e = csig != 0 ? cexp : E_ZERO;
-                if (((AFLAG[gg * BM + r] | BFLAG[gg * BN + q]) & 1) && e < E_ZERO) e = E_ZERO;
-                ES[at] = e;
-            }
             int E[TM][TN];
+            int fbv[TN];
 #pragma unroll
-            for (int i = 0; i < TM; ++i)
+            for (int j = 0; j < TN; ++j) fbv[j] = BFLAG[gg * BN + tc_col(tx, j)];
 #pragma unroll
-                for (int j = 0; j < TN; ++j) E[i][j] = ES[(i * TN + j) * NT + tid];
+            for (int i = 0; i < TM; ++i) {
+                const int fa = AFLAG[gg * BM + tc_row(ty, i)];
+#pragma unroll
+                for (int j = 0; j < TN; ++j) {
+                    const int at = (i * TN + j) * NT + tid;
+                    unsigned bits = CB[at];
+#if IEEE_ADD
+                    if (first) { CIN[at] = bits; bits = 0u; CB[at] = 0u; }
+#endif
+                    int cexp, ckind;
+                    const int csig = first ? tc_decode32<FmtC>(bits, cexp, ckind) : tc_decode32<FmtD>(bits, cexp, ckind);
+                    int e = csig != 0 ? cexp : E_ZERO;
+                    if (((fa | fbv[j]) & 1) && e < E_ZERO) e = E_ZERO;
+                    E[i][j] = e;
+                }
+            }
             // pass 1: the maximum exponent over the group's products
 #pragma unroll 4
             for (int kk = 0; kk < GL; ++kk) {
@@ -502,7 +504,7 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
             for (int i = 0; i < TM; ++i)
 #pragma unroll
                 for (int j = 0; j < TN; ++j) { acc[i][j] = 0; E[i][j] += RS_AB; }
-#pragma unroll 2
+#pragma unroll 4
             for (int kk = 0; kk < GL; ++kk) {
                 unsigned am[TM], bm[TN];
                 int ea[TM], eb[TN], as[TM], bs[TN];
@@ -531,12 +533,20 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                     ES[(i * TN + j) * NT + tid] = E[i][j] - RS_AB;
                     SUM[(i * TN + j) * NT + tid] = acc[i][j];
                 }
-            // once per output: C's term, the negative-product count, one rounding
+            // once per output: C's term, the negative-product count, one rounding (rows rolled, columns unrolled)
+            unsigned mbv[TN];
+#pragma unroll
+            for (int j = 0; j < TN; ++j) mbv[j] = BMASK[gg * BN + tc_col(tx, j)];
 #pragma unroll 1
-            for (int o = 0; o < TM * TN; ++o) {
-                const int at = o * NT + tid;
-                const int r = tc_row(ty, o / TN), q = tc_col(tx, o % TN);
-                const int fl = AFLAG[gg * BM + r] | BFLAG[gg * BN + q];
+            for (int i = 0; i < TM; ++i) {
+              const int r = tc_row(ty, i);
+              const int fa = AFLAG[gg * BM + r];
+              const unsigned ma = AMASK[gg * BM + r];
+#pragma unroll
+              for (int j = 0; j < TN; ++j) {
+                const int at = (i * TN + j) * NT + tid;
+                const int q = tc_col(tx, j);
+                const int fl = fa | fbv[j];
                 const unsigned bits = CB[at];
                 int cexp, ckind;
                 const int csig = first ? tc_decode32<FmtC>(bits, cexp, ckind) : tc_decode32<FmtD>(bits, cexp, ckind);
@@ -554,7 +564,7 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                     // C's term in 32 bits: |c| << LS < 2**(F+1), shifted right by its distance to E (clamped)
                     const unsigned cm = (unsigned)(csig < 0 ? -csig : csig) << (first ? LS_C : LS_D);
                     const unsigned ct = TC_SHR(cm, (unsigned)(emax - cexp + (first ? RS_C : RS_D)));
-                    const long long total = (long long)SUM[at] + TC_POPC(AMASK[gg * BM + r] ^ BMASK[gg * BN + q]) +
+                    const long long total = (long long)SUM[at] + TC_POPC(ma ^ mbv[j]) +
                                             (csig < 0 ? -(long long)ct : (long long)ct);
                     bool ok;
                     res = tc_round32<FmtOut>(total, emax - F_BITS, ok);
@@ -566,6 +576,7 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                 if (last) res = tc_ieee_add<FmtD, FmtC, FmtD>(res, (long long)CIN[at], ADD_ROUNDING);
 #endif
                 CB[at] = (unsigned)res;
+              }
             }
             (void)last;
         }
