@@ -52,6 +52,7 @@ BLOCK_N = 128  # lanes per GEMM block: one group of B (16 x 128 float64 + int16)
 _DOT_BLOCK = 256  # vectors per block of the dot kernel
 _F32_EXP = np.uint32(0x7F800000)
 FLAG_WIDE = 4  # a row (column) group holds a nonzero operand beyond the int32 route's window
+EXP16_ZERO = -16000  # int16 exponent panels: zeros and specials (two of them still sum within int16)
 SCALE32_BIAS = 4  # A's int32-route operands sit 2**-4 below their group's largest exponent (_group_scale32)
 
 
@@ -77,6 +78,30 @@ def _bits_f64(typingctx, n):
         return builder.bitcast(args[0], ir.DoubleType())
 
     return types.float64(types.int64), codegen
+
+
+@intrinsic
+def _add16(typingctx, x, y):
+    """x + y in int16 arithmetic (numba widens int16 sums to int64; this keeps 32 lanes per op)."""
+    if x != types.int16 or y != types.int16:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.add(args[0], args[1])
+
+    return types.int16(types.int16, types.int16), codegen
+
+
+@intrinsic
+def _max16(typingctx, x, y):
+    """max(x, y) of two int16 values, in int16."""
+    if x != types.int16 or y != types.int16:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.select(builder.icmp_signed(">", args[0], args[1]), args[0], args[1])
+
+    return types.int16(types.int16, types.int16), codegen
 
 
 @intrinsic
@@ -171,7 +196,7 @@ def _constants(d_fp, out_fp, F, e_zero, rounding):
     c0, c1, c_pos, c_neg (rounded magnitude = (mag + c0 + c1*lsb + (c_neg if negative else
     c_pos)) & ~mask), [6] / [7] the output's smallest normal / largest finite biased float64
     exponent field, [8] F, [9] emin of D, [10] E_zero (far below every exponent when the
-    model has none)."""
+    model has none), [11] 1 for truncation (RZ)."""
     low = 52 - out_fp[4]
     mask = (np.int64(1) << low) - 1
     half = np.int64(1) << (low - 1)
@@ -184,13 +209,14 @@ def _constants(d_fp, out_fp, F, e_zero, rounding):
         c_pos = mask
     elif rounding == 4:  # RD
         c_neg = mask
-    out = np.empty(11, np.int64)
+    out = np.empty(12, np.int64)
     out[0], out[1], out[2], out[3], out[4], out[5] = low, mask, c0, c1, c_pos, c_neg
     out[6] = out_fp[10] + 1023
     out[7] = (out_fp[9] >> out_fp[4]) - out_fp[5] + 1023
     out[8] = F
     out[9] = d_fp[10]
     out[10] = max(e_zero, _E_FLOOR)
+    out[11] = rounding == 2  # RZ: rounding drops the low bits, no increment
     return out
 
 
@@ -236,6 +262,17 @@ def _group_round(c, E, T, exc, nb, k):
     low, mask, c0, c1, c_pos, c_neg = k[0], k[1], k[2], k[3], k[4], k[5]
     emin_field, emax_field, F = k[6], k[7], k[8]
     any_exc = np.int64(0)
+    if k[11]:  # truncation, the tensor cores' usual rounding: a loop without increments
+        for j in range(nb):
+            bits = _f64_bits(np.float64(T[j]) * _bits_f64((np.int64(E[j]) - F + 1023) << 52))
+            mag = bits & _MAG_MASK
+            r = mag & ~mask
+            field = mag >> 52
+            x = exc[j] | np.int64(((field < emin_field) & (mag != 0)) | (field > emax_field))
+            exc[j] = x
+            any_exc |= x
+            c[j] = _bits_f64((bits & _SIGN) | r) if r != 0 else 0.0
+        return any_exc
     for j in range(nb):
         bits = _f64_bits(np.float64(T[j]) * _bits_f64((np.int64(E[j]) - F + 1023) << 52))
         sign = bits & _SIGN
@@ -252,21 +289,13 @@ def _group_round(c, E, T, exc, nb, k):
 @njit(cache=True, nogil=True)
 def _max_row(E, a_exp, b_exp, k0, L, nb):
     """E[j] = max(E[j], ea + eb) over the group's products; A is one row (GEMM).  Exponents
-    are small integers held in float32 (eight lanes per AVX2 vector, exact); zero and special
-    operands carry exponents near ZERO_EXP and never win (the flags cover them)."""
-    kk = k0
-    while kk + 4 <= k0 + L:
-        p0, p1, p2, p3 = a_exp[kk], a_exp[kk + 1], a_exp[kk + 2], a_exp[kk + 3]
-        b0, b1, b2, b3 = b_exp[kk], b_exp[kk + 1], b_exp[kk + 2], b_exp[kk + 3]
-        for j in range(nb):
-            E[j] = max(max(E[j], p0 + b0[j]), max(max(p1 + b1[j], p2 + b2[j]), p3 + b3[j]))
-        kk += 4
-    while kk < k0 + L:
+    are int16 (``gemm_panels``: 32 lanes per AVX-512 op); zero and special operands carry
+    EXP16_ZERO and never win (the flags cover them)."""
+    for kk in range(k0, k0 + L):
         p0 = a_exp[kk]
         b0 = b_exp[kk]
         for j in range(nb):
-            E[j] = max(E[j], p0 + b0[j])
-        kk += 1
+            E[j] = _max16(E[j], _add16(p0, b0[j]))
 
 
 @njit(cache=True, nogil=True)
@@ -362,10 +391,14 @@ def _max_rows(E, a_exp, m0, tm, b_exp, k0, L, nb):
             p30, p31, p32, p33 = r3[kk], r3[kk + 1], r3[kk + 2], r3[kk + 3]
             for j in range(nb):
                 x0, x1, x2, x3 = b0[j], b1[j], b2[j], b3[j]
-                E0[j] = max(max(E0[j], max(p00 + x0, p01 + x1)), max(p02 + x2, p03 + x3))
-                E1[j] = max(max(E1[j], max(p10 + x0, p11 + x1)), max(p12 + x2, p13 + x3))
-                E2[j] = max(max(E2[j], max(p20 + x0, p21 + x1)), max(p22 + x2, p23 + x3))
-                E3[j] = max(max(E3[j], max(p30 + x0, p31 + x1)), max(p32 + x2, p33 + x3))
+                E0[j] = _max16(_max16(E0[j], _max16(_add16(p00, x0), _add16(p01, x1))),
+                               _max16(_add16(p02, x2), _add16(p03, x3)))
+                E1[j] = _max16(_max16(E1[j], _max16(_add16(p10, x0), _add16(p11, x1))),
+                               _max16(_add16(p12, x2), _add16(p13, x3)))
+                E2[j] = _max16(_max16(E2[j], _max16(_add16(p20, x0), _add16(p21, x1))),
+                               _max16(_add16(p22, x2), _add16(p23, x3)))
+                E3[j] = _max16(_max16(E3[j], _max16(_add16(p30, x0), _add16(p31, x1))),
+                               _max16(_add16(p32, x2), _add16(p33, x3)))
             kk += 4
         if kk < k0 + L:
             for u in range(4):
@@ -513,7 +546,7 @@ def _lane_scratch(lanes, lmax):
 @njit(cache=True, parallel=True)
 def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst, d_fp, out_fp, F, e_zero,
                    ls_ab, rs_ab, ls_d, rs_d, rounding, overflow, nan_bits, ma, mb, fp32_acc, ieee_add, add_rounding,
-                   a32, a_off, b32, b_off, b_any, window):
+                   a32, a_off, b32, b_off, b_any, window, a_e16, b_e16):
     """Continue acc[M, N] (uint32 bits in d_fp) over one K panel of whole instructions.
 
     a_val/a_exp: [M, Kp] panels (float64 values / float32 exponents); b_val/b_exp:
@@ -523,7 +556,8 @@ def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst
     each instruction starts from zero and adds C last (``_add_c``).  The int32 route (window
     > 0, see ``gemm_panels``): a32 / b32 the operands relative to their group's largest
     exponent a_off [M, G] / b_off [blocks, G, BLOCK_N]; b_any [blocks, G] ORs a block's flags;
-    a row group takes it unless it or its block is FLAG_WIDE."""
+    a row group takes it unless it or its block is FLAG_WIDE.  a_e16 / b_e16: the exponent
+    panels as int16 (zeros and specials EXP16_ZERO) for the maximum."""
     M = a_val.shape[0]
     N = acc.shape[1]
     lmax = np.max(glen)
@@ -532,7 +566,8 @@ def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst
     for tile in prange(n_tiles):
         c, ck, cb = _accumulators((_TILE_M, BLOCK_N))
         c_in, ck_in, cb_in = _accumulators((_TILE_M, BLOCK_N))
-        c_old, E, S, T, exc, sa_g, ea_g, sb_g, eb_g = _lane_scratch((_TILE_M, BLOCK_N), lmax)
+        c_old, _, S, T, exc, sa_g, ea_g, sb_g, eb_g = _lane_scratch((_TILE_M, BLOCK_N), lmax)
+        E = np.empty((_TILE_M, BLOCK_N), np.int16)
         U = np.empty((_TILE_M, BLOCK_N), np.int32)
         T32 = np.empty((_TILE_M, BLOCK_N), np.int32)
         any_exc = np.zeros(_TILE_M, np.int64)
@@ -546,6 +581,7 @@ def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst
             bv = b_val[blk]
             be = b_exp[blk]
             b32_blk = b32[blk]
+            be16 = b_e16[blk]
             k0 = 0
             gg = 0
             for inst in range(n_inst):
@@ -560,7 +596,7 @@ def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst
                     block_wide = window == 0 or (b_any[blk, gg] & FLAG_WIDE) != 0
                     for t in range(tm):
                         any_exc[t] = _group_begin(c[t], ck[t], bf, a_flag[m0 + t, gg], E[t], exc[t], nb, k)
-                    _max_rows(E, a_exp, m0, tm, be, k0, L, nb)
+                    _max_rows(E, a_e16, m0, tm, be16, k0, L, nb)
                     if not block_wide:  # the int32 route for every row (rows with a wide group redo below)
                         for t in range(tm):
                             _group_scale32(c[t], c_old[t], E[t], T[t], U[t], a_off[m0 + t, gg], b_off[blk, gg], nb,
@@ -699,7 +735,7 @@ def _group_offset(exps, window):
 @njit(cache=True, parallel=True)
 def gemm_panels(a, a_bytes, b, b_bytes, cols, lut_a_val, lut_a_exp, a_shift, lut_b_val, lut_b_exp, b_shift,
                 g_starts, g_lengths, a_val, a_exp, a_flag, b_val, b_exp, b_flag, window, a32, a_off, b32, b_off,
-                b_any):
+                b_any, a_e16, b_e16):
     """Decode one K panel of a GEMM through the plan's tables, in the kernel's layouts.
 
     a, b: [M, K * bytes] / [N, K * bytes] uint8 views of the operand containers; cols: the
@@ -708,7 +744,8 @@ def gemm_panels(a, a_bytes, b, b_bytes, cols, lut_a_val, lut_a_exp, a_shift, lut
     With window > 0 (the plan's ``sum32_window``) also the int32 route's operands: a_off
     [M, G] / b_off [blocks, G, BLOCK_N] the largest exponent of each row (column) group,
     a32 / b32 the values times 2**-offset in float32, FLAG_WIDE in the flags of groups
-    spanning more than the window, and b_any [blocks, G] the OR of a block's flags."""
+    spanning more than the window, and b_any [blocks, G] the OR of a block's flags; a_e16 /
+    b_e16 the exponents as int16 (EXP16_ZERO for zeros and specials)."""
     M = a.shape[0]
     N = b.shape[0]
     kp = len(cols)
@@ -717,7 +754,9 @@ def gemm_panels(a, a_bytes, b, b_bytes, cols, lut_a_val, lut_a_exp, a_shift, lut
         for i in range(kp):
             ia = _load(a, m, cols[i], a_bytes) >> a_shift
             a_val[m, i] = lut_a_val[ia]
-            a_exp[m, i] = lut_a_exp[ia]
+            e = lut_a_exp[ia]
+            a_exp[m, i] = e
+            a_e16[m, i] = np.int16(max(e, np.float32(EXP16_ZERO)))
         for g in range(G):
             i0, i1 = g_starts[g], g_starts[g] + g_lengths[g]
             f = 0
@@ -735,6 +774,9 @@ def gemm_panels(a, a_bytes, b, b_bytes, cols, lut_a_val, lut_a_exp, a_shift, lut
     for blk in prange(b_val.shape[0]):
         n0 = blk * BLOCK_N
         nb = min(BLOCK_N, N - n0)
+        top = np.empty(BLOCK_N, np.float32)
+        low = np.empty(BLOCK_N, np.float32)
+        scale = np.empty(BLOCK_N, np.float64)
         # K in slices of 64: each B row is read contiguously, the block written a few pages at a time
         for i0 in range(0, kp, 64):
             i1 = min(kp, i0 + 64)
@@ -742,11 +784,14 @@ def gemm_panels(a, a_bytes, b, b_bytes, cols, lut_a_val, lut_a_exp, a_shift, lut
                 for i in range(i0, i1):
                     ib = _load(b, n0 + j, cols[i], b_bytes) >> b_shift
                     b_val[blk, i, j] = lut_b_val[ib]
-                    b_exp[blk, i, j] = lut_b_exp[ib]
+                    e = lut_b_exp[ib]
+                    b_exp[blk, i, j] = e
+                    b_e16[blk, i, j] = np.int16(max(e, np.float32(EXP16_ZERO)))
             for i in range(i0, i1):
                 for j in range(nb, BLOCK_N):
                     b_val[blk, i, j] = 0.0
                     b_exp[blk, i, j] = ZERO_EXP
+                    b_e16[blk, i, j] = EXP16_ZERO
         for g in range(G):
             i0, i1 = g_starts[g], g_starts[g] + g_lengths[g]
             for j in range(BLOCK_N):
@@ -755,14 +800,26 @@ def gemm_panels(a, a_bytes, b, b_bytes, cols, lut_a_val, lut_a_exp, a_shift, lut
                 for j in range(BLOCK_N):
                     e = b_exp[blk, i, j]
                     b_flag[blk, g, j] |= (FLAG_ZERO if e <= ZERO_EXP else 0) | (FLAG_SPECIAL if e < ZERO_EXP else 0)
-            if window > 0:
+            if window > 0:  # lanes innermost: the group's largest / smallest exponent per column
+                for j in range(BLOCK_N):
+                    top[j] = np.float32(ZERO_EXP)
+                    low[j] = np.float32(-ZERO_EXP)
+                for i in range(i0, i1):
+                    for j in range(BLOCK_N):
+                        e = b_exp[blk, i, j]
+                        live = e > ZERO_EXP
+                        top[j] = max(top[j], e) if live else top[j]
+                        low[j] = min(low[j], e) if live else low[j]
                 any_flag = 0
                 for j in range(BLOCK_N):
-                    top, wide = _group_offset(b_exp[blk, i0:i1, j], window)
-                    b_off[blk, g, j] = top
+                    empty = top[j] == np.float32(ZERO_EXP)
+                    t = np.float32(0.0) if empty else top[j]
+                    b_off[blk, g, j] = t
+                    wide = FLAG_WIDE if (not empty and low[j] < t - window) else 0
                     b_flag[blk, g, j] |= wide
                     any_flag |= b_flag[blk, g, j]
-                    scale = _bits_f64((1023 - np.int64(top)) << 52)
-                    for i in range(i0, i1):
-                        b32[blk, i, j] = np.float32(b_val[blk, i, j] * scale)
+                    scale[j] = _bits_f64((1023 - np.int64(t)) << 52)
                 b_any[blk, g] = any_flag
+                for i in range(i0, i1):
+                    for j in range(BLOCK_N):
+                        b32[blk, i, j] = np.float32(b_val[blk, i, j] * scale[j])

@@ -237,9 +237,9 @@ def accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: n
     starts = np.concatenate([[0], np.cumsum(plan.group_lengths)[:-1]]).astype(np.int64)
     vector = _f64 is not None and plan.kind == "fused" and plan.f64_reason is None
     if vector:  # decoded panels: float64 value + float32 exponent per element, B padded to blocks
-        # at most 512 K columns: one block of B (512 x BLOCK_N x 12 bytes; 8 on the int32 route) stays in
-        # L2 across a row tile; 20 bytes per decoded element in all
-        panel = max(k, (min(PANEL_BYTES // (20 * (M + N + _f64.BLOCK_N)), 512) // k) * k)
+        # at most 512 K columns: one block of B (512 x BLOCK_N x 14 bytes; 6 on the int32 route) stays in
+        # L2 across a row tile; 22 bytes per decoded element in all
+        panel = max(k, (min(PANEL_BYTES // (22 * (M + N + _f64.BLOCK_N)), 512) // k) * k)
         a_raw, b_raw = _byte_view(a_rows), _byte_view(b_cols)
     for p0 in range(k_start, k_stop, panel):
         n_inst = (min(k_stop, p0 + panel) - p0) // k
@@ -288,14 +288,15 @@ def _f64_panel(plan: Plan, a_raw: np.ndarray, a_bytes: int, b_raw: np.ndarray, b
     a32, a_off = np.empty(route[0:2], np.float32), np.empty(route[2:4], np.float32)
     b32, b_off = np.empty(route[4:7], np.float32), np.empty(route[7:10], np.float32)
     b_any = np.zeros(route[10:12], np.int64)
+    a_e16, b_e16 = np.empty((M, kp), np.int16), np.empty((blocks, kp, width), np.int16)
     _f64.gemm_panels(a_raw, a_bytes, b_raw, b_bytes, cols, plan.a_val, plan.a_expf, plan.a_shift, plan.b_val,
                      plan.b_expf, plan.b_shift, g_starts, g_lengths, a_val, a_exp, a_flag, b_val, b_exp, b_flag,
-                     window, a32, a_off, b32, b_off, b_any)
+                     window, a32, a_off, b32, b_off, b_any, a_e16, b_e16)
     _f64.gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, work, plan.group_lengths, n_inst,
                         plan.d_params, plan.out_params, plan.frac_bits, plan.e_zero, plan.lshift_ab, plan.rshift_ab,
                         plan.lshift_d, plan.rshift_d, plan.rounding, plan.overflow, plan.nan_bits, plan.a_man,
                         plan.b_man, spec.d_format.name == "fp32", plan.ieee_add, plan.add_rounding,
-                        a32, a_off, b32, b_off, b_any, window)
+                        a32, a_off, b32, b_off, b_any, window, a_e16, b_e16)
 
 
 def _reference_grid(spec: InstructionSpec, a_rows: np.ndarray, b_cols: np.ndarray, c: np.ndarray) -> np.ndarray:
