@@ -117,6 +117,11 @@ def dot_bits(name, a, b, c, *, scale_a, scale_b, packed: bool | None = None, eng
         from .engines import get_engine
 
         get_engine(engine)  # validates the name; the other engines evaluate block scaling by the reference
+        if engine == "cuda":
+            import warnings
+
+            warnings.warn(f"engine='cuda': {spec.name} (block-scaled) runs on the CPU reference engine; the GPU "
+                          "kernels do not model scale factors yet", RuntimeWarning, stacklevel=2)
     from .engines import reference
 
     return reference.dot_bits(spec, a, b, c, scale_a=sa, scale_b=sb)
