@@ -87,14 +87,14 @@ def _group_length(plan: Plan) -> int:
     return int(plan.group_lengths[0])
 
 
-def _stage_groups(gl: int) -> int:
-    return max(1, 32 // gl)
+def _stage_groups(gl: int, stage_k: int = 32) -> int:
+    return max(1, stage_k // gl)
 
 
-def smem_words(plan: Plan, tile: Tile) -> int:
-    """32-bit words of dynamic shared memory the tiled kernel needs."""
+def smem_words(plan: Plan, tile: Tile, stage_k: int = 32) -> int:
+    """32-bit words of dynamic shared memory the tiled kernel needs (``stage_k`` K per shared stage)."""
     gl = _group_length(plan)
-    gps = _stage_groups(gl)
+    gps = _stage_groups(gl, stage_k)
     ks = gl * gps
     rows = tile.bm + tile.bn
     return 3 * ks * rows + 2 * gps * rows + tile.tm * tile.tn * tile.threads * (4 if plan.ieee_add else 3)
@@ -107,8 +107,8 @@ def _fmt_struct(name: str, params: np.ndarray) -> str:
             f"static constexpr long long max_code = {p[9]}LL, emin = {p[10]}LL; }};")
 
 
-def config_header(spec: InstructionSpec, plan: Plan, tile: Tile) -> str:
-    """The compile-time constants of one instruction's kernels."""
+def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 32) -> str:
+    """The compile-time constants of one instruction's kernels (``stage_k``: K per shared stage)."""
     lengths = [int(x) for x in plan.group_lengths]
     tiled = tiled_reason(plan) is None
     gl = lengths[0] if tiled else 1
@@ -132,7 +132,7 @@ def config_header(spec: InstructionSpec, plan: Plan, tile: Tile) -> str:
         f"#define NAN_BITS ((long long){plan.nan_bits}LL)",
         f"#define IEEE_ADD {int(plan.ieee_add)}", f"#define ADD_ROUNDING {plan.add_rounding}",
         _fmt_struct("FmtC", plan.c_params), _fmt_struct("FmtD", plan.d_params), _fmt_struct("FmtOut", plan.out_params),
-        f"#define TILED {int(tiled)}", f"#define GL {gl}", f"#define GPS {_stage_groups(gl)}",
+        f"#define TILED {int(tiled)}", f"#define GL {gl}", f"#define GPS {_stage_groups(gl, stage_k)}",
         f"#define TX {tile.tx}", f"#define TY {tile.ty}", f"#define TM {tile.tm}", f"#define TN {tile.tn}",
     ]
     return "\n".join(lines) + "\n"

@@ -310,6 +310,20 @@ def _check_range(spec: InstructionSpec, K: int, k_start: int, k_stop: int) -> No
                          f"{spec.c_format.name} and writes D as {spec.d_format.name}")
 
 
+def _stage_k(plan: Plan, tile) -> int:
+    """K per shared stage that fits this GPU's shared memory (32, else one group; 0: none fits)."""
+    import cupy
+
+    try:  # cudaDevAttrMaxSharedMemoryPerBlockOptin (97): 227 KB on Hopper, 163 KB on A100, 99 KB on Ada
+        limit = cupy.cuda.runtime.deviceGetAttribute(97, cupy.cuda.Device().id)
+    except Exception:  # unknown: assume the Hopper limit the default configuration was sized for
+        limit = 227 * 1024
+    for stage_k in (32, 1):
+        if 4 * build.smem_words(plan, tile, stage_k) <= limit:
+            return stage_k
+    return 0
+
+
 def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int) -> None:
     import cupy
 
@@ -319,17 +333,19 @@ def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int)
     ta, tb = _device_tables(plan, cupy.cuda.Device().id)
     args = (da, np.int64(da.shape[1]), db, np.int64(db.shape[1]), ta, tb, work, np.int32(M), np.int32(N),
             np.int32(k0), np.int32(k1))
-    if build.tiled_reason(plan) is None:
+    stage_k = _stage_k(plan, tile) if build.tiled_reason(plan) is None else 0
+    if stage_k:
+        header = build.config_header(spec, plan, tile, stage_k)
         kernel = build.device_module(header, "gemm_tiled").get_function("gemm_tiled")
-        smem = 4 * build.smem_words(plan, tile)
+        smem = 4 * build.smem_words(plan, tile, stage_k)
         if smem > _STATIC_SMEM:
             kernel.max_dynamic_shared_size_bytes = smem
         kernel(((N + tile.bn - 1) // tile.bn, (M + tile.bm - 1) // tile.bm), (tile.threads,), args,
                shared_mem=smem)
     else:
         total = M * N
-        build.device_module(header, "gemm_scalar").get_function("gemm_scalar")(((total + _SCALAR_THREADS - 1) // _SCALAR_THREADS,), (_SCALAR_THREADS,),
-                                           args)
+        grid = ((total + _SCALAR_THREADS - 1) // _SCALAR_THREADS,)
+        build.device_module(header, "gemm_scalar").get_function("gemm_scalar")(grid, (_SCALAR_THREADS,), args)
 
 
 # --- the same kernels built for the CPU (tests) ---------------------------------------------------
