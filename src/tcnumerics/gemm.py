@@ -36,7 +36,7 @@ import numpy as np
 
 from .api import Instruction, _operand_bits
 from .catalog import get_instruction
-from .engines import get_engine, grid_dot_bits
+from .engines import _on_gpu, get_engine, grid_dot_bits, resolve_engine
 from .formats import Format, IntFormat, Rounding, get_format
 from .model import InstructionSpec
 
@@ -100,7 +100,15 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
     [32.0, 32.0]
     """
     spec = _resolve(instruction)
-    get_engine(engine)  # validates the name early
+    engine = resolve_engine(engine, A, B, C)  # validates the name; "auto" -> "cuda" for GPU-resident operands
+    if any(_on_gpu(x) for x in (A, B, C)):
+        from .engines import cuda  # the composition runs on host copies, every chain on the GPU
+
+        (A, B, C), restore = cuda.values_to_host(A, B, C)
+        return restore(gemm(A, B, C, instruction=spec, out_format=out_format, out_rounding=out_rounding,
+                            promote_every=promote_every, split_k=split_k, scale_a=scale_a, scale_b=scale_b,
+                            scale_block=scale_block, c_role=c_role, k_tile=k_tile, k_residue=k_residue,
+                            split_granule=split_granule, engine=engine))
     A, B = np.asarray(A), np.asarray(B)
     if A.ndim != 2 or B.ndim != 2:
         raise ValueError(f"A, B: expected 2-D matrices, got shapes {A.shape} and {B.shape}")
