@@ -43,7 +43,7 @@ from ..model import InstructionSpec
 from . import _cuda_build as build
 from ._fast_plan import Plan, build_plan
 
-__all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "available", "is_device_array"]
+__all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "available", "values_to_host"]
 
 _DOT_THREADS = 256
 _SCALAR_THREADS = 128
@@ -89,13 +89,6 @@ def available() -> bool:
         return cupy.cuda.runtime.getDeviceCount() > 0
     except Exception:  # no CuPy, no driver, no device: the engine is unavailable
         return False
-
-
-def is_device_array(x) -> bool:
-    """Whether ``x`` already lives on a GPU (a CuPy array or a torch CUDA tensor)."""
-    if type(x).__module__.startswith("cupy"):
-        return True
-    return type(x).__module__.startswith("torch") and bool(getattr(x, "is_cuda", False))
 
 
 # --- arrays in and out ------------------------------------------------------------------------
