@@ -255,34 +255,52 @@ def _group_scale(c, c_old, E, S, T, nb, k):
 
 
 @njit(cache=True, nogil=True)
-def _group_round(c, E, T, exc, nb, k):
-    """c[j] = the exact sum T[j] * 2**(E - F) rounded once to the output format (on its float64
-    bits); lanes whose result leaves the output's normal range are marked in exc.  Returns
-    whether any lane is marked."""
+def _round_lane(total, e, k):
+    """(the exact sum total * 2**(e - F) rounded once to the output format, on its float64
+    bits; 1 where the result leaves the output's normal range, else 0).  Units write +0 for a
+    zero result.  Truncation (RZ, the tensor cores' usual rounding) only drops bits."""
     low, mask, c0, c1, c_pos, c_neg = k[0], k[1], k[2], k[3], k[4], k[5]
     emin_field, emax_field, F = k[6], k[7], k[8]
-    any_exc = np.int64(0)
-    if k[11]:  # truncation, the tensor cores' usual rounding: a loop without increments
-        for j in range(nb):
-            bits = _f64_bits(np.float64(T[j]) * _bits_f64((np.int64(E[j]) - F + 1023) << 52))
-            mag = bits & _MAG_MASK
-            r = mag & ~mask
-            field = mag >> 52
-            x = exc[j] | np.int64(((field < emin_field) & (mag != 0)) | (field > emax_field))
-            exc[j] = x
-            any_exc |= x
-            c[j] = _bits_f64((bits & _SIGN) | r) if r != 0 else 0.0
-        return any_exc
-    for j in range(nb):
-        bits = _f64_bits(np.float64(T[j]) * _bits_f64((np.int64(E[j]) - F + 1023) << 52))
-        sign = bits & _SIGN
-        mag = bits & _MAG_MASK
+    bits = _f64_bits(np.float64(total) * _bits_f64((np.int64(e) - F + 1023) << 52))
+    sign = bits & _SIGN
+    mag = bits & _MAG_MASK
+    if k[11]:
+        r = mag & ~mask
+    else:
         r = (mag + c0 + c1 * ((mag >> low) & 1) + (c_neg if sign != 0 else c_pos)) & ~mask
-        bad = np.int64((((mag >> 52) < emin_field) & (mag != 0)) | ((r >> 52) > emax_field))
+    bad = np.int64((((mag >> 52) < emin_field) & (mag != 0)) | ((r >> 52) > emax_field))
+    return (_bits_f64(sign | r) if r != 0 else 0.0), bad
+
+
+@njit(cache=True, nogil=True)
+def _group_round(c, E, T, exc, nb, k):
+    """c[j] = the exact sum T[j] * 2**(E - F) rounded once to the output format (``_round_lane``);
+    lanes whose result leaves the output's normal range are marked in exc.  Returns whether any
+    lane is marked."""
+    any_exc = np.int64(0)
+    for j in range(nb):
+        value, bad = _round_lane(T[j], E[j], k)
         x = exc[j] | bad
         exc[j] = x
         any_exc |= x
-        c[j] = _bits_f64(sign | r) if r != 0 else 0.0  # units write +0 for a zero result
+        c[j] = value
+    return any_exc
+
+
+@njit(cache=True, nogil=True)
+def _group_round32(c, c_old, E, T32, exc, nb, k):
+    """``_group_round`` for the int32 route: the sum is the products' T32[j] plus C's truncated
+    term, taken here from c_old (C before the group) and E."""
+    F = k[8]
+    any_exc = np.int64(0)
+    for j in range(nb):
+        e = E[j]
+        total = np.int64(c_old[j] * _bits_f64((F - np.int64(e) + 1023) << 52)) + T32[j]
+        value, bad = _round_lane(total, e, k)
+        x = exc[j] | bad
+        exc[j] = x
+        any_exc |= x
+        c[j] = value
     return any_exc
 
 
@@ -320,21 +338,18 @@ def _sum_row(T, S, a_val, b_val, k0, L, nb):
 
 
 @njit(cache=True, nogil=True)
-def _group_scale32(c, c_old, E, T, U, a_off, b_off, nb, k):
-    """As ``_group_scale`` for the int32 route: T[j] = C's truncated term, and U[j] the scale
-    2**u of the products as an exponent-field increment (u << 23), u = F - E[j] + a_off +
-    b_off[j] + SCALE32_BIAS: operands are stored relative to their group's largest exponent
-    (a_off for the row of A, b_off[j] per column of B) and A below it by SCALE32_BIAS more.
-    The clamp to [1, 126] only acts where no product can contribute (``_sum_row32``)."""
-    F = k[8]
-    bias = np.float32(F + SCALE32_BIAS)
+def _group_scale32(c, c_old, E, U, a_off, b_off, nb, k):
+    """The int32 route's per-group scale: U[j] = 2**u of the products as an exponent-field
+    increment (u << 23), u = F - E[j] + a_off + b_off[j] + SCALE32_BIAS (operands are stored
+    relative to their group's largest exponent, a_off for the row of A, b_off[j] per column
+    of B, and A SCALE32_BIAS further below); keeps C in c_old (its term is taken when
+    rounding, ``_group_round32``).  The clamp to [1, 126] only acts where no product can
+    contribute (``_sum_row32``).  E needs no floor here: ``_group_begin`` starts it at C's
+    exponent, D's emin or E_zero, all within +-900."""
+    bias = np.float32(k[8] + SCALE32_BIAS)
     for j in range(nb):
-        e = max(E[j], np.float32(_E_FLOOR))
-        E[j] = e
-        cj = c[j]
-        c_old[j] = cj
-        T[j] = np.int64(cj * _bits_f64((F - np.int64(e) + 1023) << 52))
-        u = min(max(bias - e + a_off + b_off[j], np.float32(1)), np.float32(126))
+        c_old[j] = c[j]
+        u = min(max(bias - np.float32(E[j]) + a_off + b_off[j], np.float32(1)), np.float32(126))
         U[j] = np.int32(u) << 23
 
 
@@ -349,8 +364,8 @@ def _scaled_term(a, b, u):
 
 
 @njit(cache=True, nogil=True)
-def _sum_row32(T, T32, U, a32, b32, k0, L, nb):
-    """T[j] += the group's truncated product terms, in float32 / int32 lanes (sixteen per
+def _sum_row32(T32, U, a32, b32, k0, L, nb):
+    """T32[j] = the group's truncated product terms, in float32 / int32 lanes (sixteen per
     AVX-512 op): ``_scaled_term`` is a * b * 2**(F - E[j]) truncated toward zero, exactly,
     for operands within the plan's window; L terms below 2**(F+2) fit int32."""
     for j in range(nb):
@@ -370,8 +385,6 @@ def _sum_row32(T, T32, U, a32, b32, k0, L, nb):
         for j in range(nb):
             T32[j] += _scaled_term(v0, b0[j], U[j])
         kk += 1
-    for j in range(nb):
-        T[j] += T32[j]
 
 
 @njit(cache=True, nogil=True)
@@ -410,8 +423,8 @@ def _max_rows(E, a_exp, m0, tm, b_exp, k0, L, nb):
 
 
 @njit(cache=True, nogil=True)
-def _sum_rows32(T, T32, U, a32, m0, tm, b32, k0, L, nb):
-    """``_sum_row32`` for rows m0 .. m0+tm-1 of A (T[t], U[t] for row m0 + t), four rows per
+def _sum_rows32(T32, U, a32, m0, tm, b32, k0, L, nb):
+    """``_sum_row32`` for rows m0 .. m0+tm-1 of A (T32[t], U[t] for row m0 + t), four rows per
     pass over the group's B panel."""
     t = 0
     while t + 4 <= tm:
@@ -454,14 +467,9 @@ def _sum_rows32(T, T32, U, a32, m0, tm, b32, k0, L, nb):
                 for j in range(nb):
                     Tr[j] += _scaled_term(v, b0[j], Ur[j])
             kk += 1
-        for r in range(4):
-            Tr = T[t + r]
-            T32r = T32[t + r]
-            for j in range(nb):
-                Tr[j] += T32r[j]
         t += 4
     while t < tm:
-        _sum_row32(T[t], T32[t], U[t], a32[m0 + t], b32, k0, L, nb)
+        _sum_row32(T32[t], U[t], a32[m0 + t], b32, k0, L, nb)
         t += 1
 
 
@@ -566,7 +574,8 @@ def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst
     for tile in prange(n_tiles):
         c, ck, cb = _accumulators((_TILE_M, BLOCK_N))
         c_in, ck_in, cb_in = _accumulators((_TILE_M, BLOCK_N))
-        c_old, _, S, T, exc, sa_g, ea_g, sb_g, eb_g = _lane_scratch((_TILE_M, BLOCK_N), lmax)
+        c_old, _, S, T, _, sa_g, ea_g, sb_g, eb_g = _lane_scratch((_TILE_M, BLOCK_N), lmax)
+        exc = np.empty((_TILE_M, BLOCK_N), np.int8)  # narrow marks: fewer bytes through every per-group loop
         E = np.empty((_TILE_M, BLOCK_N), np.int16)
         U = np.empty((_TILE_M, BLOCK_N), np.int32)
         T32 = np.empty((_TILE_M, BLOCK_N), np.int32)
@@ -599,15 +608,16 @@ def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst
                     _max_rows(E, a_e16, m0, tm, be16, k0, L, nb)
                     if not block_wide:  # the int32 route for every row (rows with a wide group redo below)
                         for t in range(tm):
-                            _group_scale32(c[t], c_old[t], E[t], T[t], U[t], a_off[m0 + t, gg], b_off[blk, gg], nb,
-                                           k)
-                        _sum_rows32(T, T32, U, a32, m0, tm, b32_blk, k0, L, nb)
+                            _group_scale32(c[t], c_old[t], E[t], U[t], a_off[m0 + t, gg], b_off[blk, gg], nb, k)
+                        _sum_rows32(T32, U, a32, m0, tm, b32_blk, k0, L, nb)
                     for t in range(tm):
                         m = m0 + t
                         if block_wide or (a_flag[m, gg] & FLAG_WIDE) != 0:
                             _group_scale(c[t], c_old[t], E[t], S[t], T[t], nb, k)
                             _sum_row(T[t], S[t], a_val[m], bv, k0, L, nb)
-                        x = any_exc[t] | _group_round(c[t], E[t], T[t], exc[t], nb, k)
+                            x = any_exc[t] | _group_round(c[t], E[t], T[t], exc[t], nb, k)
+                        else:
+                            x = any_exc[t] | _group_round32(c[t], c_old[t], E[t], T32[t], exc[t], nb, k)
                         if x:
                             ct, ckt, cbt, ext, av, ae = c[t], ck[t], cb[t], exc[t], a_val[m], a_exp[m]
                             for j in range(nb):

@@ -282,7 +282,7 @@ def _f64_panel(plan: Plan, a_raw: np.ndarray, a_bytes: int, b_raw: np.ndarray, b
     blocks = -(-N // width)
     a_val, a_exp, a_flag = np.empty((M, kp)), np.empty((M, kp), np.float32), np.empty((M, G), np.int64)
     b_val, b_exp = np.empty((blocks, kp, width)), np.empty((blocks, kp, width), np.float32)
-    b_flag = np.empty((blocks, G, width), np.int64)
+    b_flag = np.empty((blocks, G, width), np.int8)
     window = plan.sum32_window
     route = (M, kp, M, G, blocks, kp, width, blocks, G, width, blocks, G) if window else (1,) * 12
     a32, a_off = np.empty(route[0:2], np.float32), np.empty(route[2:4], np.float32)
