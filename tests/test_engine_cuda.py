@@ -34,7 +34,7 @@ ENTRIES = ["hopper.wgmma.m64n8k16.f32.bf16.bf16",     # BF16 wgmma, RZ
            "hopper.wgmma.m64n8k32.f32.e4m3.e5m2",     # FP8, E8M13 output cut
            "hopper.mma.m16n8k32.f32.e4m3.e4m3.f32",   # FP8 -> FP16 lowering, chunks, C added last
            "ampere.mma.m16n8k16.f16.f16.f16.f32",     # C in FP32, D in FP16 (no chaining)
-           "blackwell.tcgen05.mma.kind::f8f6f4.f32.e2m1.e2m1",  # 32 x 2**27 terms: the per-output kernel
+           "blackwell.tcgen05.mma.kind::f8f6f4.f32.e2m1.e2m1",  # 32 terms < 2**27: two int32 half sums
            "hopper.mma.m16n8k32.satfinite.s32.s8.s8.s32",       # integer, saturating
            CUSTOM]
 
@@ -81,10 +81,12 @@ def test_kernels_equal_reference_on_every_family(entry):
 
 
 @needs_cxx
-def test_tiled_kernel_covers_the_hopper_fused_units():
-    for name in ENTRIES[:6]:
+def test_tiled_kernel_covers_the_fused_units():
+    for name in ENTRIES[:7]:
         assert _cuda_build.tiled_reason(cuda._plan(get_instruction(name))) is None, name
-    assert _cuda_build.tiled_reason(cuda._plan(get_instruction(ENTRIES[6]))) is not None
+    assert "#define SPLIT_SUM 1" in _cuda_build.config_header(get_instruction(ENTRIES[6]), cuda._plan(
+        get_instruction(ENTRIES[6])), _cuda_build.DEVICE_TILE)
+    assert _cuda_build.tiled_reason(cuda._plan(get_instruction(ENTRIES[7]))) is not None  # integer: per output
 
 
 @needs_cxx
@@ -106,7 +108,7 @@ def test_long_chains_and_split_accumulation(name):
 def test_what_if_variants_compile_and_match():
     base = get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")
     rng = np.random.default_rng(SEED + 2)
-    for changes in (dict(frac_bits=14), dict(output_rounding="ru", group_size=4), dict(output_mantissa_bits=10)):
+    for changes in (dict(frac_bits=14, output_mantissa_bits=10), dict(output_rounding="ru", group_size=4)):
         spec = InstructionSpec(name=f"whatif.{'.'.join(changes)}", k=16, model=base.model.with_(**changes))
         a, b, c = _family_vectors(spec, 4, rng)
         _assert_same(cuda.host_dot_bits(spec, a, b, c), reference.dot_bits(spec, a, b, c), f"dot {changes}")
@@ -167,3 +169,34 @@ def test_torch_value_tensors_round_trip_bit_for_bit():
     (a, b, none), restore = cuda.values_to_host(torch.ones(2, 3, dtype=torch.bfloat16), np.ones((3, 2)), None)
     assert a.dtype.name == "bfloat16" and b.shape == (3, 2) and none is None
     assert restore(np.zeros(2)) is not None  # host operands only: the result stays a numpy array
+
+
+@needs_cxx
+@pytest.mark.parametrize("name", ["blackwell.tcgen05.mma.kind::mxf8f6f4.block32.f32.e4m3.e4m3.ue8m0",
+                                  "blackwell.tcgen05.mma.kind::mxf8f6f4.block32.f32.e2m1.e5m2.ue8m0"])
+def test_mx_block_scaled_units_equal_reference(name):
+    from tcnumerics.vectors.families import generate_scaled
+
+    spec = get_instruction(name)
+    assert cuda.unsupported_reason(spec) is None
+    rng = np.random.default_rng(SEED + 5)
+    parts = [generate_scaled(spec, fam, 5, rng, k=2 * spec.k) for fam in families_for(spec)]
+    a, b, c, sa, sb = (np.concatenate(x) for x in zip(*parts))
+    sa[:2, 0] = 0xFF  # NaN scales
+    sb[3, 1] = 0xFF
+    _assert_same(cuda.host_dot_bits(spec, a, b, c, scale_a=sa, scale_b=sb),
+                 reference.dot_bits(spec, a, b, c, scale_a=sa, scale_b=sb), f"{name} dot")
+    M, N = 6, 17
+    A, B, SA, SB = a[:M], b[-N:], sa[:M], sb[-N:]
+    C = c[rng.integers(0, len(c), (M, N))]
+    want = reference.dot_bits(spec, np.repeat(A, N, 0), np.tile(B, (M, 1)), C.ravel(), scale_a=np.repeat(SA, N, 0),
+                              scale_b=np.tile(SB, (M, 1))).reshape(M, N)
+    assert _cuda_build.tiled_reason(cuda._plan(spec)) is None  # 32 products in two int32 halves
+    for kernel in ("tiled", "scalar"):
+        _assert_same(cuda.host_accumulate_bits(spec, A, B, C, kernel=kernel, scale_a=SA, scale_b=SB), want,
+                     f"{name} gemm {kernel}")
+
+
+def test_nvfp4_stays_on_the_cpu_with_its_reason():
+    reason = cuda.unsupported_reason("blackwell.tcgen05.mma.kind::mxf4nvf4.block16.f32.e2m1.e2m1.ue4m3")
+    assert reason and "subgroup_scaled" in reason

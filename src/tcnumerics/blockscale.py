@@ -118,10 +118,14 @@ def dot_bits(name, a, b, c, *, scale_a, scale_b, packed: bool | None = None, eng
 
         get_engine(engine)  # validates the name; the other engines evaluate block scaling by the reference
         if engine == "cuda":
+            from .engines import cuda
+
+            if cuda.unsupported_reason(spec) is None:  # MX (power-of-two scales per group): on the GPU
+                return cuda.dot_bits(spec, a, b, c, scale_a=sa, scale_b=sb)
             import warnings
 
-            warnings.warn(f"engine='cuda': {spec.name} (block-scaled) runs on the CPU reference engine; the GPU "
-                          "kernels do not model scale factors yet", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"engine='cuda': {spec.name} (block-scaled) runs on the CPU reference engine: "
+                          f"{cuda.unsupported_reason(spec)}", RuntimeWarning, stacklevel=2)
     from .engines import reference
 
     return reference.dot_bits(spec, a, b, c, scale_a=sa, scale_b=sb)

@@ -78,9 +78,14 @@ def tiled_reason(plan: Plan) -> str | None:
     gl = lengths.pop()
     if gl > 32:
         return f"groups of {gl} products (sign masks hold 32)"
-    if gl * (1 << (plan.frac_bits + 2)) > 1 << 31:
-        return f"{gl} products truncated to frac_bits={plan.frac_bits} may exceed an int32 sum"
+    if _split_sum(plan, gl) and (gl % 2 or (gl // 2) * (1 << (plan.frac_bits + 2)) > 1 << 31):
+        return f"{gl} products truncated to frac_bits={plan.frac_bits} may exceed two int32 sums"
     return None
+
+
+def _split_sum(plan: Plan, gl: int) -> bool:
+    """Whether a group's truncated products are summed in two int32 halves (one could overflow)."""
+    return gl * (1 << (plan.frac_bits + 2)) > 1 << 31
 
 
 def _group_length(plan: Plan) -> int:
@@ -97,7 +102,8 @@ def smem_words(plan: Plan, tile: Tile, stage_k: int = 32) -> int:
     gps = _stage_groups(gl, stage_k)
     ks = gl * gps
     rows = tile.bm + tile.bn
-    return 3 * ks * rows + 2 * gps * rows + tile.tm * tile.tn * tile.threads * (4 if plan.ieee_add else 3)
+    per_output = 3 + int(plan.ieee_add) + int(_split_sum(plan, gl))
+    return 3 * ks * rows + 2 * gps * rows + tile.tm * tile.tn * tile.threads * per_output
 
 
 def _fmt_struct(name: str, params: np.ndarray) -> str:
@@ -108,7 +114,12 @@ def _fmt_struct(name: str, params: np.ndarray) -> str:
 
 
 def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 32) -> str:
-    """The compile-time constants of one instruction's kernels (``stage_k``: K per shared stage)."""
+    """The compile-time constants of one instruction's kernels (``stage_k``: K per shared stage).
+
+    Block-scaled units (``scaled_fused`` with power-of-two scales) are the fused plan of their
+    unscaled model plus ``SCALED`` / ``SCALE_BLOCK``: each product's exponent is raised by its
+    two scales' exponents."""
+    scale_block = spec.model.scale_block if spec.model.algorithm == "scaled_fused" else None
     lengths = [int(x) for x in plan.group_lengths]
     tiled = tiled_reason(plan) is None
     gl = lengths[0] if tiled else 1
@@ -132,10 +143,34 @@ def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 
         f"#define NAN_BITS ((long long){plan.nan_bits}LL)",
         f"#define IEEE_ADD {int(plan.ieee_add)}", f"#define ADD_ROUNDING {plan.add_rounding}",
         _fmt_struct("FmtC", plan.c_params), _fmt_struct("FmtD", plan.d_params), _fmt_struct("FmtOut", plan.out_params),
-        f"#define TILED {int(tiled)}", f"#define GL {gl}", f"#define GPS {_stage_groups(gl, stage_k)}",
+        f"#define SCALED {int(scale_block is not None)}", f"#define SCALE_BLOCK {scale_block or 1}",
+        f"#define TILED {int(tiled)}", f"#define GL {gl}", f"#define SPLIT_SUM {int(tiled and _split_sum(plan, gl))}", f"#define GPS {_stage_groups(gl, stage_k)}",
         f"#define TX {tile.tx}", f"#define TY {tile.ty}", f"#define TM {tile.tm}", f"#define TN {tile.tn}",
     ]
     return "\n".join(lines) + "\n"
+
+
+NAN_SCALE = 0x40000000  # the scale table's mark of a NaN scale (the kernel source's NAN_SCALE)
+
+
+def scale_table(spec: InstructionSpec) -> np.ndarray | None:
+    """int32 exponent shift of every scale code of a block-scaled unit (NAN_SCALE: NaN), or None.
+
+    >>> t = scale_table(__import__("tcnumerics").catalog.get_instruction(
+    ...     "blackwell.tcgen05.mma.kind::mxf8f6f4.block32.f32.e4m3.e4m3.ue8m0"))
+    >>> int(t[127]), int(t[130]), t[255] == NAN_SCALE
+    (0, 3, True)
+    """
+    model = spec.model
+    if model.algorithm != "scaled_fused":
+        return None
+    fmt = model.scale_format
+    codes = np.arange(1 << fmt.container_bits, dtype=np.uint64).astype(fmt.container_dtype)
+    dec = fmt.decode(codes)
+    sig = dec.significand.astype(np.int64)
+    bitlen = np.where(sig > 0, np.floor(np.log2(np.maximum(sig, 1))).astype(np.int64) + 1, 1)
+    shift = dec.ulp_exponent.astype(np.int64) + bitlen - 1
+    return np.where(dec.kind == 2, NAN_SCALE, shift).astype(np.int32)
 
 
 def tables(plan: Plan) -> tuple[np.ndarray, np.ndarray]:

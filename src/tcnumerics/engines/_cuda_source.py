@@ -307,7 +307,19 @@ template <class T> TC_FN int tc_entry(const int* table, T raw, int shift) {
 }
 
 // the instruction chain of one vector over columns [k0, k1) of its operand rows
-TC_FN long long chain_one(const A_T* arow, const B_T* brow, const int* TA, const int* TB, long long acc, int k0, int k1) {
+#if !SCALED
+#define SCALE_ARGS
+#define SCALE_PASS
+#else
+// block scales: one code per SCALE_BLOCK K elements of a row; TS maps a code to its exponent shift
+// (NAN_SCALE for a NaN scale, which makes the group's result NaN)
+#define SCALE_ARGS , const unsigned char* sarow, const unsigned char* sbrow, const int* TS
+#define SCALE_PASS , sarow, sbrow, TS
+#endif
+#define NAN_SCALE 0x40000000
+
+TC_FN long long chain_one(const A_T* arow, const B_T* brow, const int* TA, const int* TB, long long acc, int k0,
+                          int k1 SCALE_ARGS) {
 #if KIND_INTEGER
     for (int base = k0; base < k1; base += K_INST) {
         int pos = 0;
@@ -329,16 +341,23 @@ TC_FN long long chain_one(const A_T* arow, const B_T* brow, const int* TA, const
         int pos = 0;
         for (int g = 0; g < NG; ++g) {
             int L = GLEN[g];
+            bool scale_nan = false;
             for (int i = 0; i < L; ++i) {
                 int col = base + PERM[pos + i];
                 int wa = tc_entry(TA, arow[col], A_SHIFT), wb = tc_entry(TB, brow[col], B_SHIFT);
                 sa[i] = wa >> 16; ea[i] = (int)(short)(wa & 0xFFFF);
                 sb[i] = wb >> 16; eb[i] = (int)(short)(wb & 0xFFFF);
+#if SCALED
+                const int s_a = TC_LDG(TS + sarow[col / SCALE_BLOCK]), s_b = TC_LDG(TS + sbrow[col / SCALE_BLOCK]);
+                if (s_a == NAN_SCALE || s_b == NAN_SCALE) scale_nan = true;
+                else if (ea[i] > ZERO_EXP) ea[i] += s_a + s_b;  // the product's exponent, raised by both scales
+#endif
             }
             if (g == 0)
                 acc = tc_fused_one<FmtC>(sa, ea, sb, eb, L, acc, IEEE_ADD != 0, LS_C, RS_C);
             else
                 acc = tc_fused_one<FmtD>(sa, ea, sb, eb, L, acc, false, LS_D, RS_D);
+            if (scale_nan) acc = NAN_BITS;
             pos += L;
         }
 #if IEEE_ADD
@@ -358,10 +377,19 @@ TC_FN long long chain_one(const A_T* arow, const B_T* brow, const int* TA, const
 #if BUILD_DOT
 extern "C" __global__ void dot_kernel(const A_T* __restrict__ A, const B_T* __restrict__ B,
                                       const C_T* __restrict__ C, D_T* __restrict__ D,
-                                      const int* __restrict__ TA, const int* __restrict__ TB, long long n, int k) {
+                                      const int* __restrict__ TA, const int* __restrict__ TB, long long n, int k
+#if SCALED
+                                      , const unsigned char* __restrict__ SA, const unsigned char* __restrict__ SB,
+                                      const int* __restrict__ TS
+#endif
+                                      ) {
     long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= n) return;
-    D[row] = (D_T)chain_one(A + row * k, B + row * k, TA, TB, (long long)C[row], 0, k);
+#if SCALED
+    const unsigned char* sarow = SA + row * (k / SCALE_BLOCK);
+    const unsigned char* sbrow = SB + row * (k / SCALE_BLOCK);
+#endif
+    D[row] = (D_T)chain_one(A + row * k, B + row * k, TA, TB, (long long)C[row], 0, k SCALE_PASS);
 }
 
 #endif
@@ -370,11 +398,20 @@ extern "C" __global__ void dot_kernel(const A_T* __restrict__ A, const B_T* __re
 // acc: [M, N] uint32 accumulator bits, updated in place over columns [k0, k1)
 extern "C" __global__ void gemm_scalar(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B,
                                        long long ldb, const int* __restrict__ TA, const int* __restrict__ TB,
-                                       unsigned* __restrict__ ACC, int M, int N, int k0, int k1) {
+                                       unsigned* __restrict__ ACC, int M, int N, int k0, int k1
+#if SCALED
+                                       , const unsigned char* __restrict__ SA, const unsigned char* __restrict__ SB,
+                                       const int* __restrict__ TS
+#endif
+                                       ) {
     long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (long long)M * N) return;
     int m = (int)(idx / N), n = (int)(idx % N);
-    ACC[idx] = (unsigned)chain_one(A + m * lda, B + n * ldb, TA, TB, (long long)ACC[idx], k0, k1);
+#if SCALED
+    const unsigned char* sarow = SA + m * (lda / SCALE_BLOCK);
+    const unsigned char* sbrow = SB + n * (ldb / SCALE_BLOCK);
+#endif
+    ACC[idx] = (unsigned)chain_one(A + m * lda, B + n * ldb, TA, TB, (long long)ACC[idx], k0, k1 SCALE_PASS);
 }
 #endif
 
@@ -387,13 +424,21 @@ extern "C" __global__ void gemm_scalar(const A_T* __restrict__ A, long long lda,
 // load one operand's stage: magnitudes (shifted left by lshift), exponents, sign masks [KS][R]; per (group, row) flags
 template <class T> TC_FN void tc_load_stage(const T* __restrict__ X, long long ldx, const int* __restrict__ TX_,
                                             int shift, int lshift, int r0, int R, int rows, int col0, int k0, int ng,
-                                            unsigned* MAG, int* EXP, int* SGN, unsigned* MASK, int* FLAG, int tid) {
+                                            unsigned* MAG, int* EXP, int* SGN, unsigned* MASK, int* FLAG, int tid
+#if SCALED
+                                            , const unsigned char* __restrict__ S, const int* __restrict__ TS
+#endif
+                                            ) {
     for (int p = tid; p < ng * R; p += NT) {
         int gg = p / R, r = p % R;
         int row = r0 + r;
         unsigned mask = 0;
         int zf = 0;
         int c0 = col0 + gg * GL;
+#if SCALED
+        int scale_shift = row < rows ? TC_LDG(TS + S[(long long)row * (ldx / SCALE_BLOCK) + c0 / SCALE_BLOCK]) : 0;
+        if (scale_shift == NAN_SCALE) { zf |= 4; scale_shift = 0; }
+#endif
         for (int i = 0; i < GL; ++i) {
             int col = c0 + i;
 #if !NATURAL
@@ -402,6 +447,9 @@ template <class T> TC_FN void tc_load_stage(const T* __restrict__ X, long long l
 #endif
             int w = row < rows ? tc_entry(TX_, X[(long long)row * ldx + col], shift) : (int)(ZERO_EXP & 0xFFFF);
             int sig = w >> 16, e = (int)(short)(w & 0xFFFF);
+#if SCALED
+            if (e > ZERO_EXP) e += scale_shift;
+#endif
             int at = (gg * GL + i) * R + r;
             MAG[at] = (unsigned)(sig < 0 ? -sig : sig) << lshift;
             EXP[at] = e;
@@ -420,7 +468,11 @@ TC_FN int tc_col(int t, int j) { return j < TN / 2 ? t * (TN / 2) + j : BN / 2 +
 extern "C" __global__ void __launch_bounds__(NT, 1)
 gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, long long ldb,
            const int* __restrict__ TA, const int* __restrict__ TB, unsigned* __restrict__ ACC,
-           int M, int N, int k0, int k1) {
+           int M, int N, int k0, int k1
+#if SCALED
+           , const unsigned char* __restrict__ SA, const unsigned char* __restrict__ SB, const int* __restrict__ TS
+#endif
+           ) {
 #ifdef TC_HOST
     unsigned* tc_smem = tc_host_smem;
 #else
@@ -440,8 +492,9 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
     unsigned* CB = (unsigned*)(BFLAG + GPS * BN);
     int* ES = (int*)(CB + TM * TN * NT);
     int* SUM = ES + TM * TN * NT;
+    int* SUM_HALF = SUM + TM * TN * NT;  // SPLIT_SUM: the first half of the group's products
 #if IEEE_ADD
-    unsigned* CIN = (unsigned*)(SUM + TM * TN * NT);
+    unsigned* CIN = (unsigned*)(SUM_HALF + (SPLIT_SUM ? TM * TN * NT : 0));
 #endif
     const int tid = threadIdx.x;
     const int tx = tid % TX, ty = tid / TX;
@@ -455,8 +508,17 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
     for (int gs0 = 0; gs0 < groups; gs0 += GPS) {
         int ng = groups - gs0 < GPS ? groups - gs0 : GPS;
         __syncthreads();
-        tc_load_stage(A, lda, TA, A_SHIFT, LS_AB, m0, BM, M, k0 + gs0 * GL, k0, ng, AM, AE, AS, AMASK, AFLAG, tid);
-        tc_load_stage(B, ldb, TB, B_SHIFT, 0, n0, BN, N, k0 + gs0 * GL, k0, ng, BMG, BE, BS, BMASK, BFLAG, tid);
+#if SCALED
+#define TC_SCALES_A , SA, TS
+#define TC_SCALES_B , SB, TS
+#else
+#define TC_SCALES_A
+#define TC_SCALES_B
+#endif
+        tc_load_stage(A, lda, TA, A_SHIFT, LS_AB, m0, BM, M, k0 + gs0 * GL, k0, ng, AM, AE, AS, AMASK, AFLAG, tid
+                      TC_SCALES_A);
+        tc_load_stage(B, ldb, TB, B_SHIFT, 0, n0, BN, N, k0 + gs0 * GL, k0, ng, BMG, BE, BS, BMASK, BFLAG, tid
+                      TC_SCALES_B);
         __syncthreads();
         for (int gg = 0; gg < ng; ++gg) {
             const int g = gs0 + gg;
@@ -506,6 +568,14 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                 for (int j = 0; j < TN; ++j) { acc[i][j] = 0; E[i][j] += RS_AB; }
 #pragma unroll 4
             for (int kk = 0; kk < GL; ++kk) {
+#if SPLIT_SUM
+                if (kk == GL / 2) {  // 32 products could overflow int32: keep the first half apart
+#pragma unroll
+                    for (int i = 0; i < TM; ++i)
+#pragma unroll
+                        for (int j = 0; j < TN; ++j) { SUM_HALF[(i * TN + j) * NT + tid] = acc[i][j]; acc[i][j] = 0; }
+                }
+#endif
                 unsigned am[TM], bm[TN];
                 int ea[TM], eb[TN], as[TM], bs[TN];
 #pragma unroll
@@ -564,7 +634,7 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                     // C's term in 32 bits: |c| << LS < 2**(F+1), shifted right by its distance to E (clamped)
                     const unsigned cm = (unsigned)(csig < 0 ? -csig : csig) << (first ? LS_C : LS_D);
                     const unsigned ct = TC_SHR(cm, (unsigned)(emax - cexp + (first ? RS_C : RS_D)));
-                    const long long total = (long long)SUM[at] + TC_POPC(ma ^ mbv[j]) +
+                    const long long total = (long long)SUM[at] + (SPLIT_SUM ? (long long)SUM_HALF[at] : 0LL) + TC_POPC(ma ^ mbv[j]) +
                                             (csig < 0 ? -(long long)ct : (long long)ct);
                     bool ok;
                     res = tc_round32<FmtOut>(total, emax - F_BITS, ok);
@@ -572,6 +642,7 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                         res = tc_round<FmtOut>(total < 0, total < 0 ? -total : total, (long long)emax - F_BITS, ROUNDING,
                                                OVERFLOW, false);
                 }
+                if (fl & 4) res = NAN_BITS;  // a NaN block scale
 #if IEEE_ADD
                 if (last) res = tc_ieee_add<FmtD, FmtC, FmtD>(res, (long long)CIN[at], ADD_ROUNDING);
 #endif
@@ -631,28 +702,36 @@ static inline unsigned TC_SHR(unsigned x, unsigned d) { return d >= 32 ? 0u : x 
 
 # extern "C" entry points of the host build: run a kernel's grid with CUDA's semantics
 HOST_LAUNCHER = r"""
+#if SCALED
+#define HOST_SCALE_ARGS , const unsigned char* sa, const unsigned char* sb, const int* ts
+#define HOST_SCALE_PASS , sa, sb, ts
+#else
+#define HOST_SCALE_ARGS , const unsigned char*, const unsigned char*, const int*
+#define HOST_SCALE_PASS
+#endif
 extern "C" void host_dot(const void* a, const void* b, const void* c, void* d, const int* ta, const int* tb,
-                         long long n, int k) {
+                         long long n, int k HOST_SCALE_ARGS) {
     blockDim.x = 64;
     for (long long blk = 0; blk * 64 < n; ++blk)
         for (unsigned t = 0; t < 64; ++t) {
             blockIdx.x = (unsigned)blk; threadIdx.x = t;
-            dot_kernel((const A_T*)a, (const B_T*)b, (const C_T*)c, (D_T*)d, ta, tb, n, k);
+            dot_kernel((const A_T*)a, (const B_T*)b, (const C_T*)c, (D_T*)d, ta, tb, n, k HOST_SCALE_PASS);
         }
 }
 extern "C" void host_gemm_scalar(const void* a, long long lda, const void* b, long long ldb, const int* ta,
-                                 const int* tb, unsigned* acc, int M, int N, int k0, int k1) {
+                                 const int* tb, unsigned* acc, int M, int N, int k0, int k1 HOST_SCALE_ARGS) {
     blockDim.x = 64;
     long long total = (long long)M * N;
     for (long long blk = 0; blk * 64 < total; ++blk)
         for (unsigned t = 0; t < 64; ++t) {
             blockIdx.x = (unsigned)blk; threadIdx.x = t;
-            gemm_scalar((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1);
+            gemm_scalar((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1 HOST_SCALE_PASS);
         }
 }
 #if TILED
 extern "C" int host_gemm_tiled(const void* a, long long lda, const void* b, long long ldb, const int* ta,
-                               const int* tb, unsigned* acc, int M, int N, int k0, int k1, long long smem_words) {
+                               const int* tb, unsigned* acc, int M, int N, int k0, int k1, long long smem_words
+                               HOST_SCALE_ARGS) {
     std::vector<unsigned> smem((size_t)smem_words);
     blockDim.x = NT;
     for (unsigned by = 0; by * BM < (unsigned)M; ++by)
@@ -664,7 +743,7 @@ extern "C" int host_gemm_tiled(const void* a, long long lda, const void* b, long
             for (unsigned t = 0; t < NT; ++t)
                 threads.emplace_back([=] {
                     blockIdx.x = bx; blockIdx.y = by; threadIdx.x = t;
-                    gemm_tiled((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1);
+                    gemm_tiled((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1 HOST_SCALE_PASS);
                 });
             for (auto& th : threads) th.join();
         }

@@ -34,6 +34,7 @@ Example (skipped without a GPU):
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from functools import lru_cache
 
@@ -56,16 +57,30 @@ def _spec(spec) -> InstructionSpec:
     return get_instruction(spec)
 
 
+def _build(spec: InstructionSpec) -> Plan | str:
+    """The fast engine's plan; block-scaled units with power-of-two scales (MX) plan their unscaled model."""
+    model = spec.model
+    if model.is_block_scaled and model.algorithm != "scaled_fused":
+        return f"block-scaled algorithm {model.algorithm!r} (exact sub-group sums) is not in the GPU kernels"
+    if model.algorithm == "scaled_fused":
+        if model.scale_format.man_bits != 0:
+            return f"scale format {model.scale_format.name} is not a power of two"
+        if model.group_size != model.scale_block or spec.k % model.scale_block or spec.chunk or spec.k_order:
+            return "block scales that do not coincide with the groups"
+        spec = dataclasses.replace(spec, model=model.with_(algorithm="fused", scale_block=None, scale_format=None))
+    return build_plan(spec)
+
+
 @lru_cache(maxsize=256)
 def _cached_plan(spec: InstructionSpec) -> Plan | str:
-    return build_plan(spec)
+    return _build(spec)
 
 
 def _plan(spec: InstructionSpec) -> Plan | str:
     try:
         return _cached_plan(spec)
     except TypeError:  # an unhashable field: plan without the cache
-        return build_plan(spec)
+        return _build(spec)
 
 
 def unsupported_reason(spec: "str | InstructionSpec") -> str | None:
@@ -201,16 +216,26 @@ def _host(x):
 
 # --- the contract -----------------------------------------------------------------------------
 
-def dot_bits(spec: "str | InstructionSpec", a, b, c):
+def dot_bits(spec: "str | InstructionSpec", a, b, c, *, scale_a=None, scale_b=None):
     """Result bits of [N, K'] operand bits and [N] accumulator bits (K' a multiple of spec.k).
 
     Same contract and bits as ``reference.dot_bits``; instructions chain over K' in order.
+    Block-scaled (MX) units take ``scale_a``, ``scale_b``: [N, K'/scale_block] scale bits
+    (None: unit scales).
     """
     spec = _spec(spec)
     plan = _plan(spec)
     kind = _kind(a)
     if isinstance(plan, str):
-        out = _fallback(spec, plan).dot_bits(spec, _host(a), _host(b), _host(c))
+        if spec.model.is_block_scaled:
+            from . import reference
+
+            _fallback(spec, plan)
+            out = reference.dot_bits(spec, _host(a), _host(b), _host(c),
+                                     scale_a=None if scale_a is None else _host(scale_a),
+                                     scale_b=None if scale_b is None else _host(scale_b))
+        else:
+            out = _fallback(spec, plan).dot_bits(spec, _host(a), _host(b), _host(c))
         return _from_host(out, kind, a)
     _require_gpu()
     if np.ndim(a) != 2 or tuple(a.shape) != tuple(b.shape) or tuple(c.shape) != (a.shape[0],):
@@ -229,9 +254,39 @@ def dot_bits(spec: "str | InstructionSpec", a, b, c):
         if n:
             module = build.device_module(build.config_header(spec, plan, build.DEVICE_TILE), "dot_kernel")
             ta, tb = _device_tables(plan, cupy.cuda.Device().id)
+            scales = _device_scales(spec, ((scale_a, n), (scale_b, n)), k)
             module.get_function("dot_kernel")(((n + _DOT_THREADS - 1) // _DOT_THREADS,), (_DOT_THREADS,),
-                                              (da, db, dc, out, ta, tb, np.int64(n), np.int32(k)))
+                                              (da, db, dc, out, ta, tb, np.int64(n), np.int32(k)) + scales)
         return _from_device(out, kind)
+
+
+def _scale_bits(spec: InstructionSpec, scale, rows: int, k: int, name: str) -> np.ndarray:
+    """[rows, k / scale_block] uint8 scale codes of a block-scaled unit (unit scales for None)."""
+    from .reference import unit_scale_bits
+
+    model = spec.model
+    shape = (rows, k // model.scale_block)
+    if scale is None:
+        return np.full(shape, unit_scale_bits(model), np.uint8)
+    scale = np.asarray(_host(scale))
+    if scale.shape != shape or scale.dtype.kind not in "ui":
+        raise ValueError(f"{name}: expected {shape} integer scale bits (one per {model.scale_block} K elements), "
+                         f"got {scale.dtype} {scale.shape}")
+    return np.ascontiguousarray(scale.astype(np.uint8))
+
+
+def _device_scales(spec: InstructionSpec, pairs, k: int) -> tuple:
+    """Kernel arguments (scale codes of A, of B, the shift table) of a block-scaled unit; () otherwise."""
+    table = build.scale_table(spec)
+    if table is None:
+        if any(scale is not None for scale, _ in pairs):
+            raise ValueError(f"scale_a, scale_b: {spec.name} is not a block-scaled instruction")
+        return ()
+    import cupy
+
+    (sa, ra), (sb, rb) = pairs
+    return (cupy.asarray(_scale_bits(spec, sa, ra, k, "scale_a")), cupy.asarray(_scale_bits(spec, sb, rb, k, "scale_b")),
+            cupy.asarray(table))
 
 
 def _from_host(out: np.ndarray, kind: str, like):
@@ -247,7 +302,7 @@ def _from_host(out: np.ndarray, kind: str, like):
         return _from_device(cupy.asarray(out), kind)
 
 
-def gemm_bits(spec: "str | InstructionSpec", a_rows, b_cols, c):
+def gemm_bits(spec: "str | InstructionSpec", a_rows, b_cols, c, *, scale_a=None, scale_b=None):
     """All M x N dot products ``d[m, n] = dot(a_rows[m], b_cols[n]) + c[m, n]`` as result bits.
 
     a_rows: [M, K] operand bits, b_cols: [N, K] (B transposed), c: [M, N] accumulator bits;
@@ -258,14 +313,20 @@ def gemm_bits(spec: "str | InstructionSpec", a_rows, b_cols, c):
         raise ValueError(f"a_rows: expected a 2-D [M, K] array, got shape {tuple(a_rows.shape)}")
     if a_rows.shape[1] == 0 or a_rows.shape[1] % spec.k:
         raise ValueError(f"a_rows: K={a_rows.shape[1]} is not a positive multiple of {spec.name}'s K={spec.k}")
-    return accumulate_bits(spec, a_rows, b_cols, c, 0, int(a_rows.shape[1]))
+    return accumulate_bits(spec, a_rows, b_cols, c, 0, int(a_rows.shape[1]), scale_a=scale_a, scale_b=scale_b)
 
 
-def accumulate_bits(spec: "str | InstructionSpec", a_rows, b_cols, acc, k_start: int = 0, k_stop: int | None = None):
-    """Continue accumulators ``acc`` [M, N] over K columns ``k_start:k_stop`` (``fast.accumulate_bits``)."""
+def accumulate_bits(spec: "str | InstructionSpec", a_rows, b_cols, acc, k_start: int = 0, k_stop: int | None = None,
+                    *, scale_a=None, scale_b=None):
+    """Continue accumulators ``acc`` [M, N] over K columns ``k_start:k_stop`` (``fast.accumulate_bits``).
+
+    Block-scaled (MX) units: ``scale_a`` [M, K/scale_block], ``scale_b`` [N, K/scale_block] (None: unit)."""
     spec = _spec(spec)
     plan = _plan(spec)
     kind = _kind(a_rows)
+    if isinstance(plan, str) and spec.model.is_block_scaled:
+        raise ValueError(f"engine='cuda': {spec.name}: {plan}; block-scaled GEMMs of this unit run through "
+                         "tcnumerics.blockscale on the CPU")
     if isinstance(plan, str):
         out = _fallback(spec, plan).accumulate_bits(spec, _host(a_rows), _host(b_cols), _host(acc), k_start, k_stop)
         return _from_host(out, kind, a_rows)
@@ -288,7 +349,7 @@ def accumulate_bits(spec: "str | InstructionSpec", a_rows, b_cols, acc, k_start:
         db = _to_device("b_cols", b_cols, spec.b_format.container_dtype, _kind(b_cols))
         work = _to_device("c", acc, spec.c_format.container_dtype, _kind(acc)).astype(cupy.uint32)
         if k_stop > k_start and M and N:
-            _run_gemm(spec, plan, da, db, work, k_start, k_stop)
+            _run_gemm(spec, plan, da, db, work, k_start, k_stop, _device_scales(spec, ((scale_a, M), (scale_b, N)), K))
         return _from_device(work.astype(spec.d_format.container_dtype), kind)
 
 
@@ -317,7 +378,7 @@ def _stage_k(plan: Plan, tile) -> int:
     return 0
 
 
-def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int) -> None:
+def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int, scales: tuple = ()) -> None:
     import cupy
 
     M, N = work.shape
@@ -325,7 +386,7 @@ def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int)
     header = build.config_header(spec, plan, tile)
     ta, tb = _device_tables(plan, cupy.cuda.Device().id)
     args = (da, np.int64(da.shape[1]), db, np.int64(db.shape[1]), ta, tb, work, np.int32(M), np.int32(N),
-            np.int32(k0), np.int32(k1))
+            np.int32(k0), np.int32(k1)) + scales
     stage_k = _stage_k(plan, tile) if build.tiled_reason(plan) is None else 0
     if stage_k:
         header = build.config_header(spec, plan, tile, stage_k)
@@ -347,7 +408,19 @@ def _ptr(x: np.ndarray) -> int:
     return x.ctypes.data
 
 
-def host_dot_bits(spec: "str | InstructionSpec", a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+def _host_scales(spec: InstructionSpec, sa, ra: int, sb, rb: int, k: int) -> tuple[list, list]:
+    """ctypes arguments of the scale codes and shift table (null pointers for unscaled units), and the arrays."""
+    import ctypes
+
+    table = build.scale_table(spec)
+    if table is None:
+        return [ctypes.c_void_p(0)] * 3, []
+    arrays = [_scale_bits(spec, sa, ra, k, "scale_a"), _scale_bits(spec, sb, rb, k, "scale_b"), table]
+    return [ctypes.c_void_p(_ptr(x)) for x in arrays], arrays
+
+
+def host_dot_bits(spec: "str | InstructionSpec", a: np.ndarray, b: np.ndarray, c: np.ndarray, *, scale_a=None,
+                  scale_b=None) -> np.ndarray:
     """``dot_bits`` through the host build of the kernels (the CI check of their logic; numpy only)."""
     import ctypes
 
@@ -361,14 +434,17 @@ def host_dot_bits(spec: "str | InstructionSpec", a: np.ndarray, b: np.ndarray, c
     out = np.empty(a.shape[0], spec.d_format.container_dtype)
     lib = build.host_library(build.config_header(spec, plan, build.HOST_TILE))
     ta, tb = build.tables(plan)
+    scale_args, keep = _host_scales(spec, scale_a, a.shape[0], scale_b, a.shape[0], a.shape[1])
     lib.host_dot(ctypes.c_void_p(_ptr(a)), ctypes.c_void_p(_ptr(b)), ctypes.c_void_p(_ptr(c)),
                  ctypes.c_void_p(_ptr(out)), ctypes.c_void_p(_ptr(ta)), ctypes.c_void_p(_ptr(tb)),
-                 ctypes.c_longlong(a.shape[0]), ctypes.c_int(a.shape[1]))
+                 ctypes.c_longlong(a.shape[0]), ctypes.c_int(a.shape[1]), *scale_args)
+    del keep  # the scale arrays live until the call returns
     return out
 
 
 def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: np.ndarray, acc: np.ndarray,
-                         k_start: int = 0, k_stop: int | None = None, kernel: str = "auto") -> np.ndarray:
+                         k_start: int = 0, k_stop: int | None = None, kernel: str = "auto", *, scale_a=None,
+                         scale_b=None) -> np.ndarray:
     """``accumulate_bits`` through the host build (``kernel``: "tiled", "scalar" or "auto")."""
     import ctypes
 
@@ -389,11 +465,13 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
     args = [ctypes.c_void_p(_ptr(a)), ctypes.c_longlong(a.shape[1]), ctypes.c_void_p(_ptr(b)),
             ctypes.c_longlong(b.shape[1]), ctypes.c_void_p(_ptr(ta)), ctypes.c_void_p(_ptr(tb)),
             ctypes.c_void_p(_ptr(work)), ctypes.c_int(M), ctypes.c_int(N), ctypes.c_int(k_start), ctypes.c_int(k_stop)]
+    scale_args, keep = _host_scales(spec, scale_a, M, scale_b, N, a.shape[1])
     if k_stop > k_start and M and N:
         if tiled:
-            lib.host_gemm_tiled(*args, ctypes.c_longlong(build.smem_words(plan, tile)))
+            lib.host_gemm_tiled(*args, ctypes.c_longlong(build.smem_words(plan, tile)), *scale_args)
         else:
-            lib.host_gemm_scalar(*args)
+            lib.host_gemm_scalar(*args, *scale_args)
+    del keep
     return work.astype(spec.d_format.container_dtype)
 
 
