@@ -2,7 +2,8 @@
 
     PYTHONPATH=src:tools/device_library python3 tools/device_library/replay_survey.py SURVEY_DIR [--fit] [--ids ..]
 
-``SURVEY_DIR`` holds ``index.json`` and ``survey.npz`` from ``survey_ops.py``.  Without --fit it
+``SURVEY_DIR`` holds ``index.json`` and ``survey.npz`` from ``survey_ops.py`` (or is the packed
+``vectors/library/hopper_op_survey_h100.npz``).  Without --fit it
 replays every call through ``tcnumerics.library`` (the op functions) and prints, per call, whether
 the result is bit-exact and whether the plan was flagged not modelled; the summary counts
 silent misses (inexact and not flagged), which must be 0.  With --fit it searches, per call,
@@ -26,10 +27,14 @@ from inputs import hashed_values
 FMT = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "e4m3": "e4m3", "e5m2": "e5m2"}
 
 
-def load(survey_dir: str):
-    with open(os.path.join(survey_dir, "index.json")) as fh:
+def load(survey: str):
+    """(index, arrays) of a survey directory or of its packed file (``export_survey.py``)."""
+    if survey.endswith(".npz"):
+        data = np.load(survey, allow_pickle=False)
+        return json.loads(str(data["meta"])), data
+    with open(os.path.join(survey, "index.json")) as fh:
         index = json.load(fh)
-    data = np.load(os.path.join(survey_dir, "survey.npz"), allow_pickle=False)
+    data = np.load(os.path.join(survey, "survey.npz"), allow_pickle=False)
     return index, data
 
 

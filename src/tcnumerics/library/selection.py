@@ -62,7 +62,7 @@ class Call:
         """The measured table's key: everything that steers cuBLAS's choice."""
         epi = epilogue_of(self)
         return "|".join(str(x) for x in (self.op, self.fmt, self.b_fmt or "", self.out, self.b, self.M, self.N, self.K,
-                                         int(self.a_t), int(self.b_t), epi, self.prec if self.fmt == "fp32" else "",
+                                         int(self.a_t), int(self.b_t), epi, int(self.alpha == 1), self.prec if self.fmt == "fp32" else "",
                                          self.scales if self.op == "scaled_mm" else "", int(self.fast_accum)))
 
 
@@ -115,7 +115,7 @@ def measured_table() -> dict:
             with open(_TABLE_PATH) as fh:
                 _TABLE = json.load(fh)
         else:  # an installation without the table: nothing is measured, everything predicted is flagged
-            _TABLE = {"calls": {}, "frontier": {"split": [], "nosplit": []}}
+            _TABLE = {"calls": {}, "frontier": {}}
     return _TABLE
 
 
@@ -139,7 +139,9 @@ def _from_table(c: Call, base: Structure, family: str, tile: int) -> Plan | None
     if entry is None:
         return None
     split = entry.get("split")
-    s = base.with_(split_k=tuple(split) if split else None)
+    fields = {k: entry[k] for k in ("instruction", "input_rounding", "promote_every", "k_tile", "k_residue",
+                                    "epilogue") if k in entry}
+    s = base.with_(split_k=tuple(split) if split else None, **fields)
     fam = entry.get("family", family) + (f" splitK x{len(split)} + splitKreduce" if split else "")
     if entry.get("verified"):
         return Plan(fam, s, True, PROVENANCE + f"; this call measured ({entry.get('kernel', '')[:60]})", c)
@@ -155,13 +157,23 @@ def _predicted_split(c: Call, tile: int = 64) -> int:
     return max(1, min(-(-tiles // 22), SMS // max(ctas, 1)))
 
 
+def _class(c: Call) -> str:
+    if c.op == "scaled_mm":
+        return "fp8"
+    if c.fmt == "fp32":
+        return "fp32" if c.prec == "highest" else "tf32"
+    return "half"
+
+
 def _no_split_verified(c: Call) -> bool:
-    """Inside the frontier where every measured call of this size class ran unsplit (see module doc)."""
-    fr = measured_table()["frontier"]
+    """Inside the measured frontier of the class's plain (unsplit) family: some measured call with no more
+    output tiles and at least as long a K ran it bit-exactly, and no measured call with at least as many
+    tiles and no longer a K ran anything else (split-K, stream-K, another kernel)."""
+    fr = measured_table()["frontier"].get(_class(c), {"plain": [], "other": []})
     t = math.ceil(c.M / 128) * math.ceil(c.N / 128) * c.b
-    dominated_by_unsplit = any(t2 <= t and k2 >= c.K for t2, k2 in fr["nosplit"])
-    near_split = any(t2 >= t and k2 <= c.K for t2, k2 in fr["split"])
-    return dominated_by_unsplit and not near_split
+    dominated_by_plain = any(t2 <= t and k2 >= c.K for t2, k2 in fr["plain"])
+    near_other = any(t2 >= t and k2 <= c.K for t2, k2 in fr["other"])
+    return dominated_by_plain and not near_other
 
 
 def _select_half(c: Call) -> Plan:
@@ -173,13 +185,14 @@ def _select_half(c: Call) -> Plan:
     tabled = _from_table(c, base, "nvjet_sm90", 64)
     if tabled is not None:
         return tabled
-    if not aligned or min(c.M, c.N, c.K) < 8:
-        fam = "CUTLASS 2.x / gemmSN fallback (misaligned or tiny operands)"
-        return Plan(fam, base, False, "K, N not multiples of 8 or a side below 8: CUTLASS tensorop/wmma or "
-                    "gemmSN kernels whose split-K and reduction order were not identified at this shape", c)
+    if not aligned or min(c.N, c.K) < 8 or (c.op in ("matmul", "addmm") and c.M % 8 and c.M < 16):
+        fam = "CUTLASS 2.x / gemmSN fallback (misaligned, tiny or small odd M)"
+        return Plan(fam, base, False, "K or N not a multiple of 8, a side below 8, or an NN matmul with a small M "
+                    "that is not a multiple of 8: cuBLAS runs CUTLASS tensorop/wmma or gemmSN kernels there, whose "
+                    "split-K and reduction order were identified only at measured shapes", c)
     if c.M == 1 and c.N == 1:
         return Plan("cuBLAS dot_kernel + reduce", base, False, "1 x 1 outputs run a dot-product reduction tree", c)
-    if c.alpha != 1 and c.beta == 1 and c.c_kind == "full":
+    if c.op == "addmm" and c.alpha != 1 and c.beta == 1 and c.c_kind == "full":
         return Plan("nvjet_sm90 *_badd_* or *_bx_*", base, False,
                     "addmm with beta = 1 and alpha != 1: cuBLAS picks badd or bx kernels (different roundings) "
                     "by shape; the choice was not fitted", c)
@@ -204,8 +217,11 @@ def _select_fp32(c: Call) -> Plan:
     tabled = _from_table(c, base, base.family, 8)
     if tabled is not None:
         return tabled
+    if _no_split_verified(c):
+        return Plan(base.family + " (no split)", base, True, PROVENANCE, c)
     return Plan(base.family + " (predicted)", base, False,
-                "FP32/TF32 kernels (SIMT, xmma, CUTLASS split-K) were verified only at the measured shapes", c)
+                "FP32/TF32 outside the measured frontier of the unsplit xmma kernels (cuBLAS may run split-K, "
+                "stream-K, CUTLASS SIMT or gemmSN kernels here)", c)
 
 
 def _select_fp8(c: Call) -> Plan:
@@ -213,8 +229,12 @@ def _select_fp8(c: Call) -> Plan:
     inst = f"hopper.wgmma.m64n8k32.f32.{c.fmt}.{c.b_fmt or c.fmt}"
     base = Structure("nvjet_sm90 FP8" + ("" if c.fast_accum else " algo2 (promotion every 128)"), instruction=inst,
                      promote_every=promote)
+    if c.scales == "blockwise":
+        base = base.with_(promote_every=128)
     tabled = _from_table(c, base, base.family, 128)
     if tabled is not None:
         return tabled
+    if _no_split_verified(c):
+        return Plan(base.family + " (no split)", base, True, PROVENANCE, c)
     return Plan(base.family + " (predicted)", base, False,
-                "FP8 _scaled_mm verified only at the measured shapes (split-K choice not fitted)", c)
+                "FP8 outside the measured no-split frontier (cuBLAS may split K here)", c)

@@ -1,0 +1,115 @@
+"""The per-op library functions: signatures, layouts from strides, epilogues, honesty warnings, errors."""
+
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tcnumerics as tc
+from tcnumerics import library as lib
+
+BF16 = ml_dtypes.bfloat16
+
+
+def _rand(shape, dtype=BF16, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def test_matmul_is_the_wgmma_chain_and_modelled_in_the_measured_frontier():
+    A, B = _rand((16, 256)), _rand((256, 64), seed=1)
+    plan = lib.matmul.plan(A, B)
+    assert plan.modelled and plan.structure.split_k is None
+    got = lib.matmul(A, B)
+    ref = tc.gemm(A, B, instruction="hopper.wgmma.m64n8k16.f32.bf16.bf16", out_format="bf16")
+    assert got.dtype == BF16 and np.array_equal(got.view(np.uint16), ref.view(np.uint16))
+
+
+def test_not_modelled_warns_before_returning():
+    A, B = _rand((3, 11)), _rand((11, 5), seed=1)  # an odd shape the survey did not measure
+    assert not lib.matmul.plan(A, B).modelled
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", lib.NotModelledWarning)
+        with pytest.raises(lib.NotModelledWarning, match="not modelled"):
+            lib.matmul(A, B)
+    with pytest.warns(lib.NotModelledWarning, match="not modelled"):
+        out = lib.matmul(A, B)
+    assert out.shape == (3, 5)
+    measured = lib.matmul.plan(_rand((3, 7)), _rand((7, 5), seed=1))  # 3 x 5 x 7 was measured: gemmSN replayed
+    assert measured.modelled and "gemmSN" in measured.family
+
+
+def test_layout_is_read_from_strides():
+    A = _rand((64, 128))
+    At = np.ascontiguousarray(A.T).T  # the same values, stored transposed
+    B = _rand((128, 32), seed=2)
+    assert lib.matmul.plan(At, B).call.a_t and not lib.matmul.plan(A, B).call.a_t
+    assert np.array_equal(lib.matmul(At, B).view(np.uint16), lib.matmul(A, B).view(np.uint16))
+    W = _rand((32, 128), seed=3)
+    assert lib.linear.plan(A, W).call.b_t  # F.linear: W [N, K] row-major is cuBLAS's transposed operand
+
+
+def test_linear_bias_is_fused_in_fp32_before_the_conversion():
+    x, W = _rand((8, 64)), _rand((16, 64), seed=1)
+    bias = _rand((16,), seed=2) * BF16(8)
+    got = lib.linear(x, W, bias).astype(np.float64)
+    acc = tc.gemm(x, W.T, instruction="hopper.wgmma.m64n8k16.f32.bf16.bf16").astype(np.float64)
+    fused = tc.get_format("bf16").round(tc.get_format("fp32").round(acc + bias.astype(np.float64)))
+    after = tc.get_format("bf16").round(tc.get_format("bf16").round(acc) + bias.astype(np.float64))
+    assert np.array_equal(got, fused)
+    assert not np.array_equal(fused, after)  # the two orders differ on these operands: the test can fail
+
+
+@pytest.mark.parametrize("beta,alpha,row,epilogue", [(1, 1, False, "badd"), (1, 1, True, "bias"),
+                                                     (0.5, 2, False, "bx"), (0, 1, False, "plain")])
+def test_addmm_epilogue_follows_beta_alpha_and_c_shape(beta, alpha, row, epilogue):
+    A, B = _rand((32, 64)), _rand((64, 32), seed=1)
+    C = _rand((32,) if row else (32, 32), seed=2)
+    plan = lib.addmm.plan(C, A, B, beta=beta, alpha=alpha)
+    assert plan.structure.epilogue == epilogue
+    assert lib.addmm(C, A, B, beta=beta, alpha=alpha).shape == (32, 32)
+
+
+def test_bmm_baddbmm_and_broadcast_matmul_shapes():
+    A, B = _rand((3, 16, 64)), _rand((3, 64, 8), seed=1)
+    assert lib.bmm(A, B).shape == (3, 16, 8)
+    assert lib.matmul(A, B).shape == (3, 16, 8)
+    C = _rand((3, 16, 8), seed=2)
+    assert lib.baddbmm(C, A, B, alpha=0.125).shape == (3, 16, 8)
+    assert lib.matmul(A, B[0]).shape == (3, 16, 8)  # torch folds [b, M, K] @ [K, N] into one mm
+
+
+def test_scaled_mm_and_fp32_precisions_return_torchs_types():
+    A = _rand((16, 64), ml_dtypes.float8_e4m3fn)
+    B = _rand((64, 16), ml_dtypes.float8_e4m3fn, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", lib.NotModelledWarning)
+        assert lib.scaled_mm(A, B, np.float32(1), np.float32(1)).dtype == BF16
+        assert lib.scaled_mm(A, B, np.float32(1), np.float32(1), out_dtype="fp32").dtype == np.float32
+        x = _rand((8, 32), np.float32)
+        assert lib.matmul(x, x.T.copy(), fp32_precision="high").dtype == np.float32
+        assert lib.matmul.plan(x, x.T.copy(), fp32_precision="high").structure.input_rounding == "rne"
+        assert lib.matmul.plan(x, x.T.copy()).structure.instruction is None  # "highest": FFMA chain
+
+
+def test_full_shape_changes_the_plan_and_is_checked():
+    A, B = _rand((4, 16384)), _rand((16384, 4), seed=1)
+    sampled = lib.matmul.plan(A, B, out_dtype="fp32", full_shape=(16, 16, 16384))
+    assert sampled.modelled and len(sampled.structure.split_k) == 12  # measured: 12 slices of 22 K-tiles
+    with pytest.raises(ValueError, match="full_shape"):
+        lib.matmul.plan(A, B, full_shape=(16, 16, 8192))
+    with pytest.raises(ValueError, match="full_shape"):
+        lib.matmul.plan(A, B, full_shape=(2, 2, 16384))
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: lib.matmul(np.ones((2, 3), np.int8), np.ones((3, 2), np.int8)), "expected bfloat16"),
+    (lambda: lib.matmul(_rand((2, 3)), _rand((4, 2))), "expected"),
+    (lambda: lib.matmul(_rand((2, 3)), _rand((3, 2)), arch="ampere"), "arch"),
+    (lambda: lib.matmul(_rand((2, 3)), _rand((3, 2)), fp32_precision="low"), "fp32_precision"),
+    (lambda: lib.linear(_rand((2, 3)), _rand((4, 3)), _rand((5,))), "bias"),
+    (lambda: lib.matmul(_rand((2, 8)), _rand((8, 2)), out_dtype="int8"), "out_dtype"),
+])
+def test_bad_input_is_a_clear_error(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()

@@ -1,0 +1,245 @@
+"""Identify each survey call's kernel structure on the CPU and write the library's measured table.
+
+    PYTHONPATH=src:tools/device_library python3 tools/device_library/fit_table.py SURVEY_DIR \
+        [--cache fit_cache.json] [-o src/tcnumerics/library/hopper_measured.json]
+
+For every call of the op survey it picks the candidate structures its recorded kernels allow
+(nvjet: wgmma chain, split-K slice counts S searched from the fitted guess outwards; FP8:
+fast or promoted accumulation; TF32 xmma: RNE inputs, k8 chain; FFMA kernels: sequential FMA),
+scores them on the captured sample (a 6 x 6 sub-sample first, then every captured output) and
+records the first that reproduces every output bit.  Calls with no reproducing candidate are
+written as not verified, with the reason.  The no-split frontier is the (output tiles, K)
+points of measured unsplit and split nvjet calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+import time
+
+import numpy as np
+
+from replay_survey import load, operands
+
+import tcnumerics as tc
+from tcnumerics.library.selection import WGMMA, Call, epilogue_of
+from tcnumerics.library.structure import Structure, run
+
+
+SEED: dict = {}
+BUDGET_S = 40.0  # seconds of candidate search per call (--budget)
+
+
+def call_of(c: dict) -> Call:
+    """The library's Call for a survey record (full shape, layout as torch passed it)."""
+    op = c["op"]
+    b = c.get("b", 1)
+    M = c["M"] * b if op == "matmul_bcast" else c["M"]
+    kind = "none"
+    if op == "addmm":
+        kind = "row" if c["c_1d"] else "full"
+    if op == "baddbmm":
+        kind = "full"
+    lib_op = {"matmul_bcast": "matmul"}.get(op, op)
+    if op == "linear":
+        return Call("linear", c["fmt"], c["out"], M, c["N"], c["K"], bias=c["bias"], b_t=True, prec=c["prec"])
+    return Call(lib_op, c["fmt"], c["out"], M, c["N"], c["K"], b=b if op in ("bmm", "baddbmm") else 1,
+                b_fmt=c.get("b_fmt") if op == "scaled_mm" else None, a_t=bool(c.get("a_t")),
+                b_t=bool(c.get("b_t")), c_kind=kind, alpha=float(c.get("alpha", 1)), beta=float(c.get("beta", 0)),
+                prec=c["prec"], scales=c.get("scales", "tensor"), fast_accum=bool(c.get("fast_accum", False)))
+
+
+def score(c: dict, s: Structure, ops: dict, sub: int | None = None) -> int:
+    exp = ops["expected"]
+    bad = 0
+    for b in range(len(ops["batches"])):
+        A, B, e = ops["A"][b], ops["B"][b], exp[b]
+        C = ops["C"][b] if ops["C"] else None
+        bias, sa, sb = ops["bias"], ops["scale_a"], ops["scale_b"]
+        if sub:
+            A, B, e = A[:sub], B[:, :sub], e[:sub, :sub]
+            C = None if C is None else C[:sub, :sub]
+            bias = None if bias is None else bias[:sub]
+            if sa is not None and np.ndim(sa):
+                sa, sb = sa[:sub], sb[..., :sub]
+        if s.epilogue == "bias" and bias is None and C is not None:
+            bias = C[0]
+        got = run(s, A, B, out_format=c["out"], alpha=float(c.get("alpha", 1)), beta=float(c.get("beta", 0)),
+                  C=C, bias=bias, scale_a=sa, scale_b=sb)
+        bad += int((tc.get_format(c["out"]).bits_of(np.asarray(got)) != e).sum())
+    return bad
+
+
+def candidates(c: dict, call: Call):
+    """(family, structure) pairs to try, most likely first."""
+    ks = [k for k in c["kernels"] if "Mem" not in k and "elementwise" not in k]
+    names = " ".join(ks)
+    split = any(t in names for t in ("splitKreduce", "splitK", "split_k", "execute_split", "segment_k_on"))
+    fam = re.sub(r"<.*|\(.*|void |cutlass::Kernel2", "", ks[0])[:60] if ks else "?"
+    if "cutlass" in names:
+        m = re.search(r"(cutlass_\w+?)(>|::|\()", names)
+        fam = m.group(1) if m else fam
+    epi = epilogue_of(call)
+    for tag in ("_bias_", "_badd_", "_bx_"):
+        if tag in names:
+            epi = {"_bias_": "bias", "_badd_": "badd", "_bx_": "bx"}[tag]
+    if call.op == "scaled_mm":
+        inst = f"hopper.wgmma.m64n8k32.f32.{call.fmt}.{call.b_fmt}"
+        base = Structure(fam, instruction=inst, promote_every=128 if "algo2" in names else None)
+        if call.scales == "blockwise":
+            base = base.with_(promote_every=128)
+        return fam, base, 128, split
+    if call.fmt == "fp32":
+        if "tf32" in names or "s1688" in names:
+            rnd = "rna" if "cutlass" in names else "rne"
+            inst = WGMMA["tf32"] if "sm90" in names else "hopper.mma.m16n8k8.f32.tf32.tf32.f32"
+            return fam, Structure(fam, instruction=inst, input_rounding=rnd, epilogue=epi), 8, split
+        return fam, Structure(fam, instruction=None, epilogue=epi), 8, split
+    if not ks[0].startswith("nvjet"):
+        inst = WGMMA[call.fmt]
+        return fam, Structure(fam, instruction=inst, epilogue=epi, k_residue="first",
+                              k_tile=64 if "wmma" in names else None), 8, split
+    return fam, Structure(fam, instruction=WGMMA[call.fmt], epilogue=epi), 64, split
+
+
+def fit_one(c: dict, data, cache: dict) -> dict:
+    key = str(c["id"])
+    if key in cache:
+        return cache[key]
+    call = call_of(c)
+    ops = operands(c, data)
+    fam, base, tile, split = candidates(c, call)
+    kernel = " | ".join(k[:80] for k in c["kernels"] if "Mem" not in k and "elementwise" not in k)
+    entry = dict(key=call.key(), family=fam, kernel=kernel, verified=False, split=None)
+    if not split:
+        tries = [None]
+    else:
+        tiles = -(-call.K // tile)
+        ctas = math.ceil(call.M / 64) * math.ceil(call.N / 64)
+        guess = max(2, min(-(-tiles // 22), 132 // max(ctas, 1)))
+        tries = sorted(range(2, min(tiles, 64) + 1), key=lambda s: abs(s - guess))
+        if key in SEED:  # a slice count found earlier (e.g. by a slower exhaustive search): try it first
+            tries = [SEED[key]] + [t for t in tries if t != SEED[key]]
+    budget = time.time() + BUDGET_S
+    for S in tries:
+        if time.time() > budget:
+            break
+        sl = None
+        if S:
+            per = -(-(-(-call.K // tile)) // S) * tile
+            if per * (S - 1) >= call.K:
+                continue
+            sl = (per,) * S
+        s = base.with_(split_k=sl)
+        try:
+            if score(c, s, ops, sub=6):
+                continue
+            if score(c, s, ops) == 0:
+                entry.update(verified=True, split=list(sl) if sl else None)
+                break
+        except Exception as exc:  # a structure gemm refuses: record and stop trying
+            entry["reason"] = f"candidate failed: {exc}"[:200]
+            break
+    if not entry["verified"]:
+        entry.setdefault("reason", f"no candidate structure reproduced the capture ({fam}"
+                         + (", split-K slice count not found" if split else "") + ")")
+    cache[key] = entry
+    return entry
+
+
+def call_class(c: dict) -> str:
+    """The frontier class of a survey call: half (BF16/FP16), fp8, tf32 or fp32."""
+    if c["op"] == "scaled_mm":
+        return "fp8"
+    if c["fmt"] == "fp32":
+        return "fp32" if c["prec"] == "highest" else "tf32"
+    return "half"
+
+
+PLAIN = {"half": ("nvjet",), "fp8": ("nvjet",), "tf32": ("sm90_xmma", "sm80_xmma"), "fp32": ("sm80_xmma",)}
+SPLIT_TAGS = ("splitK", "split_k", "execute_split", "segment_k_on")
+
+
+def frontier(records, cache: dict) -> dict:
+    """Per class, the (128x128 output tiles x batch, K) points of calls that ran the class's plain family
+    unsplit and replayed bit-exactly ("plain"), and of every other call ("other")."""
+    out = {k: {"plain": [], "other": []} for k in PLAIN}
+    for c in records:
+        if "error" in c:
+            continue
+        cls = call_class(c)
+        names = " ".join(k for k in c["kernels"] if "Mem" not in k and "elementwise" not in k)
+        call = call_of(c)
+        t = math.ceil(call.M / 128) * math.ceil(call.N / 128) * call.b
+        if cls == "half" and (call.K % 8 or call.N % 8 or min(call.N, call.K) < 8
+                              or (call.op in ("matmul", "addmm") and call.M % 8 and call.M < 16)):
+            continue  # misaligned, tiny or small odd M: the selection sends these to the fallback branch first
+        entry = cache.get(str(c["id"]), {})
+        plain = (names.startswith(PLAIN[cls]) and not any(tag in names for tag in SPLIT_TAGS)
+                 and entry.get("verified", False))
+        out[cls]["plain" if plain else "other"].append([t, call.K])
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("survey_dir")
+    ap.add_argument("--cache", default="fit_cache.json")
+    ap.add_argument("-o", "--out", default="src/tcnumerics/library/hopper_measured.json")
+    ap.add_argument("--budget", type=float, default=40.0, help="seconds of split-K search per call")
+    ap.add_argument("--seed", default="", help="JSON {call id: split count} to try first")
+    ap.add_argument("--only-cache", action="store_true", help="write the table from the cache, fit nothing new")
+    args = ap.parse_args()
+    index, data = load(args.survey_dir)
+    global BUDGET_S
+    BUDGET_S = args.budget
+    if args.seed:
+        SEED.update({k: int(v) for k, v in json.load(open(args.seed)).items()})
+    cache = json.load(open(args.cache)) if os.path.exists(args.cache) else {}
+    t0 = time.time()
+    recs = [c for c in index["records"] if "error" not in c]
+    recs.sort(key=lambda c: ("splitK" in " ".join(c["kernels"]), c.get("b", 1) * c["M"] * c["N"] * c["K"]))
+    for n, c in enumerate(recs):
+        if args.only_cache and str(c["id"]) not in cache:
+            continue
+        e = fit_one(c, data, cache)
+        if n % 25 == 0:
+            json.dump(cache, open(args.cache, "w"))
+            print(f"{n}/{len(recs)} {time.time() - t0:.0f} s; verified so far "
+                  f"{sum(v['verified'] for v in cache.values())}/{len(cache)}", flush=True)
+    json.dump(cache, open(args.cache, "w"))
+    calls = {}
+    for c in recs:
+        e = cache.get(str(c["id"]))
+        if e is None:
+            continue
+        fam, base, _, _ = candidates(c, call_of(c))
+        entry = {k: e[k] for k in ("family", "split", "verified", "kernel", "reason") if k in e}
+        entry.update(instruction=base.instruction, input_rounding=base.input_rounding,
+                     promote_every=base.promote_every, k_tile=base.k_tile, k_residue=base.k_residue,
+                     epilogue=base.epilogue)
+        key = call_of(c).key()
+        if key in calls:  # the same call kind measured twice (other operands): both must agree
+            old = calls[key]
+            if not (old["verified"] and entry["verified"] and old["split"] == entry["split"]):
+                old.update(verified=False, reason=old.get("reason") or entry.get("reason")
+                           or "two measurements of this call kind disagree on the structure")
+            continue
+        calls[key] = entry
+    table = {"provenance": "tools/device_library/fit_table.py over the op survey (survey_ops.py) on an NVIDIA H100, "
+                           f"{index['env'].get('torch')}, cuBLAS {index['env'].get('nvidia-cublas')}",
+             "calls": calls, "frontier": frontier(recs, cache)}
+    with open(args.out, "w") as fh:
+        json.dump(table, fh, indent=0, sort_keys=True)
+    v = sum(e["verified"] for e in calls.values())
+    print(f"{len(calls)} call kinds, {v} verified, {len(calls) - v} not; wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
