@@ -341,7 +341,9 @@ TC_FN long long chain_one(const A_T* arow, const B_T* brow, const int* TA, const
         int pos = 0;
         for (int g = 0; g < NG; ++g) {
             int L = GLEN[g];
+#if SCALED
             bool scale_nan = false;
+#endif
             for (int i = 0; i < L; ++i) {
                 int col = base + PERM[pos + i];
                 int wa = tc_entry(TA, arow[col], A_SHIFT), wb = tc_entry(TB, brow[col], B_SHIFT);
@@ -357,7 +359,9 @@ TC_FN long long chain_one(const A_T* arow, const B_T* brow, const int* TA, const
                 acc = tc_fused_one<FmtC>(sa, ea, sb, eb, L, acc, IEEE_ADD != 0, LS_C, RS_C);
             else
                 acc = tc_fused_one<FmtD>(sa, ea, sb, eb, L, acc, false, LS_D, RS_D);
+#if SCALED
             if (scale_nan) acc = NAN_BITS;
+#endif
             pos += L;
         }
 #if IEEE_ADD
@@ -642,7 +646,9 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                         res = tc_round<FmtOut>(total < 0, total < 0 ? -total : total, (long long)emax - F_BITS, ROUNDING,
                                                OVERFLOW, false);
                 }
+#if SCALED
                 if (fl & 4) res = NAN_BITS;  // a NaN block scale
+#endif
 #if IEEE_ADD
                 if (last) res = tc_ieee_add<FmtD, FmtC, FmtD>(res, (long long)CIN[at], ADD_ROUNDING);
 #endif
