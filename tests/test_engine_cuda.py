@@ -200,3 +200,27 @@ def test_mx_block_scaled_units_equal_reference(name):
 def test_nvfp4_stays_on_the_cpu_with_its_reason():
     reason = cuda.unsupported_reason("blackwell.tcgen05.mma.kind::mxf4nvf4.block16.f32.e2m1.e2m1.ue4m3")
     assert reason and "subgroup_scaled" in reason
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="no CUDA compiler")
+@pytest.mark.parametrize("name", ["hopper.wgmma.m64n8k16.f32.bf16.bf16", "hopper.mma.m16n8k32.f32.e4m3.e4m3.f32",
+                                  "blackwell.tcgen05.mma.kind::mxf8f6f4.block32.f32.e4m3.e4m3.ue8m0",
+                                  "hopper.mma.m16n8k32.satfinite.s32.s8.s8.s32"])
+def test_device_source_compiles_for_hopper(name, tmp_path):
+    """The GPU build (sm_90) of every kernel a unit uses compiles without spilling registers."""
+    import subprocess
+
+    from tcnumerics.engines._cuda_source import KERNEL_SOURCE
+
+    spec = get_instruction(name)
+    plan = cuda._plan(spec)
+    kernels = ["dot_kernel"] + (["gemm_tiled"] if _cuda_build.tiled_reason(plan) is None else ["gemm_scalar"])
+    for kernel in kernels:
+        flags = "".join(f"#define {flag} {int(k == kernel)}\n" for k, flag in _cuda_build._KERNEL_FLAGS.items())
+        src = tmp_path / f"{kernel}.cu"
+        src.write_text("#define USE_DPX 1\n" + flags + _cuda_build.config_header(spec, plan, _cuda_build.DEVICE_TILE)
+                       + KERNEL_SOURCE)
+        proc = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-std=c++17", "-Xptxas", "-v", str(src), "-o",
+                               str(tmp_path / f"{kernel}.cubin")], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert " 0 bytes spill stores" in proc.stderr, proc.stderr[-2000:]
