@@ -143,6 +143,33 @@ def bench_gemms(n: int, rng, check_rows: int) -> list[dict]:
     return rows
 
 
+MX = "blackwell.tcgen05.mma.kind::mxf8f6f4.block32.f32.e4m3.e4m3.ue8m0"
+
+
+def bench_mx(n: int, rng) -> dict:
+    """MXFP8 (E4M3 operands, UE8M0 scales per 32 K): the block-scaled GEMM; bits of a corner vs the reference."""
+    import cupy
+
+    from tcnumerics.catalog import get_instruction
+    from tcnumerics.engines import cuda, reference
+
+    spec = get_instruction(MX)
+    a = operand_bits(spec.a_format, (n, n), rng)
+    b = operand_bits(spec.b_format, (n, n), rng)
+    sa = rng.integers(120, 135, (n, n // 32), dtype=np.uint8)
+    sb = rng.integers(120, 135, (n, n // 32), dtype=np.uint8)
+    da, db, dc = cupy.asarray(a), cupy.asarray(b), cupy.zeros((n, n), np.uint32)
+    t = best(lambda: cuda.gemm_bits(spec, da, db, dc, scale_a=sa, scale_b=sb))
+    m, q = 4, 32
+    got = cuda.gemm_bits(spec, da[:m], db[:q], dc[:m, :q], scale_a=sa[:m], scale_b=sb[:q]).get()
+    want = reference.dot_bits(spec, np.repeat(a[:m], q, 0), np.tile(b[:q], (m, 1)), np.zeros(m * q, np.uint32),
+                              scale_a=np.repeat(sa[:m], q, 0), scale_b=np.tile(sb[:q], (m, 1))).reshape(m, q)
+    same = bool(np.array_equal(got, want))
+    print(f"  {'MXFP8 E4M3 block32 (UE8M0 scales)':40s} {n}^3  {t:8.3f} s  {n ** 3 / t:9.3e} MAC/s  bits of "
+          f"{m}x{q} {'identical' if same else 'DIFFER'}", flush=True)
+    return dict(label="mxfp8 e4m3 block32", entry=MX, n=n, seconds=t, macs_per_s=n ** 3 / t, identical_bits=same)
+
+
 def bench_torch(n: int) -> dict:
     import torch
 
@@ -246,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check-rows", type=int, default=64)
     p.add_argument("--mmasim-sizes", default="512,1024")
     p.add_argument("--cpu-size", type=int, default=1024)
-    p.add_argument("--only", default="", help="comma list of sections: gemm,torch,dot,compose,mmasim,cpu")
+    p.add_argument("--only", default="", help="comma list of sections: gemm,torch,mx,dot,compose,mmasim,cpu")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     import cupy
@@ -265,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
         result["torch"] = bench_torch(args.size)
     if want("gemm"):
         result["gemm"] = bench_gemms(args.size, rng, args.check_rows)
+    if want("mx"):
+        result["mx"] = bench_mx(args.size, rng)
     if want("dot"):
         result["dot"] = bench_dot(args.dot_count, rng)
     if want("mmasim"):
