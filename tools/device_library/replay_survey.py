@@ -45,12 +45,17 @@ def _vals(fmt: str, seed: int, n_cols: int, rows, cols, scale_log2: int = 0) -> 
     return f.to_array(f.from_float(hashed_values(seed, n_cols, rows, cols, scale_log2)))
 
 
-def operands(c: dict, data) -> dict:
-    """Sampled operands of call ``c``: per sampled batch, A rows [R, K] and B columns [K, C] (+ C, bias, scales)."""
+def operands(c: dict, data, side: int = 0) -> dict:
+    """Sampled operands of call ``c``: per sampled batch, A rows [R, K] and B columns [K, C] (+ C, bias, scales).
+
+    ``side``: keep only the first ``side`` sampled rows and columns (a quicker, weaker replay)."""
     i = c["id"]
     rows, cols, bs = data[f"rows{i}"], data[f"cols{i}"], data[f"batches{i}"]
+    expected = data[f"d{i}"]
+    if side:
+        rows, cols, expected = rows[:side], cols[:side], expected[:, :side, :side]
     M, N, K, fmt = c["M"], c["N"], c["K"], c["fmt"]
-    out = dict(expected=data[f"d{i}"], rows=rows, cols=cols, batches=bs, A=[], B=[], C=[], bias=None,
+    out = dict(expected=expected, rows=rows, cols=cols, batches=bs, A=[], B=[], C=[], bias=None,
                scale_a=None, scale_b=None)
     kall = np.arange(K)
     for b in bs:
@@ -120,11 +125,11 @@ def lib_call(c: dict, ops: dict, b: int, engine: str = "auto"):
     raise ValueError(op)
 
 
-def replay(c: dict, data, engine: str = "auto") -> dict:
+def replay(c: dict, data, engine: str = "auto", side: int = 0) -> dict:
     """Run the call through the library: bit-exact?, flagged?, the plan's family and reason."""
     import tcnumerics as tc
 
-    ops = operands(c, data)
+    ops = operands(c, data, side)
     got, plan = [], None
     for b in range(len(ops["batches"])):
         fn, args, kw = lib_call(c, ops, b, engine)
@@ -149,6 +154,7 @@ def main() -> int:
     ap.add_argument("--ids", default="")
     ap.add_argument("--ops", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--side", type=int, default=0, help="replay only side x side of each call's sampled outputs")
     args = ap.parse_args()
     index, data = load(args.survey_dir)
     ids = {int(x) for x in args.ids.split(",") if x}
@@ -158,7 +164,7 @@ def main() -> int:
         if ids and c["id"] not in ids or opsel and c["op"] not in opsel or "error" in c:
             continue
         try:
-            r = replay(c, data)
+            r = replay(c, data, side=args.side)
         except Exception as exc:  # report and go on
             r = dict(id=c["id"], exact=False, bad=-1, n=0, modelled=False, family="error", reason=repr(exc)[:200])
         r["op"], r["fmt"], r["shape"] = c["op"], c["fmt"], (c.get("b"), c["M"], c["N"], c["K"])

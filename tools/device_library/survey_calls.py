@@ -147,3 +147,62 @@ if __name__ == "__main__":
 
     cs = survey_calls()
     print(len(cs), Counter(c["op"] + ":" + c["fmt"] for c in cs))
+
+
+# --- a held-out check: realistic model shapes the table was not fitted on -----------------------------
+MODELS = {  # hidden, FFN, vocab, kv-projection width
+    "gpt2": (768, 3072, 50257, 2304), "gpt2-medium": (1024, 4096, 50257, 3072), "llama2-7b": (4096, 11008, 32000, 12288),
+    "llama3-8b": (4096, 14336, 128256, 1024), "llama2-13b": (5120, 13824, 32000, 15360),
+    "qwen2-7b": (3584, 18944, 152064, 512), "phi2": (2560, 10240, 51200, 7680), "llama-70b": (8192, 28672, 32000, 1024),
+}
+
+
+def holdout_calls(n_per_kind: int = 24) -> list[dict]:
+    """Realistic calls (model projections x token counts) for an honest estimate on unseen shapes.
+
+    >>> len(holdout_calls()) > 100
+    True
+    """
+    shapes = []
+    for name, (h, ffn, vocab, kv) in MODELS.items():
+        for n_, k in ((kv, h), (h, h), (ffn, h), (h, ffn), (2 * ffn, h), (vocab, h)):
+            for m in (1, 2, 4, 7, 8, 16, 20, 32, 48, 64, 96, 128, 200, 256, 384, 512, 1000, 1024, 2048, 3072, 4096,
+                      8192, 16384):
+                if _fits(m, n_, k):
+                    shapes.append((m, n_, k))
+    seen = {(c["M"], c["N"], c["K"]) for c in survey_calls()}
+    shapes = [s for s in shapes if s not in seen]
+    calls: list[dict] = []
+
+    def add(op, fmt, M, N, K, **kw):
+        c = dict(op=op, fmt=fmt, M=M, N=N, K=K, prec=kw.pop("prec", "highest"), **kw)
+        c["id"] = len(calls)
+        h = zlib.crc32(("holdout" + repr(sorted(c.items()))).encode()) % 10 ** 6
+        c["seed_a"], c["seed_b"], c["seed_c"] = 3 * h + 1, 3 * h + 2, 3 * h + 3
+        calls.append(c)
+
+    for M, N, K in _pick(shapes, n_per_kind, "h-lin"):
+        add("linear", "bf16", M, N, K, bias=True)
+    for M, N, K in _pick(shapes, n_per_kind, "h-lin-nb"):
+        add("linear", "bf16", M, N, K, bias=False)
+    for M, N, K in _pick(shapes, n_per_kind, "h-mm"):
+        add("matmul", "bf16", M, N, K)
+    for M, N, K in _pick(shapes, n_per_kind // 2, "h-fp16"):
+        add("linear", "fp16", M, N, K, bias=M % 2 == 0)
+    for M, N, K in _pick(shapes, n_per_kind // 2, "h-mmo"):
+        add("mm_out", "bf16", M, N, K, out_dtype="fp32")
+    for M, N, K in _pick(shapes, n_per_kind // 2, "h-addmm"):
+        add("addmm", "bf16", M, N, K, beta=1, alpha=1, c_1d=True)
+    for M, N, K in _pick(shapes, n_per_kind // 2, "h-bcast"):
+        if M % 4 == 0:
+            add("matmul_bcast", "bf16", M // 4, N, K, b=4)
+    for b, M, N, K in ((32, 512, 512, 128), (32, 512, 128, 512), (40, 1, 1024, 128), (40, 1, 128, 1024),
+                       (16, 2048, 2048, 64), (64, 77, 77, 64)):
+        add("bmm", "bf16", M, N, K, b=b)
+    for prec in ("high", "highest"):
+        for M, N, K in _pick([s for s in shapes if s[0] * s[1] * s[2] <= 2 ** 36], n_per_kind // 3, "h-f32" + prec):
+            add("matmul", "fp32", M, N, K, prec=prec)
+    for M, N, K in _pick([s for s in shapes if s[0] % 16 == 0 and s[1] % 16 == 0], n_per_kind, "h-fp8"):
+        add("scaled_mm", "e4m3", M, N, K, b_fmt="e4m3", scales="tensor" if M % 3 else "rowwise",
+            fast_accum=M % 2 == 0, out_dtype="bf16")
+    return calls

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from inputs import FIELD_BITS, hashed_bits, hashed_values
-from survey_calls import survey_calls
+from survey_calls import holdout_calls, survey_calls
 
 OUT = os.environ.get("OUT", "/tmp/survey_out")
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "e4m3": torch.float8_e4m3fn,
@@ -162,6 +162,7 @@ def self_check(log) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--set", choices=("survey", "holdout"), default="survey", help="which call list to run")
     args = ap.parse_args()
     os.makedirs(OUT, exist_ok=True)
     lines = []
@@ -182,7 +183,7 @@ def main() -> int:
         env["nvidia-cublas"] = f"unknown ({exc})"
     log(f"env: {env}")
     env["self_check"] = self_check(log)
-    calls = survey_calls()
+    calls = survey_calls() if args.set == "survey" else holdout_calls()
     if args.limit:
         calls = [c for c in calls if c.get("b", 1) * c["M"] * c["N"] * c["K"] <= 2 ** 24][:args.limit]
     arrays, records, t0 = {}, [], time.time()
