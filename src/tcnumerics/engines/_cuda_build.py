@@ -158,7 +158,7 @@ def scale_table(spec: InstructionSpec) -> np.ndarray | None:
 
     >>> t = scale_table(__import__("tcnumerics").catalog.get_instruction(
     ...     "blackwell.tcgen05.mma.kind::mxf8f6f4.block32.f32.e4m3.e4m3.ue8m0"))
-    >>> int(t[127]), int(t[130]), t[255] == NAN_SCALE
+    >>> int(t[127]), int(t[130]), bool(t[255] == NAN_SCALE)
     (0, 3, True)
     """
     model = spec.model
