@@ -135,6 +135,7 @@ def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 
         f"__constant__ int GLEN[{len(lengths)}] = {{{', '.join(map(str, lengths))}}};",
         f"__constant__ int PERM[{plan.k}] = {{{', '.join(str(int(x)) for x in plan.perm)}}};",
         f"#define KIND_INTEGER {int(plan.kind == 'integer')}", f"#define SATURATE {int(plan.saturate)}",
+        f"#define BIT_XOR {int(spec.model.algorithm == 'binary' and spec.model.bit_op == 'xor')}",
         f"#define F_BITS {F}", f"#define E_ZERO ({plan.e_zero})",
         f"#define LS_AB {plan.lshift_ab}", f"#define RS_AB {plan.rshift_ab}",
         f"#define LS_C {plan.lshift_c}", f"#define RS_C {plan.rshift_c}",

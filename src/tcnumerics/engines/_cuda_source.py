@@ -327,7 +327,8 @@ TC_FN long long chain_one(const A_T* arow, const B_T* brow, const int* TA, const
             long long total = g == 0 ? tc_decode_int<FmtC>(acc) : tc_decode_int<FmtD>(acc);
             for (int i = 0; i < GLEN[g]; ++i) {
                 int col = base + PERM[pos + i];
-                total += (long long)(tc_entry(TA, arow[col], A_SHIFT) >> 16) * (tc_entry(TB, brow[col], B_SHIFT) >> 16);
+                const long long x = tc_entry(TA, arow[col], A_SHIFT) >> 16, y = tc_entry(TB, brow[col], B_SHIFT) >> 16;
+                total += BIT_XOR ? (x ^ y) : x * y;  // binary units: AND is the product of the bits, XOR their sum mod 2
             }
             acc = tc_int_wrap(total);
             pos += GLEN[g];

@@ -62,6 +62,9 @@ def _build(spec: InstructionSpec) -> Plan | str:
     model = spec.model
     if model.is_block_scaled and model.algorithm != "scaled_fused":
         return f"block-scaled algorithm {model.algorithm!r} (exact sub-group sums) is not in the GPU kernels"
+    if model.algorithm == "binary":  # one-bit operands: the integer plan with AND / XOR as the "product"
+        spec = dataclasses.replace(spec, model=model.with_(algorithm="integer", bit_op=None))
+        return build_plan(spec)
     if model.algorithm == "scaled_fused":
         if model.scale_format.man_bits != 0:
             return f"scale format {model.scale_format.name} is not a power of two"
