@@ -75,6 +75,17 @@ def score(c: dict, s: Structure, ops: dict, sub: int | None = None) -> int:
     return bad
 
 
+def cutlass_structure(fam: str, fmt: str, names: str, epi: str) -> Structure:
+    """CUTLASS 2.x BF16/FP16 kernels: mma.sync k8 (``s1688``) or wmma/k16 groups, the partial K-tile first
+    (K-tile 32 for s1688, FPRev-probed at 96x80x333 on the H200; 64 for FP16 wmma, 128 for BF16 wmma)."""
+    if "s1688" in names:
+        return Structure(fam, instruction=f"hopper.mma.m16n8k8.f32.{'bf16.bf16' if fmt == 'bf16' else 'f16.f16'}.f32",
+                         epilogue=epi, k_tile=32, k_residue="first")
+    tile = 128 if ("wmma" in names and fmt == "bf16" and "cutlass_80" in names) else 64
+    return Structure(fam, instruction=WGMMA[fmt], epilogue=epi, k_tile=tile if "wmma" in names else None,
+                     k_residue="first")
+
+
 def candidates(c: dict, call: Call):
     """(family, structure) pairs to try, most likely first."""
     ks = [k for k in c["kernels"] if "Mem" not in k and "elementwise" not in k]
@@ -100,10 +111,8 @@ def candidates(c: dict, call: Call):
             inst = WGMMA["tf32"] if "sm90" in names else "hopper.mma.m16n8k8.f32.tf32.tf32.f32"
             return fam, Structure(fam, instruction=inst, input_rounding=rnd, epilogue=epi), 8, split
         return fam, Structure(fam, instruction=None, epilogue=epi), 8, split
-    if not ks[0].startswith("nvjet"):
-        inst = WGMMA[call.fmt]
-        return fam, Structure(fam, instruction=inst, epilogue=epi, k_residue="first",
-                              k_tile=64 if "wmma" in names else None), 8, split
+    if not ks[0].startswith("nvjet"):  # CUTLASS epilogues: one linear combination in FP32 (no badd kernels)
+        return fam, cutlass_structure(fam, call.fmt, names, "bx" if epi == "badd" else epi), 8, split
     return fam, Structure(fam, instruction=WGMMA[call.fmt], epilogue=epi), 64, split
 
 

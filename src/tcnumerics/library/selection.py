@@ -187,7 +187,7 @@ def _select_half(c: Call) -> Plan:
         return tabled
     if not aligned or min(c.N, c.K) < 8 or (c.op in ("matmul", "addmm") and c.M % 8 and c.M < 16):
         fam = "CUTLASS 2.x / gemmSN fallback (misaligned, tiny or small odd M)"
-        return Plan(fam, base, False, "K or N not a multiple of 8, a side below 8, or an NN matmul with a small M "
+        return Plan(fam, _cutlass_guess(c, "bx" if epi == "badd" else epi), False, "K or N not a multiple of 8, a side below 8, or an NN matmul with a small M "
                     "that is not a multiple of 8: cuBLAS runs CUTLASS tensorop/wmma or gemmSN kernels there, whose "
                     "split-K and reduction order were identified only at measured shapes", c)
     if c.M == 1 and c.N == 1:
@@ -206,6 +206,19 @@ def _select_half(c: Call) -> Plan:
         return Plan("nvjet_sm90 (wgmma k16 chain, no split)", base, True, PROVENANCE, c)
     return Plan("nvjet_sm90 (no split predicted)", base, False,
                 "outside the measured no-split frontier: cuBLAS may split K here", c)
+
+
+def _cutlass_guess(c: Call, epi: str) -> Structure:
+    """The CUTLASS 2.x structure cuBLAS was seen to run for misaligned BF16/FP16 operands (a best guess: no split).
+
+    BF16 with K or N odd (align1): ``s1688`` mma.sync k8, K-tile 32, the partial tile first; other
+    misaligned BF16: wmma k16, K-tile 128; FP16: wmma k16, K-tile 64."""
+    if c.fmt == "bf16" and (c.K % 4 or c.N % 4):
+        return Structure("cutlass_75_tensorop_bf16_s1688gemm (guess)", instruction="hopper.mma.m16n8k8.f32.bf16.bf16.f32",
+                         k_tile=32, k_residue="first", epilogue=epi)
+    tile = 128 if c.fmt == "bf16" else 64
+    return Structure("cutlass wmma s161616gemm (guess)", instruction=WGMMA[c.fmt], k_tile=tile, k_residue="first",
+                     epilogue=epi)
 
 
 def _select_fp32(c: Call) -> Plan:
