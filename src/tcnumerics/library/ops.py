@@ -12,7 +12,7 @@ the kernel choice depends on the whole shape.
 Example:
     >>> import numpy as np, ml_dtypes
     >>> from tcnumerics import library as lib
-    >>> A = np.ones((4, 64), ml_dtypes.bfloat16); B = np.ones((64, 8), ml_dtypes.bfloat16)
+    >>> A = np.ones((16, 64), ml_dtypes.bfloat16); B = np.ones((64, 8), ml_dtypes.bfloat16)
     >>> lib.matmul(A, B)[0, :2].tolist()
     [64.0, 64.0]
     >>> lib.matmul.plan(A, B).modelled
