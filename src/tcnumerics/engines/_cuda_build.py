@@ -119,7 +119,9 @@ def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 
     Block-scaled units (``scaled_fused`` with power-of-two scales) are the fused plan of their
     unscaled model plus ``SCALED`` / ``SCALE_BLOCK``: each product's exponent is raised by its
     two scales' exponents."""
-    scale_block = spec.model.scale_block if spec.model.algorithm == "scaled_fused" else None
+    model = spec.model
+    scale_block = model.scale_block if model.is_block_scaled else None
+    subgroup = model.algorithm == "subgroup_scaled"
     lengths = [int(x) for x in plan.group_lengths]
     tiled = tiled_reason(plan) is None
     gl = lengths[0] if tiled else 1
@@ -144,7 +146,10 @@ def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 
         f"#define NAN_BITS ((long long){plan.nan_bits}LL)",
         f"#define IEEE_ADD {int(plan.ieee_add)}", f"#define ADD_ROUNDING {plan.add_rounding}",
         _fmt_struct("FmtC", plan.c_params), _fmt_struct("FmtD", plan.d_params), _fmt_struct("FmtOut", plan.out_params),
-        f"#define SCALED {int(scale_block is not None)}", f"#define SCALE_BLOCK {scale_block or 1}",
+        f"#define SCALED {int(model.algorithm == 'scaled_fused')}", f"#define SCALE_BLOCK {scale_block or 1}",
+        f"#define SUBGROUP {int(subgroup)}", f"#define SUBG {model.subgroup_size if subgroup else 1}",
+        f"#define EMIN_A {_emin(model.a_format)}", f"#define MAN_A {getattr(model.a_format, 'man_bits', 0)}",
+        f"#define EMIN_B {_emin(model.b_format)}", f"#define MAN_B {getattr(model.b_format, 'man_bits', 0)}",
         f"#define TILED {int(tiled)}", f"#define GL {gl}", f"#define SPLIT_SUM {int(tiled and _split_sum(plan, gl))}", f"#define GPS {_stage_groups(gl, stage_k)}",
         f"#define TX {tile.tx}", f"#define TY {tile.ty}", f"#define TM {tile.tm}", f"#define TN {tile.tn}",
     ]
@@ -152,6 +157,11 @@ def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 
 
 
 NAN_SCALE = 0x40000000  # the scale table's mark of a NaN scale (the kernel source's NAN_SCALE)
+
+
+def _emin(fmt) -> int:
+    """The exponent a zero of ``fmt`` decodes to (its smallest exponent; 0 for integer formats)."""
+    return int(fmt.emin) if hasattr(fmt, "emin") else 0
 
 
 def scale_table(spec: InstructionSpec) -> np.ndarray | None:
@@ -163,12 +173,14 @@ def scale_table(spec: InstructionSpec) -> np.ndarray | None:
     (0, 3, True)
     """
     model = spec.model
-    if model.algorithm != "scaled_fused":
+    if not model.is_block_scaled:
         return None
     fmt = model.scale_format
     codes = np.arange(1 << fmt.container_bits, dtype=np.uint64).astype(fmt.container_dtype)
     dec = fmt.decode(codes)
     sig = dec.significand.astype(np.int64)
+    if model.algorithm == "subgroup_scaled":  # 4 ints per code: significand, exponent, ulp exponent, NaN
+        return np.stack([sig, dec.exponent, dec.ulp_exponent, dec.kind == 2], axis=1).astype(np.int32).ravel()
     bitlen = np.where(sig > 0, np.floor(np.log2(np.maximum(sig, 1))).astype(np.int64) + 1, 1)
     shift = dec.ulp_exponent.astype(np.int64) + bitlen - 1
     return np.where(dec.kind == 2, NAN_SCALE, shift).astype(np.int32)

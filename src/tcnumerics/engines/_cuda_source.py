@@ -302,12 +302,67 @@ template <class FA> TC_FN long long tc_fused_one(const int* sa, const int* ea, c
 }
 #endif
 
+#if SUBGROUP
+// Blackwell k64 block-scaled group (reference ``_subgroup_scaled``): exact sums of SUBG products,
+// each multiplied by its two scales (TS: 4 ints per scale code -- significand, exponent, ulp
+// exponent, NaN), aligned on the scales' exponents, fused with C, truncated to F bits, rounded once
+TC_FN unsigned long long tc_shift_mag(unsigned long long mag, long long rel) {
+    if (rel >= 0) return mag << (rel < 62 ? rel : 62);
+    return -rel >= 63 ? 0ull : mag >> (-rel);
+}
+
+TC_FN long long tc_subgroup_one(const int* sa, const int* ea, const int* sb, const int* eb, int L, long long acc_bits,
+                                const int* scale_a, const int* scale_b, const int* TS) {
+    Dec c = tc_decode<FmtC>(acc_bits);
+    bool nan = c.kind == 3;
+    long long base = 0;
+    for (int i = 0; i < L; ++i) {  // the finest product quantum of the group (zeros at their format's emin)
+        long long u = (long long)(ea[i] > ZERO_EXP ? ea[i] : EMIN_A) - MAN_A + (eb[i] > ZERO_EXP ? eb[i] : EMIN_B) - MAN_B;
+        if (i == 0 || u < base) base = u;
+    }
+    long long e_term[GLMAX / SUBG], term[GLMAX / SUBG], scale_ulp[GLMAX / SUBG];
+    long long e_max = c.sig != 0 ? c.exp : (long long)E_ZERO;
+    const int groups = L / SUBG;
+    for (int j = 0; j < groups; ++j) {
+        long long sum = 0;
+        bool all_zero = true;
+        for (int i = j * SUBG; i < (j + 1) * SUBG; ++i) {
+            long long u = (long long)(ea[i] > ZERO_EXP ? ea[i] : EMIN_A) - MAN_A + (eb[i] > ZERO_EXP ? eb[i] : EMIN_B) - MAN_B;
+            long long p = (long long)sa[i] * sb[i];
+            if (p != 0) all_zero = false;
+            sum += p < 0 ? -(long long)((unsigned long long)(-p) << (u - base)) : (long long)((unsigned long long)p << (u - base));
+        }
+        const int* qa = TS + 4 * scale_a[j];
+        const int* qb = TS + 4 * scale_b[j];
+        if (qa[3] || qb[3]) nan = true;
+        const long long scale_sig = (long long)qa[0] * qb[0];
+        e_term[j] = (all_zero || scale_sig == 0) ? (long long)E_ZERO : (long long)qa[1] + qb[1];
+        scale_ulp[j] = (long long)qa[2] + qb[2];
+        term[j] = sum * scale_sig;
+        if (e_term[j] > e_max) e_max = e_term[j];
+    }
+    if (nan) return NAN_BITS;
+    if (c.kind == 1 || c.kind == 2) return tc_inf_bits<FmtD>(c.kind == 2);
+    const long long quantum = e_max - F_BITS;
+    long long t = 0;
+    for (int j = 0; j < groups; ++j) {
+        unsigned long long m = tc_shift_mag((unsigned long long)(term[j] < 0 ? -term[j] : term[j]),
+                                            base + scale_ulp[j] - quantum);
+        t += term[j] < 0 ? -(long long)m : (long long)m;
+    }
+    unsigned long long cm = tc_shift_mag((unsigned long long)(c.sig < 0 ? -c.sig : c.sig),
+                                         c.exp - FmtC::man_bits - quantum);
+    t += c.sig < 0 ? -(long long)cm : (long long)cm;
+    return tc_round<FmtOut>(t < 0, t < 0 ? -t : t, quantum, ROUNDING, OVERFLOW, false);
+}
+#endif
+
 template <class T> TC_FN int tc_entry(const int* table, T raw, int shift) {
     return TC_LDG(table + ((unsigned)raw >> shift));
 }
 
 // the instruction chain of one vector over columns [k0, k1) of its operand rows
-#if !SCALED
+#if !SCALED && !SUBGROUP
 #define SCALE_ARGS
 #define SCALE_PASS
 #else
@@ -356,10 +411,20 @@ TC_FN long long chain_one(const A_T* arow, const B_T* brow, const int* TA, const
                 else if (ea[i] > ZERO_EXP) ea[i] += s_a + s_b;  // the product's exponent, raised by both scales
 #endif
             }
+#if SUBGROUP
+            int sca[GLMAX / SUBG], scb[GLMAX / SUBG];
+            for (int j = 0; j < L / SUBG; ++j) {
+                const int col = base + PERM[pos + j * SUBG];
+                sca[j] = sarow[col / SCALE_BLOCK];
+                scb[j] = sbrow[col / SCALE_BLOCK];
+            }
+            acc = tc_subgroup_one(sa, ea, sb, eb, L, acc, sca, scb, TS);
+#else
             if (g == 0)
                 acc = tc_fused_one<FmtC>(sa, ea, sb, eb, L, acc, IEEE_ADD != 0, LS_C, RS_C);
             else
                 acc = tc_fused_one<FmtD>(sa, ea, sb, eb, L, acc, false, LS_D, RS_D);
+#endif
 #if SCALED
             if (scale_nan) acc = NAN_BITS;
 #endif
@@ -383,14 +448,14 @@ TC_FN long long chain_one(const A_T* arow, const B_T* brow, const int* TA, const
 extern "C" __global__ void dot_kernel(const A_T* __restrict__ A, const B_T* __restrict__ B,
                                       const C_T* __restrict__ C, D_T* __restrict__ D,
                                       const int* __restrict__ TA, const int* __restrict__ TB, long long n, int k
-#if SCALED
+#if SCALED || SUBGROUP
                                       , const unsigned char* __restrict__ SA, const unsigned char* __restrict__ SB,
                                       const int* __restrict__ TS
 #endif
                                       ) {
     long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= n) return;
-#if SCALED
+#if SCALED || SUBGROUP
     const unsigned char* sarow = SA + row * (k / SCALE_BLOCK);
     const unsigned char* sbrow = SB + row * (k / SCALE_BLOCK);
 #endif
@@ -404,7 +469,7 @@ extern "C" __global__ void dot_kernel(const A_T* __restrict__ A, const B_T* __re
 extern "C" __global__ void gemm_scalar(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B,
                                        long long ldb, const int* __restrict__ TA, const int* __restrict__ TB,
                                        unsigned* __restrict__ ACC, int M, int N, int k0, int k1
-#if SCALED
+#if SCALED || SUBGROUP
                                        , const unsigned char* __restrict__ SA, const unsigned char* __restrict__ SB,
                                        const int* __restrict__ TS
 #endif
@@ -412,7 +477,7 @@ extern "C" __global__ void gemm_scalar(const A_T* __restrict__ A, long long lda,
     long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (long long)M * N) return;
     int m = (int)(idx / N), n = (int)(idx % N);
-#if SCALED
+#if SCALED || SUBGROUP
     const unsigned char* sarow = SA + m * (lda / SCALE_BLOCK);
     const unsigned char* sbrow = SB + n * (ldb / SCALE_BLOCK);
 #endif
@@ -709,7 +774,7 @@ static inline unsigned TC_SHR(unsigned x, unsigned d) { return d >= 32 ? 0u : x 
 
 # extern "C" entry points of the host build: run a kernel's grid with CUDA's semantics
 HOST_LAUNCHER = r"""
-#if SCALED
+#if SCALED || SUBGROUP
 #define HOST_SCALE_ARGS , const unsigned char* sa, const unsigned char* sb, const int* ts
 #define HOST_SCALE_PASS , sa, sb, ts
 #else
