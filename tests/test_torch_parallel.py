@@ -1,0 +1,147 @@
+"""tcnumerics.torch across threads, forked workers and a 2-process gloo DDP step."""
+
+import multiprocessing as mp
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tcnumerics.torch as tct  # noqa: E402
+
+BF16 = "hopper.wgmma.m64n8k16.f32.bf16.bf16"
+fork_only = pytest.mark.skipif(sys.platform != "linux", reason="fork start method (Linux)")
+
+
+def _operands(seed: int):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(48, 96, generator=g), torch.randn(96, 40, generator=g)
+
+
+def _emulated(seed: int) -> np.ndarray:
+    x, w = _operands(seed)
+    with tct.emulate(instruction=BF16):
+        return (x @ w).numpy().copy()
+
+
+def test_threads_each_with_their_own_emulation_agree():
+    want = {s: _emulated(s) for s in range(4)}
+    got, errors = {}, []
+
+    def work(seed):
+        try:
+            for _ in range(5):
+                got.setdefault(seed, []).append(_emulated(seed))
+        except Exception as e:  # reported below: a thread's exception would otherwise vanish
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s % 4,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for seed, results in got.items():
+        assert all(np.array_equal(r, want[seed]) for r in results)
+
+
+def _child(seed, queue):
+    queue.put(_emulated(seed).tobytes())
+
+
+@fork_only
+def test_forked_child_after_the_parent_used_the_engine():
+    want = _emulated(0)  # the parent has run the fast engine (and its thread pool) before forking
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    p = ctx.Process(target=_child, args=(0, queue))
+    p.start()
+    got = queue.get(timeout=120)
+    p.join(timeout=60)
+    assert p.exitcode == 0
+    assert np.frombuffer(got, np.float32).reshape(want.shape).tolist() == want.tolist()
+
+
+class _EmulatedDataset(torch.utils.data.Dataset):
+    """Each item is computed with an emulated GEMM (as a preprocessing transform might be)."""
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        x, w = _operands(i)
+        with tct.emulate(instruction=BF16):
+            return x @ w
+
+
+@fork_only
+def test_dataloader_forked_workers_run_emulated_ops():
+    _emulated(0)
+    loader = torch.utils.data.DataLoader(_EmulatedDataset(), batch_size=1, num_workers=2,
+                                         multiprocessing_context="fork", timeout=120)
+    got = [b[0].numpy() for b in loader]
+    assert all(np.array_equal(g, _emulated(i)) for i, g in enumerate(got))
+
+
+# --- DDP ------------------------------------------------------------------------------------------
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 24), torch.nn.ReLU(), torch.nn.Linear(24, 8))
+
+
+def _data():
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(16, 32, generator=g), torch.randn(16, 8, generator=g)
+
+
+def _ddp_rank(rank: int, world: int, store: str, out: str):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    try:
+        model = torch.nn.parallel.DistributedDataParallel(_model())
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y = _data()
+        half = x.shape[0] // world
+        with tct.emulate(instruction=BF16):
+            loss = torch.nn.functional.mse_loss(model(x[rank * half:(rank + 1) * half]),
+                                                y[rank * half:(rank + 1) * half])
+            loss.backward()
+        opt.step()
+        if rank == 0:
+            np.savez(out, *[p.detach().numpy() for p in model.module.parameters()])
+    finally:
+        dist.destroy_process_group()
+
+
+@fork_only
+def test_two_process_gloo_ddp_step_equals_the_single_process_step(tmp_path):
+    """DDP averages the two ranks' gradients: the single-process run of the same global batch
+    accumulates the gradients of the two halves (each half's mean loss weighted 1/2) -- the same
+    FP32 additions, so the updated parameters agree bit for bit."""
+    store, out = str(tmp_path / "store"), str(tmp_path / "ddp.npz")
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_ddp_rank, args=(r, 2, store, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    assert [p.exitcode for p in procs] == [0, 0]
+
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = _data()
+    with tct.emulate(instruction=BF16) as run:
+        for h in range(2):
+            (0.5 * torch.nn.functional.mse_loss(model(x[h * 8:(h + 1) * 8]), y[h * 8:(h + 1) * 8])).backward()
+    opt.step()
+    assert run.report().calls == 2 * 5  # per half: 2 forward addmm, 3 backward mm (no dx for the input)
+    with np.load(out) as z:
+        ddp = [z[f"arr_{i}"] for i in range(len(z.files))]
+    single = [p.detach().numpy() for p in model.parameters()]
+    assert all(np.array_equal(a.view(np.uint32), b.view(np.uint32)) for a, b in zip(ddp, single))
+    before = [p.detach().numpy() for p in _model().parameters()]
+    assert not np.array_equal(before[0], single[0])  # the step did move the parameters
