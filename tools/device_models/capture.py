@@ -288,10 +288,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--no-probes", action="store_true")
+    ap.add_argument("--probes-only", action="store_true", help="capture only the probe calls (no models)")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
-    groups = [(f"{arch}_h{h}", arch, h) for arch in args.archs for h in args.hidden]
+    groups = [] if args.probes_only else [(f"{arch}_h{h}", arch, h) for arch in args.archs for h in args.hidden]
     if not args.no_probes:
         groups.append(("probes", None, None))
     for tag, arch, hidden in groups:
