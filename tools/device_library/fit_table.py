@@ -106,10 +106,14 @@ def candidates(c: dict, call: Call):
             base = base.with_(promote_every=128)
         return fam, base, 128, split
     if call.fmt == "fp32":
-        if "tf32" in names or "s1688" in names:
-            rnd = "rna" if "cutlass" in names else "rne"
+        if "s1688gemm" in names:  # CUTLASS TF32: RNE operands (cuBLAS 13.1), mma k8, K-tile from the name
+            m = re.search(r"s1688gemm_\d+x\d+_(\d+)x\d+", names)
+            kt = int(m.group(1)) if m else 32
+            return fam, Structure(fam, instruction="hopper.mma.m16n8k8.f32.tf32.tf32.f32", input_rounding="rne",
+                                  k_tile=kt, k_residue="first", epilogue=epi), kt, split
+        if "tf32" in names:
             inst = WGMMA["tf32"] if "sm90" in names else "hopper.mma.m16n8k8.f32.tf32.tf32.f32"
-            return fam, Structure(fam, instruction=inst, input_rounding=rnd, epilogue=epi), 8, split
+            return fam, Structure(fam, instruction=inst, input_rounding="rne", epilogue=epi), 8, split
         return fam, Structure(fam, instruction=None, epilogue=epi), 8, split
     if not ks[0].startswith("nvjet"):  # CUTLASS epilogues: one linear combination in FP32 (no badd kernels)
         return fam, cutlass_structure(fam, call.fmt, names, "bx" if epi == "badd" else epi), 8, split
@@ -131,7 +135,7 @@ def fit_one(c: dict, data, cache: dict) -> dict:
         tiles = -(-call.K // tile)
         ctas = math.ceil(call.M / 64) * math.ceil(call.N / 64)
         guess = max(2, min(-(-tiles // 22), 132 // max(ctas, 1)))
-        tries = sorted(range(2, min(tiles, 64) + 1), key=lambda s: abs(s - guess))
+        tries = sorted(range(2, min(tiles, 64) + 1), key=lambda s: abs(s - guess)) + [None]  # None: empty slices
         if key in SEED:  # a slice count found earlier (e.g. by a slower exhaustive search): try it first
             tries = [SEED[key]] + [t for t in tries if t != SEED[key]]
     budget = time.time() + BUDGET_S
