@@ -146,9 +146,11 @@ def _prep_matmul(A, B, *, out_dtype=None, full_shape=None, fp32_precision: str =
     A2 = A.reshape(-1, A.shape[-1]) if A.ndim == 3 else A  # torch folds [b, M, K] @ [K, N] into one mm
     M, K = A2.shape
     N = B.shape[1]
-    fb, fM, fN, fK = _shape(full_shape, False, M, N, K, 1)
-    if A.ndim == 3 and full_shape is not None and len(tuple(full_shape)) == 4:
-        fM = fb * fM
+    per_batch = A.shape[1] if A.ndim == 3 else M
+    fb, fM, fN, fK = _shape(full_shape, False, per_batch, N, K, 1)
+    if A.ndim == 3:
+        fM = fb * fM if full_shape is not None and len(tuple(full_shape)) == 4 else (
+            fM if full_shape is not None else M)
     call = Call("mm_out" if out != fmt else "matmul", fmt, out, fM, fN, fK, a_t=_transposed(A2), b_t=_transposed(B),
                 prec=fp32_precision)
     plan = select(call)
