@@ -76,7 +76,8 @@ class Recorder:
         pick = (lambda n: np.arange(n)) if whole else \
             (lambda n: np.sort(self.rng.choice(n, size=min(n, self.rows), replace=False)))
         rows, cols = pick(M), pick(N)
-        batches = (np.arange(a.shape[0]) if whole else pick(a.shape[0])[:2]) if batched else None
+        keep_all = whole or call.reshape == "addbmm"  # addbmm's result sums over every batch entry
+        batches = (np.arange(a.shape[0]) if keep_all else pick(a.shape[0])[:2]) if batched else None
         key = f"c{index}"
         meta = {"index": index, "workload": self.workload, "op": call.op, "aten": str(func),
                 "phase": "backward" if torch._C._current_autograd_node() is not None else "forward",
@@ -93,8 +94,9 @@ class Recorder:
             self.arrays[f"{key}_{name}"] = _bits(t.transpose(-1, -2) if tr else t)
             meta[name] = {"dtype": str(orig.dtype).replace("torch.", ""), "transposed": tr,
                           "stride": list(orig.stride())}
+        out_batched = batched and call.reshape != "addbmm"  # addbmm sums over the batch: a 2-D result
         if call.c is not None:
-            meta["c"], self.arrays[f"{key}_c"] = self._addend(call.c, call.shape, batches, rows, cols, batched)
+            meta["c"], self.arrays[f"{key}_c"] = self._addend(call.c, call.shape, batches, rows, cols, out_batched)
         for name in ("scale_a", "scale_b", "bias"):
             t = getattr(call, name)
             if t is None:
@@ -111,14 +113,14 @@ class Recorder:
             res = res.unsqueeze(-1)
         elif call.reshape == "scalar":
             res = res.reshape(1, 1)
-        res = bi(res)[..., torch.as_tensor(rows, device=res.device), :][..., torch.as_tensor(cols, device=res.device)]
+        res = (bi(res) if out_batched else res)[..., torch.as_tensor(rows, device=res.device), :][..., torch.as_tensor(cols, device=res.device)]
         self.arrays[f"{key}_out"] = _bits(res)
         meta["out"] = {"dtype": str(out.dtype).replace("torch.", "")}
         self.calls.append(meta)
 
     def _addend(self, c: torch.Tensor, shape, batches, rows, cols, batched: bool):
         """The addend's sampled entries over the output grid; broadcast dimensions (stride 0) kept at size 1."""
-        out_shape = (shape[0], shape[1], shape[2]) if batched else (shape[0], shape[1])
+        out_shape = (shape[0], shape[1], shape[2]) if batched else (shape[-3], shape[-2])
         picks = ([batches] if batched else []) + [rows, cols]
         view = c.expand(out_shape)
         for d, idx in enumerate(picks):
