@@ -61,7 +61,10 @@ def _library_ready() -> bool:
 def test_library_mode_replays_every_captured_call_bit_exactly_or_flags_it():
     summary = replay(FILES, tct.emulate("hopper"))
     assert summary.count("silent") == 0, str(summary)
-    assert summary.count("exact") >= 0.9 * len(summary.outcomes), str(summary)
+    # flagging everything would pass the line above: most calls must be claimed and exact
+    assert summary.count("exact") >= 0.7 * len(summary.outcomes), str(summary)
+    dot = [o for o in summary.outcomes if o.call.meta["op"] == "dot"]
+    assert dot and all(o.outcome == "flagged" for o in dot)  # cuBLAS's dot kernel is not a GEMM
 
 
 def test_replay_refuses_files_that_are_not_captures(tmp_path):
