@@ -6,7 +6,8 @@ OpenBLAS overrides unset (this machine may set them for old OpenBLAS builds):
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/bench_fast.py
 
-Options: ``--sizes 256,512`` (GEMM edges), ``--no-mmasim``, ``--no-memory``, ``--no-compile``.
+Options: ``--sizes 256,512`` (GEMM edges), ``--no-mmasim``, ``--no-memory``, ``--no-compile``,
+``--threads 1`` (our kernels and MMA-Sim's torch on one thread each: CPU work without spin-waiting).
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def bench_gemm(sizes: list[int]) -> list[dict]:
     return rows
 
 
-def bench_mmasim(sizes: list[int]) -> list[dict]:
+def bench_mmasim(sizes: list[int], threads: int | None = None) -> list[dict]:
     try:
         import torch
         from mmasim.nv_ptx.sim import MMA, WGMMA
@@ -106,7 +107,7 @@ def bench_mmasim(sizes: list[int]) -> list[dict]:
     from tcnumerics.catalog import get_instruction
     from tcnumerics.engines import fast
 
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(threads or os.cpu_count() or 1)
     print(f"  mmasim {getattr(mmasim, '__version__', '2.1.1')}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
     rows = []
@@ -228,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-mmasim", action="store_true")
     p.add_argument("--no-memory", action="store_true")
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--threads", type=int, help="threads for our kernels and MMA-Sim's torch (default: all cores); "
+                   "--threads 1 compares single-thread CPU work, free of spin-waiting on a shared machine")
     p.add_argument("--json", help="also write all figures to this JSON file (must not exist)")
     p.add_argument("--peak-child", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -245,10 +248,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from tcnumerics.engines import fast
 
+    if args.threads is not None:
+        if args.threads < 1:
+            print("--threads: must be positive", file=sys.stderr)
+            return 2
+        import numba
+
+        numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     with open("/proc/loadavg") as f:
         load = f.read().split()[:3]
     print(f"tcnumerics fast engine benchmark, {time.strftime('%Y-%m-%d %H:%M')}; {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores, load average {' '.join(load)}; backend {fast.backend()}; numpy {np.__version__}; "
+          f"{os.cpu_count()} cores, load average {' '.join(load)}; backend {fast.backend()}, {fast.kernel_threads()} "
+          f"threads; numpy {np.__version__}; "
           f"BLAS: {blas_info()}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')}")
     result: dict = {}
     print("GEMM (N(0,1) operands, C = N(0,1)):")
@@ -257,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     result["dot"] = bench_dot()
     if not args.no_mmasim:
         print("MMA-Sim (same inputs; bits compared):")
-        result["mmasim"] = bench_mmasim(mm_sizes)
+        result["mmasim"] = bench_mmasim(mm_sizes, args.threads)
     if not args.no_memory:
         print("Peak memory:")
         result["memory"] = bench_memory()
