@@ -9,7 +9,7 @@ gets ``--json`` (standard output holds one JSON array of rows and nothing else),
 
 Example:
     >>> sorted(EXPERIMENTS)
-    ['chain', 'elementwise', 'fp8-accumulation', 'fused-vs-ieee']
+    ['chain', 'elementwise', 'fp8-accumulation', 'fused-vs-ieee', 'model-numerics']
     >>> module_name("fused-vs-ieee")
     'tcnumerics.experiments.fused_vs_ieee'
 """
@@ -31,6 +31,7 @@ EXPERIMENTS = {
     "chain": "relative error along a chain of MMAs (Sun et al. Fig. 17)",
     "fused-vs-ieee": "how a per-operation IEEE FP16 model differs from the fused units",
     "fp8-accumulation": "FP8 GEMM accumulation: fast accumulation vs promotion",
+    "model-numerics": "a small PyTorch model evaluated and trained on emulated units (needs torch)",
 }
 
 DEFAULT_SEED = 123456  # the seed of every numeric benchmark of Sun et al.
