@@ -48,6 +48,11 @@ def reference(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def slow_reference(tmp_path_factory):
+    return run_sweep(parse_spec(SLOW), tmp_path_factory.mktemp("slow") / "slow.parquet", workers=2, progress=False)
+
+
+@pytest.fixture(scope="module")
 def cluster():
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
@@ -100,12 +105,11 @@ def _kill_when(killed: dict, pid: int, store_path, minimum: int) -> threading.Th
     return t
 
 
-def test_killing_a_dask_worker_mid_run_loses_no_result(cluster, tmp_path):
+def test_killing_a_dask_worker_mid_run_loses_no_result(cluster, slow_reference, tmp_path):
     import dask
     from distributed import Client
 
     spec = parse_spec(SLOW)
-    local = run_sweep(spec, tmp_path / "local.parquet", workers=2, progress=False)
     killed = {}
     with Client(cluster.scheduler_address) as client:
         pid = list(client.run(os.getpid).values())[0]
@@ -116,12 +120,11 @@ def test_killing_a_dask_worker_mid_run_loses_no_result(cluster, tmp_path):
         table = run_sweep(spec, out, scheduler=cluster.scheduler_address, progress=False)
     thread.join()
     assert killed["rows"] < len(table)  # the worker died while tasks were still running
-    _same(table, local)
+    _same(table, slow_reference)
 
 
-def test_killing_a_local_worker_mid_run_loses_no_result(tmp_path):
+def test_killing_a_local_worker_mid_run_loses_no_result(slow_reference, tmp_path):
     spec = parse_spec(SLOW)
-    expected = run_sweep(spec, tmp_path / "a.parquet", workers=1, progress=False)
     killed = {}
     with LocalExecutor(workers=2) as ex:
         list(ex.run(abs, [-1, -2]))  # start the pool's processes
@@ -131,7 +134,7 @@ def test_killing_a_local_worker_mid_run_loses_no_result(tmp_path):
         table = run_sweep(spec, out, executor=ex, progress=False)
     thread.join()
     assert killed["rows"] < len(table)  # the worker died while tasks were still running
-    _same(table, expected)
+    _same(table, slow_reference)
 
 
 class _Counting(LocalExecutor):

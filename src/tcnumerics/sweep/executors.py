@@ -34,6 +34,28 @@ def start_method() -> str:
     return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
+def _exit_with_parent(pid: int, interval: float = 1.0) -> None:
+    """Pool worker initializer: exit once process ``pid`` is gone.
+
+    A pool's workers outlive a parent killed with SIGKILL (they hold their own task queue
+    open), so each one watches the parent and leaves instead of lingering as an orphan.
+    """
+    import threading
+    import time
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # the pid now belongs to another user's process: ours is gone
+                os._exit(1)
+
+    threading.Thread(target=watch, name="tcnumerics-parent-watch", daemon=True).start()
+
+
 class LocalExecutor:
     """A process pool on this machine (forkserver/spawn workers, rebuilt if a worker dies)."""
 
@@ -56,7 +78,8 @@ class LocalExecutor:
         return f"local process pool, {self.workers} workers ({start_method()})"
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(start_method()))
+        return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(start_method()),
+                                   initializer=_exit_with_parent, initargs=(os.getpid(),))
 
     def run(self, fn: Callable, items: Iterable) -> Iterator[tuple]:
         """Yield ``(item, fn(item))`` as each finishes; exceptions raised by ``fn`` propagate."""

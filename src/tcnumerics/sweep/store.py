@@ -42,6 +42,7 @@ class ResultStore:
         self.output = os.fspath(output)
         if not self.output.endswith(_SUFFIXES):
             raise StoreError(f"{self.output}: the output must end in .parquet or .csv")
+        _check_writer(self.output)  # before any work: a missing pandas/pyarrow must not cost a whole sweep
         self.journal = self.output + ".journal"
         self.digest, self.total = digest, total
         if os.path.exists(self.output) and not overwrite:
@@ -94,6 +95,16 @@ class ResultStore:
         if not self._fh.closed:
             os.fsync(self._fh.fileno())
             self._fh.close()
+
+
+def _check_writer(path: str) -> None:
+    import importlib.util
+
+    needed = ["pandas"] + (["pyarrow"] if path.endswith(".parquet") else [])
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
+    if missing:
+        raise StoreError(f"{path}: writing the table needs {' and '.join(missing)} "
+                         "(pip install 'tcnumerics[cluster]')")
 
 
 def write_table(path: str, rows: list[dict]) -> None:
