@@ -197,3 +197,37 @@ def test_exact_matmul_is_exact_where_float64_is_not():
     for i in range(5):
         for j in range(4):
             assert got[i, j] == float(sum(Fraction(a) * Fraction(b) for a, b in zip(A[i], B[:, j])))
+
+
+def test_pool_workers_do_not_outlive_a_killed_parent():
+    import signal
+    import subprocess
+    import sys
+
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("needs /proc to see the workers")
+    script = ("from tcnumerics.sweep.executors import LocalExecutor\n"
+              "import time\n"
+              "ex = LocalExecutor(workers=2)\n"
+              "list(ex.run(abs, [-1, -2]))\n"
+              "print(*ex._pool._processes, flush=True)\n"
+              "time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in parent.stdout.readline().split()]
+    assert len(pids) == 2
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [p for p in pids if os.path.exists(f"/proc/{p}") and "zombie" not in _state(p)]
+    assert not alive
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return next((line for line in fh if line.startswith("State:")), "").lower()
+    except OSError:
+        return "zombie"
