@@ -39,11 +39,12 @@ def run_sweep(spec: "SweepSpec | str | os.PathLike", output: "str | os.PathLike"
     store = ResultStore(output, digest=spec.digest, total=len(tasks), overwrite=overwrite)
     try:
         todo = [t for t in tasks if t.task_id not in store.done]
+        if todo:
+            own = executor is None
+            executor = executor or make_executor(scheduler, workers)  # an unreachable scheduler fails here
         bar = Progress(len(tasks), f"sweep {spec.name}", enabled=progress)
         bar.advance(len(tasks) - len(todo))
         if todo:
-            own = executor is None
-            executor = executor or make_executor(scheduler, workers)
             try:
                 fn = functools.partial(run_task, threads=executor.threads)
                 for _task, row in executor.run(fn, todo):

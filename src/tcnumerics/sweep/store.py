@@ -48,12 +48,10 @@ class ResultStore:
         if os.path.exists(self.output) and not overwrite:
             raise StoreError(f"{self.output}: already exists (pass --overwrite to replace it)")
         self.done: dict[str, dict] = {}
+        self._fh = None  # a new journal is created with the first row: a run that fails to start leaves nothing
         if os.path.exists(self.journal):
             self._resume()
             self._fh = open(self.journal, "a", encoding="utf-8")
-        else:
-            self._fh = open(self.journal, "w", encoding="utf-8")
-            self._write({"digest": digest, "total": total})
 
     def _resume(self) -> None:
         with open(self.journal, encoding="utf-8") as fh:
@@ -81,18 +79,22 @@ class ResultStore:
 
     def add(self, row: dict) -> None:
         """Journal one finished task's row (flushed before returning)."""
+        if self._fh is None:
+            self._fh = open(self.journal, "w", encoding="utf-8")
+            self._write({"digest": self.digest, "total": self.total})
         self.done[row["task_id"]] = row
         self._write(row)
 
     def finish(self) -> None:
         """Write the table in task order and remove the journal."""
-        self._fh.close()
+        self.close()
         rows = sorted(self.done.values(), key=lambda r: r["task"])
         write_table(self.output, rows)
-        os.unlink(self.journal)
+        if os.path.exists(self.journal):
+            os.unlink(self.journal)
 
     def close(self) -> None:
-        if not self._fh.closed:
+        if self._fh is not None and not self._fh.closed:
             os.fsync(self._fh.fileno())
             self._fh.close()
 
