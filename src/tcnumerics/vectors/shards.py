@@ -200,11 +200,12 @@ def _read_json(path: str) -> dict:
         raise VectorFileError(path, f"unreadable ({exc})") from None
 
 
-def _prepare(directory: str, params: dict, overwrite: bool) -> None:
-    """Create the directory, or check that it holds an unfinished run of the same parameters."""
+def _check_directory(directory: str, params: dict, overwrite: bool) -> None:
+    """Refuse a directory that is not new, empty, or an unfinished run of the same parameters (writes nothing)."""
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise VectorFileError(directory, "exists and is not a directory")
-    os.makedirs(directory, exist_ok=True)
+    if not os.path.isdir(directory):
+        return
     plan_path = os.path.join(directory, _PLAN)
     if os.path.exists(os.path.join(directory, MANIFEST)) and not overwrite:
         raise VectorFileError(directory, "already holds a finished shard set (pass --overwrite to regenerate it)")
@@ -214,6 +215,12 @@ def _prepare(directory: str, params: dict, overwrite: bool) -> None:
                                              "(pass --overwrite to replace it, or choose another directory)")
     elif os.listdir(directory):
         raise VectorFileError(directory, "is not empty and holds no shard set; choose an empty or new directory")
+
+
+def _prepare(directory: str, params: dict, overwrite: bool) -> None:
+    """Create the directory (checked by ``_check_directory``), clear it for --overwrite, record the plan."""
+    os.makedirs(directory, exist_ok=True)
+    plan_path = os.path.join(directory, _PLAN)
     if overwrite:
         for name in os.listdir(directory):
             if name.startswith("shard-") or name == MANIFEST:
@@ -245,28 +252,27 @@ def generate_shards(instruction: str, families, count: int, shards: int, directo
 
     directory = os.fspath(directory)
     params, tasks = plan(instruction, families, count, shards, directory, seed=seed, k=k, engine=engine)
-    _prepare(directory, params, overwrite)
-    receipts = {}
-    todo = []
-    for t in tasks:
-        done = _finished(t)
-        if done is not None:
-            receipts[t.index] = done
-            if progress:
-                progress(done["n"])
-        else:
-            todo.append(t)
-    t0 = time.perf_counter()
-    runs = []
-    if todo:
-        with make_executor(scheduler, workers) as ex:
-            fn = functools.partial(generate_shard, threads=ex.threads)
-            for task, result in ex.run(fn, todo):
-                runs.append(result)
-                receipts[task.index] = {k: v for k, v in result.items()
-                                        if k not in ("seconds", "cpu_seconds", "peak_rss_mib", "pid")}
+    _check_directory(directory, params, overwrite)
+    receipts, runs = {}, []
+    with make_executor(scheduler, workers) as ex:  # before anything is written: the scheduler may be unreachable
+        _prepare(directory, params, overwrite)
+        todo = []
+        for t in tasks:
+            done = _finished(t)
+            if done is not None:
+                receipts[t.index] = done
                 if progress:
-                    progress(result["n"])
+                    progress(done["n"])
+            else:
+                todo.append(t)
+        t0 = time.perf_counter()
+        fn = functools.partial(generate_shard, threads=ex.threads)
+        for task, result in ex.run(fn, todo):
+            runs.append(result)
+            receipts[task.index] = {k: v for k, v in result.items()
+                                    if k not in ("seconds", "cpu_seconds", "peak_rss_mib", "pid")}
+            if progress:
+                progress(result["n"])
     if stats is not None:
         stats.update(_stats(runs, time.perf_counter() - t0))
     manifest = {**params, "files": [receipts[i] for i in range(len(tasks))]}
