@@ -18,7 +18,7 @@ import tcnumerics as tc
 
 HERE = os.path.dirname(__file__)
 FILES = sorted(p for p in glob.glob(os.path.join(HERE, "..", "vectors", "library", "*.npz"))
-               if not os.path.basename(p).startswith("hopper_op_survey"))  # the op survey: test_library_survey.py
+               if not os.path.basename(p).startswith("hopper_op_"))  # op survey + holdout: test_library_survey.py
 TORCH_FMT = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "e4m3": "e4m3"}
 
 
