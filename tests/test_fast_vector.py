@@ -148,6 +148,16 @@ def test_c_added_last_with_overflow_and_specials():
     _check_gemm(spec, SEED + 32, 7, 300, 2 * spec.k, c=c)
 
 
+def test_plan_without_the_int32_route_still_vectorised():
+    # F = 28: 16 terms no longer fit int32, but the float64 lanes still apply
+    base = get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")
+    spec = InstructionSpec(name="what-if-F28", k=base.k, model=base.model.with_(frac_bits=28))
+    plan = build_plan(spec)
+    assert plan.f64_reason is None and plan.sum32_window == 0
+    assert build_plan(base).sum32_window > 0
+    _check_gemm(spec, SEED + 28, 9, _fast_f64.BLOCK_N + 5, 2 * spec.k, scale_span=3)
+
+
 def _window_values(rng, fmt, top, window, shape, wide_at=None):
     """Values whose exponents lie in [top - window, top] (both ends hit), signs random, 10 %
     zeros; ``wide_at`` (an index) gets one value just below the window instead."""

@@ -284,10 +284,10 @@ def _f64_panel(plan: Plan, a_raw: np.ndarray, a_bytes: int, b_raw: np.ndarray, b
     b_val, b_exp = np.empty((blocks, kp, width)), np.empty((blocks, kp, width), np.float32)
     b_flag = np.empty((blocks, G, width), np.int8)
     window = plan.sum32_window
-    route = (M, kp, M, G, blocks, kp, width, blocks, G, width, blocks, G) if window else (1,) * 12
-    a32, a_off = np.empty(route[0:2], np.float32), np.empty(route[2:4], np.float32)
-    b32, b_off = np.empty(route[4:7], np.float32), np.empty(route[7:10], np.float32)
-    b_any = np.zeros(route[10:12], np.int64)
+    kp32, g32 = (kp, G) if window else (0, 0)  # the int32 route's panels (empty where the plan has none)
+    a32, a_off = np.empty((M, kp32), np.float32), np.empty((M, g32), np.float32)
+    b32, b_off = np.empty((blocks, kp32, width), np.float32), np.empty((blocks, g32, width), np.float32)
+    b_any = np.zeros((blocks, G), np.int64)
     a_e16, b_e16 = np.empty((M, kp), np.int16), np.empty((blocks, kp, width), np.int16)
     _f64.gemm_panels(a_raw, a_bytes, b_raw, b_bytes, cols, plan.a_val, plan.a_expf, plan.a_shift, plan.b_val,
                      plan.b_expf, plan.b_shift, g_starts, g_lengths, a_val, a_exp, a_flag, b_val, b_exp, b_flag,
