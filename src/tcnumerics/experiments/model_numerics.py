@@ -90,7 +90,10 @@ def _data(seed: int, eval_positions: int):
     split = int(len(codes) * 0.9)
     rng = np.random.default_rng(seed)
     eval_starts = split + rng.choice(len(codes) - split - CONTEXT - 1, eval_positions, replace=False)
-    return codes, split, len(alphabet), _windows(codes, np.sort(eval_starts))
+    # vocabulary padded to a multiple of 8 (unused classes): cuBLAS runs its modelled nvjet kernels for the
+    # output layer then, instead of CUTLASS fallbacks for N not a multiple of 8
+    vocab = -(-len(alphabet) // 8) * 8
+    return codes, split, vocab, _windows(codes, np.sort(eval_starts))
 
 
 def train_native(codes: np.ndarray, split: int, vocab: int, *, steps: int, seed: int, batch: int = 256):
@@ -241,16 +244,17 @@ def plot(rows: list[dict], path: str) -> None:
     ax1.set_xscale("symlog", linthresh=1e-4)
     ax1.set_xlabel("held-out loss minus exact (nats/char, symlog)")
     ax1.set_title("char-level MLP evaluated on emulated units")
-    for name in ("Hopper FP8 fast accumulation", "Hopper FP8 promote every 128"):
-        pts = [r for r in rows if r["kind"] == "fp8-train" and r["setting"] == name]
-        ax2.plot([r["step"] for r in pts], [r["loss"] for r in pts], label=name)
+    fast = [r["loss"] for r in rows if r["kind"] == "fp8-train" and "fast" in r["setting"]]
+    promo = [r["loss"] for r in rows if r["kind"] == "fp8-train" and "promote" in r["setting"]]
+    diff = [abs(a - b) for a, b in zip(fast, promo)]
+    ax2.semilogy(range(len(diff)), [max(d, 1e-9) for d in diff], marker=".", color="tab:red")
     first, _ = _parting(rows)
     if first is not None:
         ax2.axvline(first, color="gray", ls=":", label=f"curves part (step {first})")
-    ax2.set_xlabel("emulated training step")
-    ax2.set_ylabel("training loss")
-    ax2.legend(fontsize=8)
-    ax2.set_title("FP8 training: fast accumulation vs promotion")
+        ax2.legend(fontsize=8)
+    ax2.set_xlabel("emulated training step (same state and batches)")
+    ax2.set_ylabel("|loss fast accumulation - loss promotion|")
+    ax2.set_title("FP8 training: where fast accumulation and promotion part")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
