@@ -7,11 +7,19 @@ of two, far from float64's range limits: operand and accumulator exponents stay 
 +-300); converting ``a * S * b`` to int64 truncates toward zero -- the integer kernel's
 ``(|sig| << lshift) >> (distance + rshift)`` with the sign put back; and the group's sum of
 such integers below ``2**(F+2)`` is exact in int64 and converts back to float64 exactly
-while ``F + 2 + log2(L + 1) <= 53``.  The maximum exponent is an int32 maximum over
-``ea + eb`` (the plan's exponent tables, held as float32: eight exact lanes per vector), and the single rounding to the output format
-works on the float64 bit pattern of ``sum * 2**(E - F)`` (sign-magnitude: adding an
-increment and masking low bits rounds the magnitude, carries renormalise).  In exchange
-LLVM vectorises every inner loop, with no per-element branches.
+while ``F + 2 + log2(L + 1) <= 53``.  The maximum exponent is a maximum over ``ea + eb``
+(the plan's exponent tables, held as float32 for the dot kernel and as int16 panels in the
+GEMM kernel: 32 lanes per AVX-512 op), and the single rounding to the output format works
+on the float64 bit pattern of ``sum * 2**(E - F)`` (sign-magnitude: adding an increment and
+masking low bits rounds the magnitude, carries renormalise).  In exchange LLVM vectorises
+every inner loop, with no per-element branches.
+
+The GEMM kernel's int32 route (``_sum_row32``; the plan's ``sum32_window`` R): in a group
+whose nonzero operands lie within 2**-R of the group's largest exponent (per row of A, per
+column of B), the products are formed in float32 from operands stored relative to that
+exponent (exact and normal), scaled by adding to their exponent field, truncated by the
+float32 -> int32 conversion and summed in int32 (16 lanes per AVX-512 op); four rows of A
+share each pass over B.  Other groups keep the float64 lanes.
 
 Lanes the vector path does not cover -- a group with an inf/NaN operand or accumulator, a
 result below the output format's normal range (subnormal rounding) or beyond its largest

@@ -5,8 +5,9 @@
 forming M*N*K temporaries: operands are decoded once per K panel through per-format lookup
 tables (the working set is bounded by ``PANEL_BYTES``), and numba kernels, parallel over
 output rows, align, truncate, sum and round.  Fused units whose sums fit float64 exactly run
-vectorised (``_fast_f64``: float64 lanes, the scalar integer kernel only for lanes with
-inf/NaN or results outside the output's normal range); the others use the integer kernels
+vectorised (``_fast_f64``: float64 lanes, in GEMMs float32 / int32 lanes for groups within
+a window of exponents, the scalar integer kernel only for lanes with inf/NaN or results
+outside the output's normal range); the others use the integer kernels
 of ``_fast_numba``.  ``accumulate_bits`` continues an accumulator over a K
 range, for split-K and promotion schemes built on top.
 
