@@ -31,7 +31,7 @@ class Emulation:
     """A context manager: inside ``with``, matrix ops run on the emulated unit.  ``report()`` lists the calls.
 
     Re-entering the same object accumulates into the same report.  Each thread enters its own
-    ``with`` block (dispatch modes are per thread); forked children inherit the active one.
+    ``with`` block (dispatch modes are per thread); forked children (DataLoader workers) may enter their own.
     """
 
     def __init__(self, backend, conv=None):
