@@ -4,8 +4,9 @@ Both yield ``(item, result)`` pairs as tasks finish, in completion order; caller
 results by the item, so the order never reaches a result table.
 
 * ``LocalExecutor(workers)`` -- a process pool whose workers start by *forkserver* (Linux)
-  or *spawn*, never by a plain fork: numba's OpenMP/TBB layer kills a child forked after
-  the parent ran the compiled engine.  A worker that dies (killed, out of memory) breaks
+  or *spawn*, not by a plain fork: a forked child of a parent that ran the compiled engine
+  is safe (the engine switches it to serial kernels) but would compute on one thread only,
+  while a forkserver/spawn worker keeps its share of the cores.  A worker that dies (killed, out of memory) breaks
   the pool; the pool is rebuilt and the unfinished tasks are submitted again (at most
   ``retries`` times each), so no finished result is lost and none is missing.
 * ``DaskExecutor(address)`` -- a running ``dask.distributed`` scheduler (``tcp://host:8786``),
