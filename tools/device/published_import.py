@@ -18,11 +18,11 @@ instruction's K, as the bench did) and the mapping to the catalog entry that exp
 set (``SETS`` below; docs/catalog.md gives the evidence).
 
 Every set is converted and replayed through its entry in full (5,000 vectors); the first
-``--count`` (default 2,000: the size budget of vectors/published) are written.
+``--count`` (default: all 5,000) are written.
 
 Usage (a checkout of their repository, or ``git archive HEAD model_validation LICENCE``)::
 
-    python tools/device/published_import.py SRC_DIR vectors/published [--count 2000] [--overwrite]
+    python tools/device/published_import.py SRC_DIR vectors/published [--count N] [--overwrite]
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("src", help="a checkout of MATLAB-tensor-core (holding model_validation/)")
     p.add_argument("out", help="output directory (vectors/published)")
-    p.add_argument("--count", type=int, default=2000, help="vectors written per set (all are replayed)")
+    p.add_argument("--count", type=int, default=5000, help="vectors written per set (all are replayed)")
     p.add_argument("--overwrite", action="store_true")
     args = p.parse_args(argv)
     if os.path.isdir(os.path.join(args.src, "model_validation", "L40S")) and not _same_tree(args.src, "L40S", "Ada"):
