@@ -31,9 +31,16 @@ BF16 = "hopper.wgmma.m64n8k16.f32.bf16.bf16"
 
 
 def operand_bits(fmt, shape, rng) -> np.ndarray:
-    """Bit patterns of standard-normal values rounded to ``fmt`` (RNE)."""
+    """Bit patterns of standard-normal values rounded to ``fmt`` (RNE); E2M1: uniform random codes."""
+    import ml_dtypes
+
     x = rng.standard_normal(shape, dtype=np.float32)
-    return fmt.from_float(x.astype(np.float64), "rne") if fmt.name != "bf16" else _bf16_bits(x)
+    fast_cast = {"bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
+    if fmt.name in fast_cast:  # ml_dtypes' RNE casts: the same bits, ~15x quicker at 8192^2 than from_float
+        return x.astype(fast_cast[fmt.name]).view(fmt.container_dtype)
+    if fmt.name == "e2m1":  # FP4 (no specials): uniform over its 16 codes, not normal values (quick at 8192^2)
+        return rng.integers(0, 16, shape, dtype=np.uint8)
+    return fmt.from_float(x.astype(np.float64), "rne")
 
 
 def _bf16_bits(x: np.ndarray) -> np.ndarray:
@@ -144,30 +151,79 @@ def bench_gemms(n: int, rng, check_rows: int) -> list[dict]:
 
 
 MX = "blackwell.tcgen05.mma.kind::mxf8f6f4.block32.f32.e4m3.e4m3.ue8m0"
+NVFP4 = "blackwell.tcgen05.mma.kind::mxf4nvf4.block16.f32.e2m1.e2m1.ue4m3"
+# scale codes near 1.0: UE8M0 127 = 2**0; UE4M3 0x38 = 1.0 (0x7F is NaN, left out)
+SCALE_CODES = {MX: (120, 135), NVFP4: (0x30, 0x41)}
 
 
-def bench_mx(n: int, rng) -> dict:
-    """MXFP8 (E4M3 operands, UE8M0 scales per 32 K): the block-scaled GEMM; bits of a corner vs the reference."""
+def _scaled_gemm(name: str, n: int, rng) -> tuple:
+    """Device operands and scales of a block-scaled [n, n] x [n, n] GEMM, host copies for the bit check."""
     import cupy
 
     from tcnumerics.catalog import get_instruction
-    from tcnumerics.engines import cuda, reference
 
-    spec = get_instruction(MX)
+    spec = get_instruction(name)
+    lo, hi = SCALE_CODES[name]
     a = operand_bits(spec.a_format, (n, n), rng)
     b = operand_bits(spec.b_format, (n, n), rng)
-    sa = rng.integers(120, 135, (n, n // 32), dtype=np.uint8)
-    sb = rng.integers(120, 135, (n, n // 32), dtype=np.uint8)
-    da, db, dc = cupy.asarray(a), cupy.asarray(b), cupy.zeros((n, n), np.uint32)
+    sa = rng.integers(lo, hi, (n, n // spec.model.scale_block), dtype=np.uint8)
+    sb = rng.integers(lo, hi, (n, n // spec.model.scale_block), dtype=np.uint8)
+    return spec, a, b, sa, sb, cupy.asarray(a), cupy.asarray(b), cupy.zeros((n, n), np.uint32)
+
+
+def _time_scaled(name: str, n: int, rng, label: str, chain_s: float, max_seconds: float) -> dict:
+    """Best of 3 of one block-scaled GEMM at n^3 (or the largest power-of-two size projected to fit
+    ``max_seconds`` for the 4 calls), bits of a 4 x 32 corner against the reference engine."""
+    import cupy
+
+    from tcnumerics.engines import _cuda_build as build
+    from tcnumerics.engines import cuda, reference
+
+    size = 256
+    spec, a, b, sa, sb, da, db, dc = _scaled_gemm(name, size, rng)
+    t_small = best(lambda: cuda.gemm_bits(spec, da, db, dc, scale_a=sa, scale_b=sb), repeat=1)
+    print(f"    {label}: {size}^3 one call {t_small:.3f} s", flush=True)
+    while size < n and 4 * 8 * t_small <= max_seconds:  # one doubling: 8x the MACs, 4 calls
+        size *= 2
+        spec, a, b, sa, sb, da, db, dc = _scaled_gemm(name, size, rng)
+        t_small = best(lambda: cuda.gemm_bits(spec, da, db, dc, scale_a=sa, scale_b=sb), repeat=1)
+        print(f"    {label}: {size}^3 one call {t_small:.3f} s", flush=True)
     t = best(lambda: cuda.gemm_bits(spec, da, db, dc, scale_a=sa, scale_b=sb))
     m, q = 4, 32
     got = cuda.gemm_bits(spec, da[:m], db[:q], dc[:m, :q], scale_a=sa[:m], scale_b=sb[:q]).get()
     want = reference.dot_bits(spec, np.repeat(a[:m], q, 0), np.tile(b[:q], (m, 1)), np.zeros(m * q, np.uint32),
                               scale_a=np.repeat(sa[:m], q, 0), scale_b=np.tile(sb[:q], (m, 1))).reshape(m, q)
     same = bool(np.array_equal(got, want))
-    print(f"  {'MXFP8 E4M3 block32 (UE8M0 scales)':40s} {n}^3  {t:8.3f} s  {n ** 3 / t:9.3e} MAC/s  bits of "
-          f"{m}x{q} {'identical' if same else 'DIFFER'}", flush=True)
-    return dict(label="mxfp8 e4m3 block32", entry=MX, n=n, seconds=t, macs_per_s=n ** 3 / t, identical_bits=same)
+    rate = size ** 3 / t
+    chain_rate = n ** 3 / chain_s
+    kernel = "tiled" if build.tiled_reason(cuda._plan(spec)) is None else "per-output"
+    print(f"  {label:40s} {size}^3  {t:8.3f} s  {rate:9.3e} MAC/s  ({chain_rate / rate:.2f}x slower than the BF16 "
+          f"chain's MAC/s; {kernel} kernel)  bits of {m}x{q} {'identical' if same else 'DIFFER'}", flush=True)
+    del da, db, dc
+    cupy.get_default_memory_pool().free_all_blocks()
+    return dict(label=label, entry=name, n=size, seconds=t, macs_per_s=rate, kernel=kernel,
+                rate_ratio_to_bf16_chain=chain_rate / rate, identical_bits=same)
+
+
+def bench_mx(n: int, rng, max_seconds: float = 60.0) -> dict:
+    """Block-scaled GEMMs against the BF16 wgmma chain timed in the same run: MXFP8 (E4M3, UE8M0 per 32 K)
+    and NVFP4 (E2M1, UE4M3 per 16 K).  A GEMM whose 8192^3 calls are projected past ``max_seconds`` is timed
+    at the largest size that fits, and compared by MAC/s."""
+    import cupy
+
+    from tcnumerics.catalog import get_instruction
+    from tcnumerics.engines import cuda
+
+    spec = get_instruction(BF16)
+    da, db = cupy.asarray(operand_bits(spec.a_format, (n, n), rng)), cupy.asarray(operand_bits(spec.b_format, (n, n), rng))
+    dc = cupy.zeros((n, n), np.uint32)
+    chain = best(lambda: cuda.gemm_bits(spec, da, db, dc))
+    print(f"  {'BF16 wgmma k16 -> FP32 (baseline)':40s} {n}^3  {chain:8.3f} s  {n ** 3 / chain:9.3e} MAC/s", flush=True)
+    del da, db, dc
+    cupy.get_default_memory_pool().free_all_blocks()
+    rows = [_time_scaled(MX, n, rng, "MXFP8 E4M3 block32 (UE8M0 scales)", chain, max_seconds),
+            _time_scaled(NVFP4, n, rng, "NVFP4 E2M1 block16 (UE4M3 scales)", chain, max_seconds)]
+    return dict(bf16_chain=dict(entry=BF16, n=n, seconds=chain, macs_per_s=n ** 3 / chain), scaled=rows)
 
 
 def bench_torch(n: int) -> dict:
@@ -274,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mmasim-sizes", default="512,1024")
     p.add_argument("--cpu-size", type=int, default=1024)
     p.add_argument("--only", default="", help="comma list of sections: gemm,torch,mx,dot,compose,mmasim,cpu")
+    p.add_argument("--scaled-seconds", type=float, default=60.0,
+                   help="mx: largest projected time of a block-scaled GEMM's 4 calls (else a smaller size)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     import cupy
@@ -293,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     if want("gemm"):
         result["gemm"] = bench_gemms(args.size, rng, args.check_rows)
     if want("mx"):
-        result["mx"] = bench_mx(args.size, rng)
+        result["mx"] = bench_mx(args.size, rng, args.scaled_seconds)
     if want("dot"):
         result["dot"] = bench_dot(args.dot_count, rng)
     if want("mmasim"):
