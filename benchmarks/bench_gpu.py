@@ -7,7 +7,9 @@ built from ``cuda.accumulate_bits`` with FP32 round-to-nearest-even additions on
 fast engine on a small size in the same run), ``dot_bits`` at K = 32, and the baselines:
 ``torch.matmul`` in BF16 on the same GPU (the tensor cores themselves), MMA-Sim 2.1.1 on CUDA
 tensors and the CPU fast engine on the host's cores.  Every GEMM's bits at the benchmark size
-are compared with the fast engine on a block of rows.
+are compared with the fast engine on a block of rows.  ``--only mx``: the BF16 chain, MXFP8 (E4M3, UE8M0 per 32)
+and NVFP4 (E2M1 codes, UE4M3 per 16) at 8192^3, a block-scaled GEMM projected past ``--scaled-seconds`` timed at
+the largest power-of-two size that fits and compared by MAC/s; bits of a corner against the reference engine.
 
     PYTHONPATH=src python3 benchmarks/bench_gpu.py --size 8192 --json bench_gpu.json
 """
