@@ -43,6 +43,11 @@ class UnitBackend:
         self.recipe = recipe
         self.backward = backward or recipe
 
+    @property
+    def engine(self) -> str:
+        """The engine requested for this backend's GEMMs (the forward recipe's)."""
+        return self.recipe.engine
+
     def describe(self) -> str:
         text = f"unit mode: {self.recipe.describe()}"
         if self.backward is not self.recipe:
@@ -50,7 +55,7 @@ class UnitBackend:
         return text
 
     def execute(self, call: GemmCall, *, backward: bool = False, index: int = 0,
-                full_shape: tuple | None = None) -> tuple[np.ndarray, CallInfo]:
+                full_shape: tuple | None = None, engine: str | None = None) -> tuple[np.ndarray, CallInfo]:
         """``full_shape`` is accepted and unused: a unit's result does not depend on the call's size."""
         recipe = self.backward if backward else self.recipe
         a, b = to_numpy(call.a), to_numpy(call.b)
@@ -64,7 +69,7 @@ class UnitBackend:
             c = c if batched else c[None]
         outs = []
         for i in range(shape[0]):
-            acc = recipe.matmul(a3[i], b3[i], call_index=index * 65536 + i)
+            acc = recipe.matmul(a3[i], b3[i], call_index=index * 65536 + i, engine=engine)
             if call.op == "_scaled_mm":
                 acc = _descale(acc, call)
             outs.append(epilogue(acc, out_fmt, alpha=call.alpha, C=None if c is None else c[i], beta=call.beta,
@@ -105,8 +110,10 @@ class LibraryBackend:
         return dict(arch=self.arch, engine=self.engine, fp32_precision=precision)
 
     def execute(self, call: GemmCall, *, backward: bool = False, index: int = 0,
-                full_shape: tuple | None = None) -> tuple[np.ndarray, CallInfo]:
+                full_shape: tuple | None = None, engine: str | None = None) -> tuple[np.ndarray, CallInfo]:
         fn, args, kwargs, caveat = self._route(call, full_shape)
+        if engine is not None:
+            kwargs["engine"] = engine
         plan = fn.plan(*args, **kwargs)
         modelled = bool(plan.modelled) and not caveat
         reason = caveat or ("" if plan.modelled else str(getattr(plan, "reason", "")))

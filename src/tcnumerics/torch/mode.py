@@ -18,6 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ._tensors import from_numpy
 from .backends import CallInfo, NotModelledWarning
 from .calls import GEMM_OPS, GemmCall, finish, normalise
+from .devices import engine_for
 
 __all__ = ["EmulationMode", "CallSite", "Report"]
 
@@ -109,7 +110,11 @@ class EmulationMode(TorchDispatchMode):
             self.counter += 1
         device = call.a.device
         if device.type != "cpu":
-            _warn_cuda_copy(device)
+            engine = engine_for(device.type, getattr(self.backend, "engine", "auto"))
+            if engine == "cuda":
+                options.setdefault("engine", engine)
+            else:
+                _warn_cuda_copy(device)
         result, info = self.backend.execute(call, backward=backward, index=index, **options)
         self.record(call, "backward" if backward else "forward", info)
         return from_numpy(result, device=device), info

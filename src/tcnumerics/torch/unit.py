@@ -130,11 +130,12 @@ class UnitRecipe:
 
     # --- the GEMM --------------------------------------------------------------------------------
 
-    def matmul(self, A, B, *, call_index: int = 0) -> np.ndarray:
+    def matmul(self, A, B, *, call_index: int = 0, engine: str | None = None) -> np.ndarray:
         """FP32 values (float64 array) of ``A @ B`` on the unit, descales applied; no epilogue.
 
         ``A`` [M, K] and ``B`` [K, N]: numeric arrays of any float type.  ``call_index`` seeds
-        stochastic rounding (one stream per call, reproducible under ``seed``).
+        stochastic rounding (one stream per call, reproducible under ``seed``); ``engine``
+        overrides the recipe's engine for this call (the GPU engine for CUDA tensors).
         """
         a = np.asarray(A).astype(np.float64)
         b = np.asarray(B).astype(np.float64)
@@ -146,7 +147,7 @@ class UnitRecipe:
         qa, da = self._quantize(a, self.operand_a, self.spec.a_format, rng, axis=1)
         qb, db = self._quantize(b, self.operand_b, self.spec.b_format, rng, axis=0)
         out = gemm(qa, qb, instruction=self.spec, promote_every=self.promote_every, split_k=self.split_k,
-                   scale_a=da, scale_b=db, engine=self.engine)
+                   scale_a=da, scale_b=db, engine=engine or self.engine)
         return np.asarray(out).astype(np.float64)
 
     def _round(self, values: np.ndarray, fmt: FloatFormat, rng, overflow: str = "ieee") -> np.ndarray:
