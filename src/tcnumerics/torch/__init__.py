@@ -3,7 +3,7 @@
 ``emulate("hopper")`` (library mode) computes every GEMM as ``tcnumerics.library`` predicts
 cuBLAS on Hopper computes it; ``emulate(instruction=...)`` (unit mode) computes it on one
 matrix instruction under a quantisation recipe (``unit.py`` states the semantics).  Forward
-and backward, CPU tensors (CUDA tensors are copied to the CPU and back, with a warning).
+and backward, CPU tensors; CUDA tensors through the GPU engine when CuPy sees a GPU (else copied to the CPU and back, with a warning).
 
 Example:
     >>> import torch, tcnumerics.torch as tct
