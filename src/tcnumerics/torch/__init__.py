@@ -3,7 +3,8 @@
 ``emulate("hopper")`` (library mode) computes every GEMM as ``tcnumerics.library`` predicts
 cuBLAS on Hopper computes it; ``emulate(instruction=...)`` (unit mode) computes it on one
 matrix instruction under a quantisation recipe (``unit.py`` states the semantics).  Forward
-and backward, CPU tensors; CUDA tensors through the GPU engine when CuPy sees a GPU (else copied to the CPU and back, with a warning).
+and backward, CPU tensors; CUDA tensors through the GPU engine when CuPy sees a GPU (else
+copied to the CPU and back, with a warning).
 
 Example:
     >>> import torch, tcnumerics.torch as tct
@@ -76,7 +77,7 @@ def emulate(library: str | None = None, *, instruction=None, unit=None, operand_
         promote_every, split_k: ``tcnumerics.gemm``'s promotion and split-K structure.
         rounding: "rne" or "stochastic" (operand conversion; ``seed`` makes it reproducible).
         backward_instruction: another instruction for the GEMMs autograd runs in backward.
-        engine: the CPU engine ("auto", "fast", "reference", "exact").
+        engine: "auto" (CUDA tensors: the GPU engine when usable), "fast", "reference", "exact".
         convolutions: unit mode only -- run convolutions as implicit GEMMs on the unit (a
             model, not cuDNN's bits); False runs them natively.
     """
