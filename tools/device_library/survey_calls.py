@@ -206,3 +206,77 @@ def holdout_calls(n_per_kind: int = 24) -> list[dict]:
         add("scaled_mm", "e4m3", M, N, K, b_fmt="e4m3", scales="tensor" if M % 3 else "rowwise",
             fast_accum=M % 2 == 0, out_dtype="bf16")
     return calls
+
+
+# --- a second held-out set: other models' shapes, for the final accuracy check on unseen calls -----------
+MODELS2 = {  # hidden, FFN, vocab, fused-QKV width (q + 2 kv heads), attention head dim
+    "mistral-7b": (4096, 14336, 32000, 6144, 128), "gemma-2b": (2048, 16384, 256000, 2560, 256),
+    "gemma-7b": (3072, 24576, 256000, 12288, 256), "falcon-7b": (4544, 18176, 65024, 4672, 64),
+    "gpt-j-6b": (4096, 16384, 50400, 12288, 256), "llama3-70b": (8192, 28672, 128256, 10240, 128),
+    "qwen2-1.5b": (1536, 8960, 151936, 2048, 128), "phi3-mini": (3072, 8192, 32064, 9216, 96),
+}
+TOKENS2 = (1, 3, 5, 6, 10, 12, 24, 40, 80, 100, 160, 333, 640, 768, 1500, 2000, 3000, 4000, 6144, 12288)
+
+
+def holdout2_calls(n_per_kind: int = 22) -> list[dict]:
+    """A second held-out set: other models (Mistral, Gemma, Falcon, GPT-J, Llama-3-70B, Qwen2-1.5B, Phi-3)
+    at other token counts, no (M, N, K) of the survey or of ``holdout_calls``; the kinds of ``holdout_calls``
+    plus FP16 matmul and attention bmm at these head sizes.
+
+    >>> cs = holdout2_calls(); 150 <= len(cs) <= 200, len({c["id"] for c in cs}) == len(cs)
+    (True, True)
+    """
+    shapes = []
+    for name, (h, ffn, vocab, qkv, hd) in MODELS2.items():
+        for n_, k in ((qkv, h), (h, h), (ffn, h), (h, ffn), (2 * ffn, h), (vocab, h)):
+            for m in TOKENS2:
+                if _fits(m, n_, k):
+                    shapes.append((m, n_, k))
+    seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls()}
+    shapes = sorted(set(s for s in shapes if s not in seen))
+    calls: list[dict] = []
+
+    def add(op, fmt, M, N, K, **kw):
+        c = dict(op=op, fmt=fmt, M=M, N=N, K=K, prec=kw.pop("prec", "highest"), **kw)
+        c["id"] = len(calls)
+        h = zlib.crc32(("holdout2" + repr(sorted(c.items()))).encode()) % 10 ** 6
+        c["seed_a"], c["seed_b"], c["seed_c"] = 3 * h + 1, 3 * h + 2, 3 * h + 3
+        calls.append(c)
+
+    for M, N, K in _pick(shapes, n_per_kind, "h2-lin"):
+        add("linear", "bf16", M, N, K, bias=True)
+    for M, N, K in _pick(shapes, n_per_kind, "h2-lin-nb"):
+        add("linear", "bf16", M, N, K, bias=False)
+    for M, N, K in _pick(shapes, n_per_kind, "h2-mm"):
+        add("matmul", "bf16", M, N, K)
+    for M, N, K in _pick(shapes, n_per_kind // 2, "h2-fp16"):
+        add("linear", "fp16", M, N, K, bias=M % 2 == 0)
+    for M, N, K in _pick(shapes, n_per_kind // 3, "h2-mm16"):
+        add("matmul", "fp16", M, N, K)
+    for M, N, K in _pick(shapes, n_per_kind // 2, "h2-mmo"):
+        add("mm_out", "bf16", M, N, K, out_dtype="fp32")
+    for M, N, K in _pick(shapes, n_per_kind // 2, "h2-addmm"):
+        add("addmm", "bf16", M, N, K, beta=1, alpha=1, c_1d=True)
+    for M, N, K in _pick([s for s in shapes if s[0] % 2 == 0], n_per_kind // 2, "h2-bcast"):
+        add("matmul_bcast", "bf16", M // 2, N, K, b=2)
+    # attention: scores [b*heads, S, d] @ [b*heads, d, S], context [.., S, S] @ [.., S, d]; decode S_q = 1
+    for b, M, N, K in ((32, 333, 333, 128), (32, 333, 128, 333), (8, 1500, 1500, 256), (8, 1500, 256, 1500),
+                       (71, 1, 2000, 64), (71, 1, 64, 2000), (32, 768, 768, 96), (16, 100, 100, 256)):
+        add("bmm", "bf16", M, N, K, b=b)
+    for b, M, N, K in ((12, 333, 333, 64), (16, 100, 128, 100)):  # GPT-2 / Bloom style: baddbmm(C, Q, K^T, alpha)
+        add("baddbmm", "bf16", M, N, K, b=b, beta=1, alpha=0.125)
+    # transposed views (x.t() @ y, x @ W.t()), addmm with alpha / beta
+    for (M, N, K), (a_t, b_t) in zip(_pick(shapes, 6, "h2-lay"), itertools.cycle([(True, False), (False, True)])):
+        add("matmul", "bf16", M, N, K, a_t=a_t, b_t=b_t)
+    for (M, N, K), (beta, alpha) in zip(_pick(shapes, 4, "h2-ab"), ((1, 1), (0.5, 1), (1, 0.5), (0, 2))):
+        add("addmm", "bf16", M, N, K, beta=beta, alpha=alpha, c_1d=False)
+    for prec in ("high", "highest"):
+        for M, N, K in _pick([s for s in shapes if s[0] * s[1] * s[2] <= 2 ** 36], n_per_kind // 3, "h2-f32" + prec):
+            add("matmul", "fp32", M, N, K, prec=prec)
+    for M, N, K in _pick([s for s in shapes if s[0] % 16 == 0 and s[1] % 16 == 0], n_per_kind, "h2-fp8"):
+        add("scaled_mm", "e4m3", M, N, K, b_fmt="e4m3", scales="tensor" if M % 3 else "rowwise",
+            fast_accum=M % 2 == 0, out_dtype="bf16")
+    for M, N, K in _pick([s for s in shapes if s[0] % 16 == 0 and s[1] % 16 == 0], 4, "h2-fp8x"):
+        add("scaled_mm", "e4m3", M, N, K, b_fmt="e5m2", scales="tensor", fast_accum=False, out_dtype="bf16")
+        add("scaled_mm", "e4m3", M, N, K, b_fmt="e4m3", scales="tensor", fast_accum=True, out_dtype="fp32")
+    return calls

@@ -1,12 +1,14 @@
 """Device survey of torch GEMM ops on Hopper: kernel names (torch.profiler) and sampled output bits.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/survey_ops.py [--limit N]
+    PYTHONPATH=src:tools/device_library python3 tools/device_library/survey_ops.py [--limit N] \
+        [--set survey|holdout|holdout2]
 
-Runs every call of ``survey_calls.survey_calls()``.  Operands are built on the GPU from index
+Runs every call of ``survey_calls.survey_calls()`` (or of ``holdout_calls()`` / ``holdout2_calls()``).  Operands are built on the GPU from index
 hashes (``inputs.hashed_values``, reimplemented here in int64 torch arithmetic and checked
 against the numpy version at start), so only output bits travel back: ``$OUT/survey.npz``
 (``d{id}`` bits of sampled batches x rows x columns, ``rows{id}``/``cols{id}``/``batches{id}``)
-and ``$OUT/index.json`` (per call: the kernels torch.profiler saw, determinism, errors, env).
+and ``$OUT/index.json`` (per call: the kernels torch.profiler saw, determinism, errors, env), plus
+``$OUT/log.txt``.  ``--set holdout2`` writes only the two data files, under ``$OUT/holdout2/``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from inputs import FIELD_BITS, hashed_bits, hashed_values
-from survey_calls import holdout_calls, survey_calls
+from survey_calls import holdout2_calls, holdout_calls, survey_calls
 
 OUT = os.environ.get("OUT", "/tmp/survey_out")
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "e4m3": torch.float8_e4m3fn,
@@ -162,9 +164,17 @@ def self_check(log) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=0)
-    ap.add_argument("--set", choices=("survey", "holdout"), default="survey", help="which call list to run")
+    ap.add_argument("--set", choices=("survey", "holdout", "holdout2"), default="survey",
+                    help="which call list to run")
+    ap.add_argument("--dry-list", action="store_true", help="print the call list's size and kinds, run nothing")
     args = ap.parse_args()
-    os.makedirs(OUT, exist_ok=True)
+    calls = {"survey": survey_calls, "holdout": holdout_calls, "holdout2": holdout2_calls}[args.set]()
+    if args.dry_list:
+        from collections import Counter
+        print(len(calls), "calls:", dict(Counter(c["op"] + ":" + c["fmt"] for c in calls)))
+        return 0
+    out_dir = os.path.join(OUT, "holdout2") if args.set == "holdout2" else OUT
+    os.makedirs(out_dir, exist_ok=True)
     lines = []
 
     def log(msg):
@@ -183,7 +193,6 @@ def main() -> int:
         env["nvidia-cublas"] = f"unknown ({exc})"
     log(f"env: {env}")
     env["self_check"] = self_check(log)
-    calls = survey_calls() if args.set == "survey" else holdout_calls()
     if args.limit:
         calls = [c for c in calls if c.get("b", 1) * c["M"] * c["N"] * c["K"] <= 2 ** 24][:args.limit]
     arrays, records, t0 = {}, [], time.time()
@@ -212,12 +221,14 @@ def main() -> int:
             log(f"[{c['id']}] {c['op']} {c['fmt']} {c['M']}x{c['N']}x{c['K']} -> "
                 f"{rec.get('kernels', rec.get('error'))} ({time.time() - t0:.0f} s)")
     torch.set_float32_matmul_precision("highest")
-    np.savez_compressed(os.path.join(OUT, "survey.npz"), **arrays)
-    with open(os.path.join(OUT, "index.json"), "w") as fh:
+    np.savez_compressed(os.path.join(out_dir, "survey.npz"), **arrays)
+    with open(os.path.join(out_dir, "index.json"), "w") as fh:
         json.dump(dict(env=env, records=records), fh)
-    log(f"{len(records)} calls, {sum('error' in r for r in records)} errors, {time.time() - t0:.0f} s")
-    with open(os.path.join(OUT, "log.txt"), "w") as fh:
-        fh.write("\n".join(lines) + "\n")
+    log(f"{len(records)} calls, {sum('error' in r for r in records)} errors, {time.time() - t0:.0f} s; "
+        f"wrote {out_dir}/survey.npz, index.json")
+    if args.set != "holdout2":  # holdout2: two files only (the log is on stdout)
+        with open(os.path.join(out_dir, "log.txt"), "w") as fh:
+            fh.write("\n".join(lines) + "\n")
     return 0
 
 
