@@ -27,6 +27,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from . import split_rule
 from .structure import Structure
 
 PROVENANCE = "measured on NVIDIA H100 (sm_90), torch 2.11.0+cu130, cuBLAS 13.1.0.3 (op survey, 1,408 calls)"
@@ -149,12 +150,8 @@ def _from_table(c: Call, base: Structure, family: str, tile: int) -> Plan | None
 
 
 def _predicted_split(c: Call, tile: int = 64) -> int:
-    """cuBLAS's split-K slice count, as fitted (a prediction: the heuristic's exact form is unknown)."""
-    tiles = -(-c.K // tile)
-    ctas = math.ceil(c.M / 64) * math.ceil(c.N / 64) * c.b
-    if c.b > 1 or tiles < 44:
-        return 1
-    return max(1, min(-(-tiles // 22), SMS // max(ctas, 1)))
+    """cuBLAS's split-K slice count, as fitted (a prediction: the heuristic's exact form is unknown; split_rule.py)."""
+    return split_rule.predicted_split(c, measured_table()["calls"], no_split_verified=_no_split_verified(c))
 
 
 def _class(c: Call) -> str:
