@@ -21,14 +21,24 @@ predicts the slice count S (1: no split) of a call that was *not* measured, in t
 
 Evidence (``tools/device_library/fit_split_rule.py``, on the H100 op survey's 896 nvjet
 BF16/FP16 calls, 303 of them split): an S counts as right when it reproduces every sampled output
-bit of the call (BF16 outputs often admit several S).  The formula alone: decision right for 857,
-S right for 783 (the earlier ``min(ceil(kt/22), 132/CTAs)`` rule: 820 and 746); with the
-measured neighbours, leave-one-shape-out: see the script's report.  With the real kernel's tile
-known, ``min(132 // tiles, ceil(3 kt / 64))`` is right for 251 of the 303 split calls: most of the
-remaining error is the tile choice, which depends on cuBLAS's cost model (e.g. 48 tiles of 64x8
-with 4x1 clusters split into 5 slices, 240 CTAs).  The rule is therefore a *prediction*: calls it
-decides are flagged not modelled (``selection._select_nvjet``), except inside the measured
-no-split frontier, which takes precedence.
+bit of the call (BF16 outputs often admit several S; 180 split calls admit at most 3).
+
+=======================================================  ===============  =========
+rule                                                     split decision   S right
+=======================================================  ===============  =========
+earlier ``min(ceil(kt/22), 132/CTAs)``                   820 / 896        746
+formula, parameters fitted on the whole survey           857              783
+formula, 5-fold cross-validation (folds by shape)        858              781
+neighbour vote + formula, leave-one-shape-out            872              808
+formula given the real kernel's tile count (split only)  300 / 303        251 / 303
+=======================================================  ===============  =========
+
+Most of the remaining error is the tile choice, which follows cuBLAS's cost model (e.g. 48 tiles
+of 64x8 with 4x1 clusters split into 5 slices: 240 CTAs; 64x8 vs 64x24 tiles at the same shape
+for F.linear with and without bias).  On the held-out capture (115 nvjet calls, 17 split; not
+used for fitting): decision 112, S right 107 (earlier rule: 108, 103).  The rule is therefore a
+*prediction*: calls it decides are flagged not modelled (``selection._select_nvjet``), except
+inside the measured no-split frontier, which takes precedence.
 
 Example:
     >>> formula_split(M=8, N=1024, K=14336)   # 16 tiles of 64 x 8: 8 slices fill 128 CTAs
