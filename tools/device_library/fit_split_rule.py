@@ -1,7 +1,8 @@
 """Fit and score the nvjet split-K rule (``tcnumerics.library.split_rule``) on the op survey, on the CPU.
 
     PYTHONPATH=src:tools/device_library python3 tools/device_library/fit_split_rule.py \
-        vectors/library/hopper_op_survey_h100.npz [--cache ssets.json] [--holdout vectors/library/hopper_op_holdout_h100.npz]
+        vectors/library/hopper_op_survey_h100.npz [--cache ssets.json] \
+        [--holdout vectors/library/hopper_op_holdout_h100.npz]
 
 1. For every BF16/FP16 nvjet call that ran a ``*_splitK_*`` kernel, the set of slice counts S whose
    structure (S equal slices of ``ceil(kt / S)`` 64-element K-tiles, FP32 slice sums in order)
@@ -200,7 +201,8 @@ def main() -> int:
         print(f"holdout: {len(hold)} nvjet calls, {sum(r['split'] for r in hold)} split")
         print("  earlier rule:", tally(hold, old_rule))
         print("  formula:", tally(hold, formula))
-        print("  neighbour vote (survey table) + formula:", tally(hold, lambda r: sr.predicted_split(r["call"], table_of())))
+        table = table_of()
+        print("  neighbour vote (survey table) + formula:", tally(hold, lambda r: sr.predicted_split(r["call"], table)))
     return 0
 
 
