@@ -87,7 +87,7 @@ def cutlass_structure(fam: str, fmt: str, names: str, epi: str) -> Structure:
 
 
 def candidates(c: dict, call: Call):
-    """(family, structure) pairs to try, most likely first."""
+    """(family, base structure, split granule, split?) for a survey record, most likely structure first."""
     ks = [k for k in c["kernels"] if "Mem" not in k and "elementwise" not in k]
     names = " ".join(ks)
     split = any(t in names for t in ("splitKreduce", "splitK", "split_k", "execute_split", "segment_k_on"))
@@ -114,10 +114,49 @@ def candidates(c: dict, call: Call):
         if "tf32" in names:
             inst = WGMMA["tf32"] if "sm90" in names else "hopper.mma.m16n8k8.f32.tf32.tf32.f32"
             return fam, Structure(fam, instruction=inst, input_rounding="rne", epilogue=epi), 8, split
-        return fam, Structure(fam, instruction=None, epilogue=epi), 8, split
+        return ffma_candidate(c, fam, names, epi, split)
     if not ks[0].startswith("nvjet"):  # CUTLASS epilogues: one linear combination in FP32 (no badd kernels)
         return fam, cutlass_structure(fam, call.fmt, names, "bx" if epi == "badd" else epi), 8, split
     return fam, Structure(fam, instruction=WGMMA[call.fmt], epilogue=epi), 64, split
+
+
+def in_place_split(c: dict) -> bool:
+    """A Memset (of the split-K semaphores) before one GEMM kernel and no reduce kernel: in-place split-K."""
+    return any(k.startswith("Memset") for k in c["kernels"]) and not any("splitKreduce" in k for k in c["kernels"])
+
+
+def ffma_candidate(c: dict, fam: str, names: str, epi: str, split: bool):
+    """FP32 FFMA kernels (H100 survey): ``sm80_xmma_gemm_f32f32`` split-K deals its 8-element K-tiles
+    round-robin to the slices (``execute_split_k_kernel``, or in place after a Memset); CUTLASS SIMT
+    ``sgemm`` splits K into contiguous slices of ``ceil(K / S)`` rounded up to 4 (+ ``splitKreduce``)
+    or, in place after a Memset, to 32 elements, where C / the bias joins the first slice."""
+    base = Structure(fam, instruction=None, epilogue=epi)
+    in_place = in_place_split(c)
+    if in_place:
+        base = base.with_(split_reduce="serial")
+    if "xmma" in names:
+        return fam, base.with_(k_tile=8), 8, split or in_place
+    return fam, base, 32 if in_place else 4, split or in_place
+
+
+def split_tries(c: dict, call: Call, base: Structure, granule: int):
+    """Split-K structures to try, the fitted guess's neighbourhood first (slice counts up to 1024)."""
+    K = call.K
+    if base.instruction is None and base.k_tile == 8 and "xmma" in base.family:  # interleaved K-tiles
+        tiles = -(-K // 8)
+        return [base.with_(split_interleave=S) for S in range(2, min(tiles, 256) + 1)]
+    seen, out = set(), []
+    for S in range(2, 1025):
+        per = -(-(-(-K // S)) // granule) * granule
+        if per >= K or per in seen:
+            continue
+        seen.add(per)
+        out.append(base.with_(split_k=(per,) * -(-K // per)))
+    tiles = -(-K // 64)
+    ctas = math.ceil(call.M / 64) * math.ceil(call.N / 64)
+    guess = max(2, min(-(-tiles // 22), 132 // max(ctas, 1)))
+    out.sort(key=lambda s: abs(len(s.split_k) - guess) if granule >= 64 else 0)
+    return out + [base]  # a split kernel whose slices turned out empty
 
 
 def fit_one(c: dict, data, cache: dict) -> dict:
@@ -129,31 +168,19 @@ def fit_one(c: dict, data, cache: dict) -> dict:
     fam, base, tile, split = candidates(c, call)
     kernel = " | ".join(k[:80] for k in c["kernels"] if "Mem" not in k and "elementwise" not in k)
     entry = dict(key=call.key(), family=fam, kernel=kernel, verified=False, split=None)
-    if not split:
-        tries = [None]
-    else:
-        tiles = -(-call.K // tile)
-        ctas = math.ceil(call.M / 64) * math.ceil(call.N / 64)
-        guess = max(2, min(-(-tiles // 22), 132 // max(ctas, 1)))
-        tries = sorted(range(2, min(tiles, 64) + 1), key=lambda s: abs(s - guess)) + [None]  # None: empty slices
-        if key in SEED:  # a slice count found earlier (e.g. by a slower exhaustive search): try it first
-            tries = [SEED[key]] + [t for t in tries if t != SEED[key]]
+    tries = [base] if not split else split_tries(c, call, base, tile)
+    if split and key in SEED:  # a slice count found earlier (e.g. by a slower exhaustive search): try it first
+        tries = [t for t in tries if len(t.split_k or ()) == SEED[key] or t.split_interleave == SEED[key]] + tries
     budget = time.time() + BUDGET_S
-    for S in tries:
+    for s in tries:
         if time.time() > budget:
             break
-        sl = None
-        if S:
-            per = -(-(-(-call.K // tile)) // S) * tile
-            if per * (S - 1) >= call.K:
-                continue
-            sl = (per,) * S
-        s = base.with_(split_k=sl)
         try:
-            if score(c, s, ops, sub=6):
+            if score(c, s, ops, sub=3) or score(c, s, ops, sub=6):
                 continue
             if score(c, s, ops) == 0:
-                entry.update(verified=True, split=list(sl) if sl else None)
+                entry.update(verified=True, split=list(s.split_k) if s.split_k else None,
+                             split_interleave=s.split_interleave, split_reduce=s.split_reduce, k_tile=s.k_tile)
                 break
         except Exception as exc:  # a structure gemm refuses: record and stop trying
             entry["reason"] = f"candidate failed: {exc}"[:200]
@@ -199,6 +226,21 @@ def frontier(records, cache: dict) -> dict:
     return out
 
 
+def seed_from_table(recs, cache: dict, table_path: str, refit: str) -> None:
+    """Cache entries from an existing table for the calls whose kernels ``refit`` does not match."""
+    with open(table_path) as fh:
+        calls = json.load(fh)["calls"]
+    pattern = re.compile(refit) if refit else None
+    for c in recs:
+        names = " ".join(c["kernels"])
+        key = call_of(c).key()
+        if str(c["id"]) in cache or key not in calls or (
+                pattern and pattern.search(names) and not calls[key].get("verified")):
+            continue  # fitted again: an unverified call of a family being identified
+        e = calls[key]
+        cache[str(c["id"])] = dict(e, key=key)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("survey_dir")
@@ -207,6 +249,10 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=40.0, help="seconds of split-K search per call")
     ap.add_argument("--seed", default="", help="JSON {call id: split count} to try first")
     ap.add_argument("--only-cache", action="store_true", help="write the table from the cache, fit nothing new")
+    ap.add_argument("--refit", default="", help="with --from-table: regex of kernel names whose unverified calls "
+                                                "are fitted again")
+    ap.add_argument("--from-table", action="store_true",
+                    help="start from the current table (-o): every call keeps its entry unless --refit matches its kernels")
     args = ap.parse_args()
     index, data = load(args.survey_dir)
     global BUDGET_S
@@ -216,6 +262,8 @@ def main() -> int:
     cache = json.load(open(args.cache)) if os.path.exists(args.cache) else {}
     t0 = time.time()
     recs = [c for c in index["records"] if "error" not in c]
+    if args.from_table:
+        seed_from_table(recs, cache, args.out, args.refit)
     recs.sort(key=lambda c: ("splitK" in " ".join(c["kernels"]), c.get("b", 1) * c["M"] * c["N"] * c["K"]))
     for n, c in enumerate(recs):
         if args.only_cache and str(c["id"]) not in cache:
@@ -236,10 +284,14 @@ def main() -> int:
         entry.update(instruction=base.instruction, input_rounding=base.input_rounding,
                      promote_every=base.promote_every, k_tile=base.k_tile, k_residue=base.k_residue,
                      epilogue=base.epilogue)
+        entry.update({k: e[k] for k in ("split_interleave", "k_tile") if e.get(k)})
+        if base.split_reduce != "parallel":
+            entry["split_reduce"] = base.split_reduce
         key = call_of(c).key()
         if key in calls:  # the same call kind measured twice (other operands): both must agree
             old = calls[key]
-            if not (old["verified"] and entry["verified"] and old["split"] == entry["split"]):
+            if not (old["verified"] and entry["verified"] and old["split"] == entry["split"]
+                    and old.get("split_interleave") == entry.get("split_interleave")):
                 old.update(verified=False, reason=old.get("reason") or entry.get("reason")
                            or "two measurements of this call kind disagree on the structure")
             continue

@@ -141,9 +141,11 @@ def _from_table(c: Call, base: Structure, family: str, tile: int) -> Plan | None
         return None
     split = entry.get("split")
     fields = {k: entry[k] for k in ("instruction", "input_rounding", "promote_every", "k_tile", "k_residue",
-                                    "epilogue") if k in entry}
+                                    "epilogue", "split_interleave", "split_reduce") if k in entry}
     s = base.with_(split_k=tuple(split) if split else None, **fields)
-    fam = entry.get("family", family) + (f" splitK x{len(split)} + splitKreduce" if split else "")
+    n_split = len(split) if split else (s.split_interleave or 0)
+    how = " in place" if s.split_reduce == "serial" else " + splitKreduce"
+    fam = entry.get("family", family) + (f" splitK x{n_split}{how}" if n_split else "")
     if entry.get("verified"):
         return Plan(fam, s, True, PROVENANCE + f"; this call measured ({entry.get('kernel', '')[:60]})", c)
     return Plan(fam, s, False, entry.get("reason", "measured call whose structure was not identified"), c)

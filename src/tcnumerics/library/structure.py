@@ -12,6 +12,17 @@ Epilogues (all arithmetic FP32, RNE, then one conversion to the output type):
 * ``bx``     -- nvjet ``*_bx_*`` (general alpha, beta): ``cvt(fma(beta, C, alpha * acc))``;
 * ``bx_mul`` -- ``cvt(alpha * acc + beta * C)`` with every operation rounded.
 
+Split-K (FFMA chains; H100 survey, docs/gemm.md):
+
+* contiguous slices (``split_k`` lengths; CUTLASS SIMT ``sgemm`` + ``splitKreduce_kernel``): each
+  slice an FFMA chain from +0, the FP32 slice results summed in order, then the epilogue;
+* interleaved slices (``split_interleave=S``, ``k_tile``; ``sm80_xmma_gemm_f32f32`` + its
+  ``execute_split_k_kernel``, or in place after a Memset): K-tiles t, t + S, t + 2S, ... form
+  slice t; the same in-order sum;
+* ``split_reduce="serial"`` (CUTLASS in-place split-K: a Memset of the semaphores, no reduce
+  kernel): slice 0's epilogue applies ``fma(alpha, acc0, beta * C)`` (or ``+ bias``) and slice k
+  adds ``fma(alpha, acc_k, D)`` to what slice k-1 wrote, so C / the bias joins the first slice.
+
 Example:
     >>> import numpy as np, ml_dtypes
     >>> s = Structure("nvjet", instruction="hopper.wgmma.m64n8k16.f32.bf16.bf16")
@@ -44,6 +55,10 @@ class Structure:
         input_rounding: FP32 operands rounded to TF32 first ("rne" or "rna"), or None.
         promote_every, k_tile, k_residue, split_k, split_granule: as in ``tcnumerics.gemm``.
         epilogue: one of EPILOGUES.
+        split_interleave: FFMA chains only: S slices made of ``k_tile``-element K-tiles dealt round-robin
+            (tile t to slice t mod S), each chained from +0, summed in slice order (xmma split-K).
+        split_reduce: "parallel" (slices summed, then the epilogue) or "serial" (C / bias joins the
+            first slice's epilogue and each later slice is added to the output, CUTLASS in-place split-K).
     """
 
     family: str
@@ -55,6 +70,8 @@ class Structure:
     split_k: tuple[int, ...] | None = None
     split_granule: int | None = None
     epilogue: str = "plain"
+    split_interleave: int | None = None
+    split_reduce: str = "parallel"
 
     def with_(self, **kw) -> "Structure":
         return replace(self, **kw)
@@ -67,6 +84,10 @@ class Structure:
             parts.append(f"promotion every {self.promote_every}")
         if self.split_k:
             parts.append(f"split-K {len(self.split_k)} x {self.split_k[0]}")
+        if self.split_interleave:
+            parts.append(f"split-K {self.split_interleave} interleaved {self.k_tile}-element K-tiles")
+        if self.split_reduce != "parallel":
+            parts.append(f"{self.split_reduce} slice reduction")
         parts.append(f"epilogue {self.epilogue}")
         return ", ".join(parts)
 
@@ -79,30 +100,57 @@ def _tf32(x: np.ndarray, mode: str) -> np.ndarray:
 def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b=None,
                engine: str = "auto") -> np.ndarray:
     """The FP32 accumulator (float64 holding FP32 values) after the K reduction and split-K sum."""
+    if s.instruction is None:
+        return _sum_in_order(ffma_partials(s, A, B))
     if s.input_rounding:
         A, B = _tf32(A, s.input_rounding), _tf32(B, s.input_rounding)
-    if s.instruction is None:
-        return _ffma_chain(np.asarray(A, np.float32), np.asarray(B, np.float32), s.split_k)
+    if s.split_interleave or s.split_reduce != "parallel":
+        raise ValueError(f"{s.family}: interleaved or serial split-K is modelled for FFMA chains only")
     acc = gemm(A, B, instruction=s.instruction, promote_every=s.promote_every,
                split_k=list(s.split_k) if s.split_k else None, k_tile=s.k_tile, k_residue=s.k_residue,
                split_granule=s.split_granule, scale_a=scale_a, scale_b=scale_b, engine=engine)
     return np.asarray(acc, np.float64)
 
 
-def _ffma_chain(A: np.ndarray, B: np.ndarray, split_k) -> np.ndarray:
-    """Sequential FP32 FMA over K per output (SIMT kernels), K slices summed in order."""
-    M, K = A.shape
-    a, b = A.astype(np.float64), np.ascontiguousarray(B.astype(np.float64).T)
-    total = None
-    for k0, k1 in split_bounds(K, list(split_k) if split_k else None, 1):
-        if _ffma_numba is not None:
-            acc = _ffma_numba(np.ascontiguousarray(a[:, k0:k1]), np.ascontiguousarray(b[:, k0:k1]))
-        else:
-            acc = np.zeros((M, B.shape[1]))
-            for k in range(k0, k1):
-                acc = _fp32_fma(a[:, k:k + 1], b[None, :, k].reshape(1, -1), acc)
-        total = acc if total is None else _FP32.round(total + acc)
+def _sum_in_order(partials: list[np.ndarray]) -> np.ndarray:
+    """FP32 slice results summed in slice order, each addition RNE (splitKreduce / in-place reduction)."""
+    total = partials[0]
+    for p in partials[1:]:
+        total = _FP32.round(total + p)
     return total
+
+
+def slice_columns(s: Structure, K: int) -> list[np.ndarray]:
+    """The K indices each split-K slice of an FFMA-chain structure reduces, in chain order.
+
+    >>> [c.tolist() for c in slice_columns(Structure("x", split_interleave=2, k_tile=2), 7)]
+    [[0, 1, 4, 5], [2, 3, 6]]
+    >>> [c.tolist() for c in slice_columns(Structure("x", split_k=(3, 3, 3)), 7)]
+    [[0, 1, 2], [3, 4, 5], [6]]
+    """
+    if s.split_interleave:
+        tile = s.k_tile or 8
+        tiles = np.arange(-(-K // tile))
+        return [np.concatenate([np.arange(t * tile, min(K, t * tile + tile)) for t in tiles[r::s.split_interleave]])
+                if len(tiles[r::s.split_interleave]) else np.zeros(0, np.int64) for r in range(s.split_interleave)]
+    return [np.arange(k0, k1) for k0, k1 in split_bounds(K, list(s.split_k) if s.split_k else None, 1)]
+
+
+def ffma_partials(s: Structure, A, B) -> list[np.ndarray]:
+    """Each split-K slice's sequential FP32 FMA chain from +0 (SIMT / xmma FFMA kernels), as float64 arrays."""
+    A, B = np.asarray(A, np.float32), np.asarray(B, np.float32)
+    a, b = A.astype(np.float64), np.ascontiguousarray(B.astype(np.float64).T)
+    out = []
+    for cols in slice_columns(s, A.shape[1]):
+        a_s, b_s = np.ascontiguousarray(a[:, cols]), np.ascontiguousarray(b[:, cols])
+        if _ffma_numba is not None:
+            acc = _ffma_numba(a_s, b_s)
+        else:
+            acc = np.zeros((A.shape[0], B.shape[1]))
+            for k in range(len(cols)):
+                acc = _fp32_fma(a_s[:, k:k + 1], b_s[None, :, k].reshape(1, -1), acc)
+        out.append(acc)
+    return out
 
 
 def _make_ffma_numba():
@@ -167,5 +215,18 @@ def epilogue(s: Structure, acc: np.ndarray, out_format: str, *, alpha: float = 1
 def run(s: Structure, A, B, *, out_format: str, alpha: float = 1.0, beta: float = 0.0, C=None, bias=None,
         scale_a=None, scale_b=None, engine: str = "auto") -> np.ndarray:
     """Output of the kernel family ``s`` for ``A @ B`` (then alpha/beta/C/bias as its epilogue applies them)."""
+    if s.split_reduce == "serial" and s.instruction is None and s.epilogue != "plain":
+        return _serial_split(s, ffma_partials(s, A, B), out_format, alpha, beta, C, bias)
     acc = accumulate(s, A, B, scale_a, scale_b, engine)
     return epilogue(s, acc, out_format, alpha=alpha, beta=beta, C=C, bias=bias)
+
+
+def _serial_split(s: Structure, partials, out_format: str, alpha: float, beta: float, C, bias) -> np.ndarray:
+    """CUTLASS in-place split-K: slice 0's epilogue (C or bias included), then ``D = fma(alpha, acc_k, D)``."""
+    d = epilogue(s.with_(split_reduce="parallel"), partials[0], "fp32", alpha=alpha, beta=beta, C=C, bias=bias)
+    d = np.asarray(d, np.float64)
+    a = _FP32.round(np.float64(alpha))
+    for p in partials[1:]:
+        d = _fp32_fma(np.full(d.shape, a), p, d)
+    out = get_format(out_format)
+    return out.to_array(out.from_float(d))
