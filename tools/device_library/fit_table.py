@@ -221,7 +221,8 @@ def frontier(records, cache: dict) -> dict:
             continue  # misaligned, tiny or small odd M: the selection sends these to the fallback branch first
         entry = cache.get(str(c["id"]), {})
         plain = (names.startswith(PLAIN[cls]) and not any(tag in names for tag in SPLIT_TAGS)
-                 and entry.get("verified", False))
+                 and entry.get("verified", False)
+                 and not entry.get("split") and not entry.get("split_interleave"))
         out[cls]["plain" if plain else "other"].append([t, call.K])
     return out
 
