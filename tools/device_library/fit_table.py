@@ -116,7 +116,10 @@ def candidates(c: dict, call: Call):
             return fam, Structure(fam, instruction=inst, input_rounding="rne", epilogue=epi), 8, split
         return ffma_candidate(c, fam, names, epi, split)
     if not ks[0].startswith("nvjet"):  # CUTLASS epilogues: one linear combination in FP32 (no badd kernels)
-        return fam, cutlass_structure(fam, call.fmt, names, "bx" if epi == "badd" else epi), 8, split
+        base = cutlass_structure(fam, call.fmt, names, "bx" if epi == "badd" else epi)
+        if "cutlass" in names and in_place_split(c):  # in-place split-K, partial sums in the output type
+            return fam, base.with_(split_reduce="serial"), base.k_tile or 32, True
+        return fam, base, 8, split
     return fam, Structure(fam, instruction=WGMMA[call.fmt], epilogue=epi), 64, split
 
 

@@ -20,8 +20,9 @@ Split-K (FFMA chains; H100 survey, docs/gemm.md):
   ``execute_split_k_kernel``, or in place after a Memset): K-tiles t, t + S, t + 2S, ... form
   slice t; the same in-order sum;
 * ``split_reduce="serial"`` (CUTLASS in-place split-K: a Memset of the semaphores, no reduce
-  kernel): slice 0's epilogue applies ``fma(alpha, acc0, beta * C)`` (or ``+ bias``) and slice k
-  adds ``fma(alpha, acc_k, D)`` to what slice k-1 wrote, so C / the bias joins the first slice.
+  kernel; FFMA chains and the CUTLASS 2.x tensor-op kernels): slice 0's epilogue applies C or
+  the bias and writes the output type; slice k adds ``fma(alpha, acc_k, D)`` to what slice k-1
+  wrote, rounding to the output type again (BF16/FP16 outputs round between slices).
 
 Example:
     >>> import numpy as np, ml_dtypes
@@ -104,8 +105,8 @@ def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b
         return _sum_in_order(ffma_partials(s, A, B))
     if s.input_rounding:
         A, B = _tf32(A, s.input_rounding), _tf32(B, s.input_rounding)
-    if s.split_interleave or s.split_reduce != "parallel":
-        raise ValueError(f"{s.family}: interleaved or serial split-K is modelled for FFMA chains only")
+    if s.split_interleave:
+        raise ValueError(f"{s.family}: interleaved split-K is modelled for FFMA chains only")
     acc = gemm(A, B, instruction=s.instruction, promote_every=s.promote_every,
                split_k=list(s.split_k) if s.split_k else None, k_tile=s.k_tile, k_residue=s.k_residue,
                split_granule=s.split_granule, scale_a=scale_a, scale_b=scale_b, engine=engine)
@@ -215,18 +216,30 @@ def epilogue(s: Structure, acc: np.ndarray, out_format: str, *, alpha: float = 1
 def run(s: Structure, A, B, *, out_format: str, alpha: float = 1.0, beta: float = 0.0, C=None, bias=None,
         scale_a=None, scale_b=None, engine: str = "auto") -> np.ndarray:
     """Output of the kernel family ``s`` for ``A @ B`` (then alpha/beta/C/bias as its epilogue applies them)."""
-    if s.split_reduce == "serial" and s.instruction is None and s.epilogue != "plain":
-        return _serial_split(s, ffma_partials(s, A, B), out_format, alpha, beta, C, bias)
+    if s.split_reduce == "serial":
+        return _serial_split(s, _slice_partials(s, A, B, engine), out_format, alpha, beta, C, bias)
     acc = accumulate(s, A, B, scale_a, scale_b, engine)
     return epilogue(s, acc, out_format, alpha=alpha, beta=beta, C=C, bias=bias)
 
 
+def _slice_partials(s: Structure, A, B, engine: str) -> list[np.ndarray]:
+    """Each split-K slice's FP32 accumulator (FFMA chains, or the instruction chain on contiguous slices)."""
+    if s.instruction is None:
+        return ffma_partials(s, A, B)
+    one = s.with_(split_k=None, split_reduce="parallel")
+    A, B = np.asarray(A), np.asarray(B)
+    return [accumulate(one, A[:, k0:k1], B[k0:k1], engine=engine)
+            for k0, k1 in split_bounds(A.shape[1], list(s.split_k) if s.split_k else None, 1)]
+
+
 def _serial_split(s: Structure, partials, out_format: str, alpha: float, beta: float, C, bias) -> np.ndarray:
-    """CUTLASS in-place split-K: slice 0's epilogue (C or bias included), then ``D = fma(alpha, acc_k, D)``."""
-    d = epilogue(s.with_(split_reduce="parallel"), partials[0], "fp32", alpha=alpha, beta=beta, C=C, bias=bias)
-    d = np.asarray(d, np.float64)
+    """CUTLASS in-place split-K: slice 0's epilogue (C or bias included) written to the output in its own
+    type, then each slice k adds ``fma(alpha, acc_k, D)`` to what slice k-1 wrote, rounding to the output
+    type again (BF16/FP16 outputs round between slices: measured, docs/gemm.md)."""
+    out = get_format(out_format)
+    d = epilogue(s.with_(split_reduce="parallel"), partials[0], out_format, alpha=alpha, beta=beta, C=C, bias=bias)
+    d = np.asarray(out.to_float(out.from_float(np.asarray(d, np.float64))), np.float64)
     a = _FP32.round(np.float64(alpha))
     for p in partials[1:]:
-        d = _fp32_fma(np.full(d.shape, a), p, d)
-    out = get_format(out_format)
-    return out.to_array(out.from_float(d))
+        d = out.to_float(out.from_float(_fp32_fma(np.full(d.shape, a), p, d)))
+    return out.to_array(out.from_float(np.asarray(d, np.float64)))
