@@ -113,3 +113,40 @@ def test_full_shape_changes_the_plan_and_is_checked():
 def test_bad_input_is_a_clear_error(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+def test_serial_split_k_adds_the_bias_to_the_first_slice():
+    """In-place split-K: fp32(fp32(bias + p0) + p1), not fp32(fp32(p0 + p1) + bias) (measured, docs/gemm.md)."""
+    from tcnumerics.library.structure import Structure, run
+
+    A = np.array([[2.0**-12, 2.0**-12]], np.float32)
+    B = np.array([[2.0**-12], [2.0**-12]], np.float32)
+    bias = np.array([1.0])
+    parallel = Structure("simt", split_k=(1, 1), epilogue="bias")
+    serial = parallel.with_(split_reduce="serial")
+    assert float(run(parallel, A, B, out_format="fp32", bias=bias)[0, 0]) == 1.0 + 2.0**-23
+    assert float(run(serial, A, B, out_format="fp32", bias=bias)[0, 0]) == 1.0
+
+
+def test_interleaved_split_k_deals_k_tiles_round_robin():
+    from tcnumerics.library.structure import Structure, run
+
+    # K-tiles of 1: slice 0 = k 0, 2 (1 - 1 = 0); slice 1 = k 1, 3 (2^-23); contiguous halves lose one 2^-24.
+    A = np.array([[1.0, 2.0**-24, -1.0, 2.0**-24]], np.float32)
+    B = np.ones((4, 1), np.float32)
+    inter = Structure("xmma", split_interleave=2, k_tile=1)
+    contiguous = Structure("xmma", split_k=(2, 2))
+    assert float(run(inter, A, B, out_format="fp32")[0, 0]) == 2.0**-23
+    assert float(run(contiguous, A, B, out_format="fp32")[0, 0]) == 2.0**-24  # 1 + 2^-24 rounds to 1
+
+
+def test_half_in_place_split_rounds_to_the_output_type_between_slices():
+    """CUTLASS in-place split-K with a BF16 output: each slice adds to the BF16 value the last one wrote."""
+    from tcnumerics.library.structure import Structure, run
+
+    A = np.array([[1.0, 2.0**-9, 2.0**-9, 2.0**-9]], ml_dtypes.bfloat16)
+    B = np.ones((4, 1), ml_dtypes.bfloat16)
+    parallel = Structure("cutlass", instruction="hopper.mma.m16n8k8.f32.bf16.bf16.f32", split_k=(1, 1, 1, 1))
+    serial = parallel.with_(split_reduce="serial")
+    assert float(run(parallel, A, B, out_format="bf16")[0, 0]) == 1.0078125  # bf16(1 + 3 * 2^-9)
+    assert float(run(serial, A, B, out_format="bf16")[0, 0]) == 1.0  # 2^-9 is below half a BF16 ulp each time

@@ -101,3 +101,41 @@ def test_held_out_calls_are_exact_or_flagged(call_id):
     rec = next(r for r in index["records"] if r["id"] == call_id)
     res = replay(rec, data, side=8)
     assert res["exact"] or not res["modelled"], res
+
+
+# One call of each split-K structure identified from the survey's bits (docs/gemm.md, issue 15):
+# SIMT sgemm + splitKreduce (contiguous slices to 4), SIMT in place after a Memset with a bias (C joins
+# slice 0), sm80_xmma FFMA split-K (interleaved 8-element K-tiles), CUTLASS BF16 in place (BF16 between
+# slices), CUTLASS FP16 + splitKreduce reading FP16 partials, TF32 s1688 with more than 64 slices.
+IDENTIFIED = {1193: "simt contiguous", 1227: "simt in place + bias", 1195: "xmma interleaved",
+              279: "bf16 in place", 635: "fp16 partials", 1065: "tf32 s1688 52 slices"}
+
+
+@pytest.mark.parametrize("call_id", sorted(IDENTIFIED) if os.path.exists(SURVEY) else [])
+def test_identified_split_structures_replay_bit_exactly(call_id):
+    from replay_survey import load, replay
+
+    index, data = load(SURVEY)
+    rec = next(r for r in index["records"] if r["id"] == call_id)
+    res = replay(rec, data, side=8)
+    assert res["modelled"] and res["exact"], (IDENTIFIED[call_id], res)
+
+
+def test_identified_split_structures_are_not_the_plain_reduction():
+    """The identified structure matters: the same slices summed the default way miss some bits."""
+    from fit_table import call_of, score
+    from replay_survey import load, operands
+
+    index, data = load(SURVEY)
+    table = measured_table()["calls"]
+    for call_id in (1227, 1195, 279):
+        rec = next(r for r in index["records"] if r["id"] == call_id)
+        plan = select(call_of(rec))
+        assert plan.modelled, call_id
+        s = plan.structure
+        plain = s.with_(split_reduce="parallel", split_interleave=None,
+                        split_k=s.split_k or tuple([-(-rec["K"] // s.split_interleave)] * s.split_interleave))
+        ops = operands(rec, data)
+        assert score(rec, s, ops, sub=8) == 0, call_id
+        assert score(rec, plain, ops, sub=8) > 0, call_id
+        assert table[call_of(rec).key()]["verified"]

@@ -119,6 +119,8 @@ def candidates(c: dict, call: Call):
         base = cutlass_structure(fam, call.fmt, names, "bx" if epi == "badd" else epi)
         if "cutlass" in names and in_place_split(c):  # in-place split-K, partial sums in the output type
             return fam, base.with_(split_reduce="serial"), base.k_tile or 32, True
+        if re.search(r"splitKreduce_kernel<\d+, \d+, int, (__nv_bfloat16|__half),", names):
+            base = base.with_(split_partial_format=call.out)  # the reduce kernel reads BF16/FP16 partials
         return fam, base, 8, split
     return fam, Structure(fam, instruction=WGMMA[call.fmt], epilogue=epi), 64, split
 
@@ -291,6 +293,8 @@ def main() -> int:
         entry.update({k: e[k] for k in ("split_interleave", "k_tile") if e.get(k)})
         if base.split_reduce != "parallel":
             entry["split_reduce"] = base.split_reduce
+        if base.split_partial_format:
+            entry["split_partial_format"] = base.split_partial_format
         key = call_of(c).key()
         if key in calls:  # the same call kind measured twice (other operands): both must agree
             old = calls[key]

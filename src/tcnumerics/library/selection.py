@@ -141,7 +141,8 @@ def _from_table(c: Call, base: Structure, family: str, tile: int) -> Plan | None
         return None
     split = entry.get("split")
     fields = {k: entry[k] for k in ("instruction", "input_rounding", "promote_every", "k_tile", "k_residue",
-                                    "epilogue", "split_interleave", "split_reduce") if k in entry}
+                                    "epilogue", "split_interleave", "split_reduce", "split_partial_format")
+              if k in entry}
     s = base.with_(split_k=tuple(split) if split else None, **fields)
     n_split = len(split) if split else (s.split_interleave or 0)
     how = " in place" if s.split_reduce == "serial" else " + splitKreduce"

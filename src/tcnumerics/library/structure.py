@@ -60,6 +60,9 @@ class Structure:
             (tile t to slice t mod S), each chained from +0, summed in slice order (xmma split-K).
         split_reduce: "parallel" (slices summed, then the epilogue) or "serial" (C / bias joins the
             first slice's epilogue and each later slice is added to the output, CUTLASS in-place split-K).
+        split_partial_format: the workspace type of parallel split-K partials when it is not FP32
+            (``splitKreduce_kernel<32, 16, int, __nv_bfloat16, ...>`` after CUTLASS 2.x kernels: each
+            slice's result is rounded to BF16/FP16 before the FP32 in-order sum).
     """
 
     family: str
@@ -73,6 +76,7 @@ class Structure:
     epilogue: str = "plain"
     split_interleave: int | None = None
     split_reduce: str = "parallel"
+    split_partial_format: str | None = None
 
     def with_(self, **kw) -> "Structure":
         return replace(self, **kw)
@@ -89,6 +93,8 @@ class Structure:
             parts.append(f"split-K {self.split_interleave} interleaved {self.k_tile}-element K-tiles")
         if self.split_reduce != "parallel":
             parts.append(f"{self.split_reduce} slice reduction")
+        if self.split_partial_format:
+            parts.append(f"slice partials stored as {self.split_partial_format}")
         parts.append(f"epilogue {self.epilogue}")
         return ", ".join(parts)
 
@@ -107,6 +113,10 @@ def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b
         A, B = _tf32(A, s.input_rounding), _tf32(B, s.input_rounding)
     if s.split_interleave:
         raise ValueError(f"{s.family}: interleaved split-K is modelled for FFMA chains only")
+    if s.split_partial_format and s.split_k:
+        fmt = get_format(s.split_partial_format)
+        parts = _slice_partials(s.with_(split_partial_format=None), A, B, engine)
+        return _sum_in_order([np.asarray(fmt.to_float(fmt.from_float(p)), np.float64) for p in parts])
     acc = gemm(A, B, instruction=s.instruction, promote_every=s.promote_every,
                split_k=list(s.split_k) if s.split_k else None, k_tile=s.k_tile, k_residue=s.k_residue,
                split_granule=s.split_granule, scale_a=scale_a, scale_b=scale_b, engine=engine)
