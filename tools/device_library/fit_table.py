@@ -109,8 +109,9 @@ def candidates(c: dict, call: Call):
         if "s1688gemm" in names:  # CUTLASS TF32: RNE operands (cuBLAS 13.1), mma k8, K-tile from the name
             m = re.search(r"s1688gemm_\d+x\d+_(\d+)x\d+", names)
             kt = int(m.group(1)) if m else 32
+            # split-K slices: ceil(K / S) rounded up to 4 elements (CUTLASS's 128-bit alignment for FP32), as SIMT
             return fam, Structure(fam, instruction="hopper.mma.m16n8k8.f32.tf32.tf32.f32", input_rounding="rne",
-                                  k_tile=kt, k_residue="first", epilogue=epi), kt, split
+                                  k_tile=kt, k_residue="first", epilogue=epi), 4, split
         if "tf32" in names:
             inst = WGMMA["tf32"] if "sm90" in names else "hopper.mma.m16n8k8.f32.tf32.tf32.f32"
             return fam, Structure(fam, instruction=inst, input_rounding="rne", epilogue=epi), 8, split
