@@ -139,3 +139,16 @@ def test_identified_split_structures_are_not_the_plain_reduction():
         assert score(rec, s, ops, sub=8) == 0, call_id
         assert score(rec, plain, ops, sub=8) > 0, call_id
         assert table[call_of(rec).key()]["verified"]
+
+
+@pytest.mark.parametrize("call_id", [131, 136, 125] if os.path.exists(HOLDOUT) else [])
+def test_fp32_one_wave_split_guess_on_held_out_calls(call_id):
+    """Held-out FP32/TF32 split calls (not in the table): the one-wave slice-count guess reproduces them,
+    and the plan stays flagged (a prediction)."""
+    from replay_survey import load, replay
+
+    index, data = load(HOLDOUT)
+    rec = next(r for r in index["records"] if r["id"] == call_id)
+    res = replay(rec, data, side=8)
+    assert not res["modelled"] and "predicted" in res["family"], res
+    assert res["exact"], res

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 
 from . import split_rule
@@ -240,9 +241,57 @@ def _select_fp32(c: Call) -> Plan:
         return tabled
     if _no_split_verified(c):
         return Plan(base.family + " (no split)", base, True, PROVENANCE, c)
+    guess = _fp32_split_guess(c, base)
+    if guess is not None:
+        return guess
     return Plan(base.family + " (predicted)", base, False,
                 "FP32/TF32 outside the measured frontier of the unsplit xmma kernels (cuBLAS may run split-K, "
                 "stream-K, CUTLASS SIMT or gemmSN kernels here)", c)
+
+
+_FFMA_OR_CUTLASS = re.compile(r"(?:s1688gemm|sgemm)_(\d+)x(\d+)_(\d+)x\d+|tilesize(\d+)x(\d+)x(\d+)")
+
+
+def _fp32_nearest_split_family(c: Call) -> dict | None:
+    """The verified measured FP32/TF32 call (same precision, op, batch, layout) nearest in log2 (M, N, K)
+    that ran a SIMT sgemm, sm80_xmma FFMA or CUTLASS s1688 kernel."""
+    best, best_d = None, None
+    for key, e in measured_table()["calls"].items():
+        f = key.split("|")
+        if (f[1] != "fp32" or f[12] != c.prec or f[0] != c.op or int(f[4]) != c.b or not e.get("verified")
+                or (f[8], f[9]) != (str(int(c.a_t)), str(int(c.b_t)))
+                or not _FFMA_OR_CUTLASS.search(e.get("kernel", ""))):
+            continue
+        d = sum(abs(math.log2(int(x)) - math.log2(max(y, 1))) for x, y in zip(f[5:8], (c.M, c.N, c.K)))
+        if best_d is None or d < best_d:
+            best, best_d = e, d
+    return best
+
+
+def _fp32_split_guess(c: Call, base: Structure) -> Plan | None:
+    """Best guess for FP32/TF32 calls outside the measured ones (flagged): the nearest measured call's kernel
+    family and split kind, with cuBLAS's one-wave slice count ``S = min(128, 132 // CTAs)`` (CTAs of that
+    kernel's tile over the output as cuBLAS sees it, N x M).  The rule reproduces the slice count of most
+    measured calls of the large-tile families (SIMT 256x128, s1688 256x64 / 64x256 / 128x64), not of the
+    small-tile ones that run several CTAs per SM; it is a prediction, never marked modelled."""
+    e = _fp32_nearest_split_family(c)
+    if e is None or not (e.get("split") or e.get("split_interleave")):
+        return None  # the nearest measured call ran unsplit: the unsplit chain is the guess
+    m = _FFMA_OR_CUTLASS.search(e["kernel"])
+    tm, tn, bk = (int(x) for x in (m.group(1, 2, 3) if m.group(1) else m.group(4, 5, 6)))
+    S = max(1, min(128, SMS // (math.ceil(c.N / tm) * math.ceil(c.M / tn) * c.b)))
+    fields = {k: e[k] for k in ("instruction", "input_rounding", "k_tile", "k_residue", "split_reduce") if k in e}
+    s = base.with_(**fields)
+    if e.get("split_interleave"):
+        s = s.with_(split_interleave=S if S > 1 else None)
+    else:
+        granule = bk if e.get("instruction") else (32 if e.get("split_reduce") == "serial" else 4)
+        per = -(-(-(-c.K // S)) // granule) * granule
+        s = s.with_(split_k=(per,) * -(-c.K // per) if S > 1 and per < c.K else None)
+    n = len(s.split_k or ()) or s.split_interleave or 1
+    return Plan(f"{e.get('family', base.family)} split-K x{n} (predicted)", s, False,
+                "FP32/TF32 kernel and split-K slice count predicted (nearest measured kernel family, one-wave "
+                "slice count): cuBLAS's choice was not measured at this shape", c)
 
 
 def _select_fp8(c: Call) -> Plan:
