@@ -388,12 +388,18 @@ def main_digest(args) -> int:
         records[i] = record
         if "error" in record:
             print(f"  {record['entry']:60s} ERROR {record['error'][:300]}", flush=True)
-        elif "skipped" not in record:
+        elif "skipped" not in record and not args.quiet:
             print(f"  {record['entry']:60s} {record['vectors']:8d} gen {record['generate_seconds']:5.2f} s "
                   f"engine {record['engine_seconds']:5.2f} s", flush=True)
         write_digest(args.digest, header, records, time.time() - t0)
     skipped = [r["entry"] for r in records.values() if "skipped" in r]
     failed = [r["entry"] for r in records.values() if "error" in r]
+    done = [r for r in records.values() if "input_hash" in r]
+    if done:
+        slow = max(done, key=lambda r: r["generate_seconds"] + r["engine_seconds"])
+        print(f"per datapath: generation {sum(r['generate_seconds'] for r in done):.1f} s, engine (compile, copy, "
+              f"run) {sum(r['engine_seconds'] for r in done):.1f} s, hashing {sum(r['hash_seconds'] for r in done):.1f}"
+              f" s in all; slowest {slow['entry']} {slow['generate_seconds'] + slow['engine_seconds']:.1f} s")
     print(f"digested {len(records) - len(skipped) - len(failed)} of {len(names)} datapaths in "
           f"{time.time() - t0:.1f} s; {len(skipped)} skipped at the deadline, {len(failed)} failed")
     return 1 if failed else 2 if skipped else 0
@@ -439,6 +445,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--deadline", type=float, default=0,
                    help="digest mode: start no datapath after this many seconds (0: none)")
     p.add_argument("--dump", action="append", help="digest mode: ENTRY:CHUNK whose output bits to store")
+    p.add_argument("--quiet", action="store_true", help="digest mode: print failures and the summary only")
     return p
 
 

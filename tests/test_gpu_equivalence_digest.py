@@ -123,3 +123,16 @@ def test_bad_digest_file_is_named(tmp_path):
     path.write_text(json.dumps({"format": ge.DIGEST_FORMAT, "seed": 1}))
     with pytest.raises(ValueError, match="header lacks backend"):
         dc.load_digest(str(path))
+
+
+def test_datapaths_past_the_deadline_are_skipped_and_reported(tmp_path, capsys):
+    record = ge.digest_datapath(PLAIN, 100, 8, 1, 64, "host", deadline=0.0)
+    assert record == dict(entry=PLAIN, skipped="deadline")
+    path = str(tmp_path / "d.json")
+    header = dict(format=ge.DIGEST_FORMAT, backend="host", device="-", seed=1, count=100, per_family=8, chunk=64,
+                  arch="blackwell", skip_arch=None, only=PLAIN, limit=0, skip_first=0, numpy=np.__version__,
+                  datapaths=[PLAIN])
+    ge.write_digest(path, header, {0: record}, 1.0)
+    assert dc.load_digest(path)["complete"] is False
+    assert dc.main([path]) == 2
+    assert "1 skipped at the device deadline" in capsys.readouterr().out
