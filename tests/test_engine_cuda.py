@@ -199,7 +199,7 @@ def test_mx_block_scaled_units_equal_reference(name):
 
 @needs_cxx
 def test_nvfp4_subgroup_scaled_units_equal_reference():
-    """k64 FP4 with UE4M3 scales per 16 (NVFP4): exact sub-group sums, scaled, fused with C (per-output kernel)."""
+    """k64 FP4 with UE4M3 scales per 16 (NVFP4): exact sub-group sums, scaled, fused with C (auto: tiled kernel)."""
     from tcnumerics.vectors.families import generate_scaled
 
     spec = get_instruction("blackwell.tcgen05.mma.kind::mxf4nvf4.block16.f32.e2m1.e2m1.ue4m3")
@@ -219,10 +219,68 @@ def test_nvfp4_subgroup_scaled_units_equal_reference():
                  "nvfp4 gemm")
 
 
+SUBGROUP_ENTRIES = ["blackwell.tcgen05.mma.kind::mxf4nvf4.block16.f32.e2m1.e2m1.ue4m3",
+                   "blackwell.tcgen05.mma.kind::mxf4.block32.f32.e2m1.e2m1.ue8m0"]
+
+
+@needs_cxx
+@pytest.mark.parametrize("name", SUBGROUP_ENTRIES)
+def test_subgroup_scaled_tiled_gemm_equals_reference(name):
+    """The tiled sub-group kernel (SUBGROUP plans) on ragged GEMMs: partial tiles in M and N, 3 chained
+    instructions, NaN and zero scales, every scale code, C infinities / NaN / subnormals / -0, E2M1
+    subnormals and zeros -- bits equal the reference engine and the per-output kernel."""
+    from tcnumerics.vectors.families import generate_scaled
+
+    spec = get_instruction(name)
+    plan = cuda._plan(spec)
+    assert isinstance(plan, _cuda_build.SubgroupPlan) and _cuda_build.tiled_reason(plan) is None
+    rng = np.random.default_rng(SEED + 8)
+    parts = [generate_scaled(spec, fam, 5, rng, k=3 * spec.k) for fam in families_for(spec)]
+    a, b, c, sa, sb = (np.concatenate(x) for x in zip(*parts))
+    tile = _cuda_build.HOST_TILE
+    M, N = 2 * tile.bm + 3, tile.bn + 5  # partial tiles on both edges
+    A, B = a[:M].copy(), b[-N:].copy()
+    SA, SB = sa[:M].copy(), sb[-N:].copy()
+    nan_scale = 0x7F if spec.model.scale_format.name == "ue4m3" else 0xFF
+    SA[1, 0] = nan_scale                      # NaN scale of A in the first sub-group of instruction 0
+    SB[2, -1] = nan_scale                     # ... of B in the last instruction
+    SA[3, :] = 0 if spec.model.scale_format.name == "ue4m3" else SA[3, :]  # zero scales (UE4M3 has 0)
+    SB[4:8] = rng.integers(0, 256, SB[4:8].shape)  # every scale code
+    A[5, :] = rng.choice([0x0, 0x1, 0x8, 0x9], A.shape[1])  # E2M1 zeros, -0 and subnormals +-0.5
+    B[6, ::2] = 0                             # half the products of a column zero
+    C = c[rng.integers(0, len(c), (M, N))].copy()
+    C[0, :5] = [0x7F800000, 0xFF800000, 0x7FC00000, 0x00000001, 0x80000000]  # +inf, -inf, NaN, subnormal, -0
+    C[7, 3] = 0x807FFFFF                      # the largest negative subnormal
+    want = reference.dot_bits(spec, np.repeat(A, N, 0), np.tile(B, (M, 1)), C.ravel(), scale_a=np.repeat(SA, N, 0),
+                              scale_b=np.tile(SB, (M, 1))).reshape(M, N)
+    for kernel in ("tiled", "scalar"):
+        _assert_same(cuda.host_accumulate_bits(spec, A, B, C, kernel=kernel, scale_a=SA, scale_b=SB), want,
+                     f"{name} gemm {kernel}")
+    k1 = 2 * spec.k  # a K range that starts inside the operands: split accumulation
+    part = cuda.host_accumulate_bits(spec, A, B, C, 0, spec.k, kernel="tiled", scale_a=SA, scale_b=SB)
+    rest = cuda.host_accumulate_bits(spec, A, B, part, spec.k, k1, kernel="tiled", scale_a=SA, scale_b=SB)
+    want2 = reference.dot_bits(spec, np.repeat(A[:, :k1], N, 0), np.tile(B[:, :k1], (M, 1)), C.ravel(),
+                               scale_a=np.repeat(SA[:, :k1 // spec.model.scale_block], N, 0),
+                               scale_b=np.tile(SB[:, :k1 // spec.model.scale_block], (M, 1))).reshape(M, N)
+    _assert_same(rest, want2, f"{name} split K")
+
+
+def test_subgroup_tiled_reason_refuses_wide_sums():
+    """A sub-group plan whose scaled sums would not fit int32 is left to the per-output kernel."""
+    import dataclasses
+
+    plan = cuda._plan(get_instruction(SUBGROUP_ENTRIES[0]))
+    assert _cuda_build.tiled_reason(plan) is None
+    wide = dataclasses.replace(plan, scale_sig_max=1 << 12)
+    assert "exceed int32" in _cuda_build.tiled_reason(wide)
+    assert "sub-groups" in _cuda_build.tiled_reason(dataclasses.replace(plan, subgroup_size=24))
+
+
 @pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="no CUDA compiler")
 @pytest.mark.parametrize("name", ["hopper.wgmma.m64n8k16.f32.bf16.bf16", "hopper.mma.m16n8k32.f32.e4m3.e4m3.f32",
                                   "blackwell.tcgen05.mma.kind::mxf8f6f4.block32.f32.e4m3.e4m3.ue8m0",
                                   "blackwell.tcgen05.mma.kind::mxf4nvf4.block16.f32.e2m1.e2m1.ue4m3",
+                                  "blackwell.tcgen05.mma.kind::mxf4.block32.f32.e2m1.e2m1.ue8m0",
                                   "hopper.mma.m16n8k32.satfinite.s32.s8.s8.s32"])
 def test_device_source_compiles_for_hopper(name, tmp_path):
     """The GPU build (sm_90) of every kernel a unit uses compiles without spilling registers."""

@@ -26,7 +26,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
@@ -36,7 +36,8 @@ from ..model import InstructionSpec
 from ._cuda_source import HOST_LAUNCHER, HOST_PRELUDE, KERNEL_SOURCE
 from ._fast_plan import ZERO_EXP, Plan
 
-__all__ = ["Tile", "DEVICE_TILE", "HOST_TILE", "config_header", "tiled_reason", "tables", "smem_words",
+__all__ = ["Tile", "DEVICE_TILE", "HOST_TILE", "SubgroupPlan", "subgroup_plan", "config_header", "tiled_reason",
+           "tables", "smem_words",
            "device_module", "host_library", "host_compiler"]
 
 
@@ -68,8 +69,53 @@ HOST_TILE = Tile(tx=4, ty=2, tm=2, tn=4)  # small blocks: several per test matri
 _CTYPES = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int"}
 
 
+@dataclass(frozen=True)
+class SubgroupPlan(Plan):
+    """The fused plan of a sub-group scaled unit's unscaled model plus what its scales need.
+
+    subgroup_size: products per exactly summed sub-group; scale_sig_max: the largest
+    significand of a scale code (the scaled sub-group sums' width follows from it)."""
+
+    subgroup_size: int = 16
+    scale_sig_max: int = 1
+
+
+def subgroup_plan(plan: Plan, spec: InstructionSpec) -> SubgroupPlan:
+    """``plan`` (the unscaled model's) marked as the plan of the sub-group scaled unit ``spec``."""
+    table = scale_table(spec)
+    return SubgroupPlan(**{f.name: getattr(plan, f.name) for f in fields(Plan)},
+                        subgroup_size=int(spec.model.subgroup_size), scale_sig_max=int(table[0::4].max()))
+
+
+def _operand_ints(sig: np.ndarray, exp: np.ndarray) -> np.ndarray:
+    """Operand values in units of their format's finest quantum (``sig << (exp - emin)``; zeros 0)."""
+    nonzero = exp > ZERO_EXP
+    emin = int(exp[nonzero].min()) if nonzero.any() else 0
+    shift = np.where(nonzero, exp.astype(np.int64) - emin, 0)
+    return np.where(nonzero, sig.astype(np.int64) << shift, 0)
+
+
+def _subgroup_tiled_reason(plan: SubgroupPlan) -> str | None:
+    """Why the tiled sub-group kernel cannot run ``plan`` (None: it can): its sums must fit int32."""
+    if plan.ieee_add or not plan.natural_order or len(plan.group_lengths) != 1:
+        return "sub-group unit with C added last, a K order or several groups"
+    gl, sub = int(plan.group_lengths[0]), plan.subgroup_size
+    if gl % sub:
+        return f"groups of {gl} products do not split into sub-groups of {sub}"
+    amax = int(np.abs(_operand_ints(plan.a_sig, plan.a_exp)).max())
+    bmax = int(np.abs(_operand_ints(plan.b_sig, plan.b_exp)).max())
+    term_max = sub * amax * bmax * plan.scale_sig_max * plan.scale_sig_max
+    if term_max >= 1 << 31:
+        return f"scaled sub-group sums up to {term_max} exceed int32"
+    if int(term_max).bit_length() + plan.frac_bits + 2 > 62:  # the aligned terms' 64-bit sum
+        return f"aligned sub-group terms of {term_max} with F={plan.frac_bits} may exceed int64"
+    return None
+
+
 def tiled_reason(plan: Plan) -> str | None:
     """Why the tiled GEMM kernel cannot run this plan (None: it can)."""
+    if isinstance(plan, SubgroupPlan):
+        return _subgroup_tiled_reason(plan)
     if plan.kind != "fused":
         return "not a fused unit"
     lengths = set(int(x) for x in plan.group_lengths)
@@ -99,6 +145,9 @@ def _stage_groups(gl: int, stage_k: int = 32) -> int:
 def smem_words(plan: Plan, tile: Tile, stage_k: int = 32) -> int:
     """32-bit words of dynamic shared memory the tiled kernel needs (``stage_k`` K per shared stage)."""
     gl = _group_length(plan)
+    if isinstance(plan, SubgroupPlan):  # one group per stage: integer operands, 4 scale words per sub-group
+        rows = tile.bm + tile.bn
+        return gl * rows + 4 * (gl // plan.subgroup_size) * rows + 4 * tile.tm * tile.tn * tile.threads
     gps = _stage_groups(gl, stage_k)
     ks = gl * gps
     rows = tile.bm + tile.bn
@@ -125,6 +174,9 @@ def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 
     lengths = [int(x) for x in plan.group_lengths]
     tiled = tiled_reason(plan) is None
     gl = lengths[0] if tiled else 1
+    if subgroup and not isinstance(plan, SubgroupPlan):
+        raise ValueError(f"{spec.name}: a sub-group scaled unit needs its SubgroupPlan (engines.cuda plans it)")
+    sub_tiled = tiled and subgroup
     F = plan.frac_bits
     lines = [
         f"#define A_T {_CTYPES[np.dtype(spec.a_format.container_dtype).itemsize]}",
@@ -150,7 +202,8 @@ def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 
         f"#define SUBGROUP {int(subgroup)}", f"#define SUBG {model.subgroup_size if subgroup else 1}",
         f"#define EMIN_A {_emin(model.a_format)}", f"#define MAN_A {getattr(model.a_format, 'man_bits', 0)}",
         f"#define EMIN_B {_emin(model.b_format)}", f"#define MAN_B {getattr(model.b_format, 'man_bits', 0)}",
-        f"#define TILED {int(tiled)}", f"#define GL {gl}", f"#define SPLIT_SUM {int(tiled and _split_sum(plan, gl))}", f"#define GPS {_stage_groups(gl, stage_k)}",
+        f"#define TILED {int(tiled)}", f"#define GL {gl}", f"#define SPLIT_SUM {int(tiled and not subgroup and _split_sum(plan, gl))}",
+        f"#define GPS {1 if sub_tiled else _stage_groups(gl, stage_k)}",
         f"#define TX {tile.tx}", f"#define TY {tile.ty}", f"#define TM {tile.tm}", f"#define TN {tile.tn}",
     ]
     return "\n".join(lines) + "\n"

@@ -60,12 +60,12 @@ def _spec(spec) -> InstructionSpec:
 def _build(spec: InstructionSpec) -> Plan | str:
     """The fast engine's plan; block-scaled units with power-of-two scales (MX) plan their unscaled model."""
     model = spec.model
-    if model.algorithm == "subgroup_scaled":  # k64 FP4: the scalar kernels' sub-group evaluation
+    if model.algorithm == "subgroup_scaled":  # k64 FP4: the sub-group evaluation of the kernels (SUBGROUP)
         if "none" not in (model.a_format.specials, model.b_format.specials) or spec.chunk or spec.k_order \
                 or spec.a_format != model.a_format or spec.b_format != model.b_format:
             return "sub-group scaled unit with operand specials, chunks, K order or operand conversion"
         plain = model.with_(algorithm="fused", scale_block=None, scale_format=None, subgroup_size=16)
-        return build_plan(dataclasses.replace(spec, model=plain))
+        return build.subgroup_plan(build_plan(dataclasses.replace(spec, model=plain)), spec)
     if model.algorithm == "binary":  # one-bit operands: the integer plan with AND / XOR as the "product"
         spec = dataclasses.replace(spec, model=model.with_(algorithm="integer", bit_op=None))
         return build_plan(spec)
