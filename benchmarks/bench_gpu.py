@@ -7,7 +7,9 @@ built from ``cuda.accumulate_bits`` with FP32 round-to-nearest-even additions on
 fast engine on a small size in the same run), ``dot_bits`` at K = 32, and the baselines:
 ``torch.matmul`` in BF16 on the same GPU (the tensor cores themselves), MMA-Sim 2.1.1 on CUDA
 tensors and the CPU fast engine on the host's cores.  Every GEMM's bits at the benchmark size
-are compared with the fast engine on a block of rows.  ``--only mx``: the BF16 chain, MXFP8 (E4M3, UE8M0 per 32)
+are compared with the fast engine on a block of rows.  ``--only subgroup``: bits of the tiled sub-group
+kernel (NVFP4 / MXFP4 k64 GEMMs, ragged M and N, several K, NaN / zero scales, C specials) against the
+reference engine and, at 1000 x 700 x 4096, against the per-output kernel.  ``--only mx``: the BF16 chain, MXFP8 (E4M3, UE8M0 per 32)
 and NVFP4 (E2M1 codes, UE4M3 per 16) at 8192^3, a block-scaled GEMM projected past ``--scaled-seconds`` timed at
 the largest power-of-two size that fits and compared by MAC/s; bits of a corner against the reference engine.
 
@@ -228,6 +230,83 @@ def bench_mx(n: int, rng, max_seconds: float = 60.0) -> dict:
     return dict(bf16_chain=dict(entry=BF16, n=n, seconds=chain, macs_per_s=n ** 3 / chain), scaled=rows)
 
 
+SUBGROUP_ENTRIES = (NVFP4, "blackwell.tcgen05.mma.kind::mxf4.block32.f32.e2m1.e2m1.ue8m0")
+
+
+def _subgroup_inputs(spec, M: int, N: int, K: int, rng) -> tuple:
+    """Operands over every E2M1 code, scales near 1 with NaN and zero codes, C with specials and subnormals."""
+    model = spec.model
+    a = rng.integers(0, 16, (M, K), dtype=np.uint8)
+    b = rng.integers(0, 16, (N, K), dtype=np.uint8)
+    nan = 0x7F if model.scale_format.name == "ue4m3" else 0xFF
+    lo, hi = SCALE_CODES.get(spec.name, (120, 135))
+    sa = rng.integers(lo, hi, (M, K // model.scale_block), dtype=np.uint8)
+    sb = rng.integers(lo, hi, (N, K // model.scale_block), dtype=np.uint8)
+    nan_rows = np.flatnonzero(rng.random(M) < 0.03)  # one NaN scale in 3% of A's rows
+    sa[nan_rows, rng.integers(0, sa.shape[1], len(nan_rows))] = nan
+    sb[rng.random(sb.shape) < 0.01] = 0  # UE4M3: zero; UE8M0: 2**-127
+    sb[:, -1] = rng.integers(0, 256, N)  # every scale code in the last block
+    c = rng.normal(size=(M, N)).astype(np.float32).view(np.uint32)
+    pick = rng.random(c.shape)
+    c[pick < 0.05] = 0
+    c[(pick >= 0.05) & (pick < 0.06)] = rng.integers(1, 1 << 23, int(((pick >= 0.05) & (pick < 0.06)).sum()))
+    c[(pick >= 0.06) & (pick < 0.062)] = 0x7F800000
+    c[(pick >= 0.062) & (pick < 0.064)] = 0xFF800000
+    c[(pick >= 0.064) & (pick < 0.065)] = 0x7FC00000
+    return a, b, c.astype(np.uint32), sa, sb
+
+
+def _reference_cells(spec, a, b, c, sa, sb, rows, cols) -> np.ndarray:
+    """Reference-engine bits of the outputs (rows[i], cols[i])."""
+    from tcnumerics.engines import reference
+
+    return reference.dot_bits(spec, a[rows], b[cols], c[rows, cols], scale_a=sa[rows], scale_b=sb[cols])
+
+
+def check_subgroup(rng, big=(1000, 700, 4096)) -> dict:
+    """Bits of the tiled sub-group kernel (NVFP4 / MXFP4 GEMMs) on the GPU: ragged GEMMs of several K against
+    the reference engine (every output), and a ``big`` GEMM against the per-output kernel (every output) and
+    the reference engine (its first and last rows and columns, in partial tiles, and 1000 random outputs)."""
+    import cupy
+
+    from tcnumerics.catalog import get_instruction
+    from tcnumerics.engines import _cuda_build as build
+    from tcnumerics.engines import cuda
+
+    out = {}
+    for name in SUBGROUP_ENTRIES:
+        spec = get_instruction(name)
+        kernel = "tiled" if build.tiled_reason(cuda._plan(spec)) is None else "per-output"
+        rows = []
+        for M, N, K in ((131, 67, 64), (257, 130, 192), (129, 65, 1024)) + (big,):
+            a, b, c, sa, sb = _subgroup_inputs(spec, M, N, K, rng)
+            t = time.perf_counter()
+            got = cuda.gemm_bits(spec, cupy.asarray(a), cupy.asarray(b), cupy.asarray(c), scale_a=sa,
+                                 scale_b=sb).get()
+            t_gpu = time.perf_counter() - t
+            row = dict(M=M, N=N, K=K, gpu_seconds=t_gpu)
+            if (M, N, K) == tuple(big):
+                scalar = cuda.accumulate_bits(spec, cupy.asarray(a), cupy.asarray(b), cupy.asarray(c), scale_a=sa,
+                                              scale_b=sb, kernel="scalar").get()
+                row["unequal_vs_per_output_kernel"] = int(np.count_nonzero(got != scalar))
+                pick = rng.integers(0, (M, N), (1000, 2))
+                r = np.concatenate([np.zeros(N, int), np.full(N, M - 1), np.arange(M), np.arange(M), pick[:, 0]])
+                q = np.concatenate([np.arange(N), np.arange(N), np.zeros(M, int), np.full(M, N - 1), pick[:, 1]])
+            else:
+                r, q = (x.ravel() for x in np.meshgrid(np.arange(M), np.arange(N), indexing="ij"))
+            want = _reference_cells(spec, a, b, c, sa, sb, r, q)
+            row["reference_outputs"] = int(len(r))
+            row["unequal_vs_reference"] = int(np.count_nonzero(got[r, q] != want))
+            row["inf_or_nan_outputs"] = int(np.count_nonzero((got & 0x7F800000) == 0x7F800000))
+            print(f"  {name} ({kernel}) {M}x{N}x{K}: {row}", flush=True)
+            rows.append(row)
+        out[name] = dict(kernel=kernel, gemms=rows)
+    bad = sum(r["unequal_vs_reference"] + r.get("unequal_vs_per_output_kernel", 0) for v in out.values()
+              for r in v["gemms"])
+    print(f"  sub-group GEMM bits: {'all identical' if bad == 0 else f'{bad} UNEQUAL'}", flush=True)
+    return dict(entries=out, unequal=bad)
+
+
 def bench_torch(n: int) -> dict:
     import torch
 
@@ -331,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check-rows", type=int, default=64)
     p.add_argument("--mmasim-sizes", default="512,1024")
     p.add_argument("--cpu-size", type=int, default=1024)
-    p.add_argument("--only", default="", help="comma list of sections: gemm,torch,mx,dot,compose,mmasim,cpu")
+    p.add_argument("--only", default="",
+                   help="comma list of sections: gemm,torch,mx,subgroup,dot,compose,mmasim,cpu")
     p.add_argument("--scaled-seconds", type=float, default=60.0,
                    help="mx: largest projected time of a block-scaled GEMM's 4 calls (else a smaller size)")
     p.add_argument("--json", default=None)
@@ -352,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
         result["torch"] = bench_torch(args.size)
     if want("gemm"):
         result["gemm"] = bench_gemms(args.size, rng, args.check_rows)
+    if want("subgroup"):
+        result["subgroup"] = check_subgroup(rng)
     if want("mx"):
         result["mx"] = bench_mx(args.size, rng, args.scaled_seconds)
     if want("dot"):

@@ -265,6 +265,14 @@ def test_subgroup_scaled_tiled_gemm_equals_reference(name):
     _assert_same(rest, want2, f"{name} split K")
 
 
+def test_accumulate_bits_names_a_bad_kernel():
+    """``kernel`` chooses between the auto routing and the per-output kernel; anything else is refused."""
+    spec = get_instruction(SUBGROUP_ENTRIES[0])
+    a = np.zeros((2, spec.k), np.uint8)
+    with pytest.raises(ValueError, match="kernel"):
+        cuda.accumulate_bits(spec, a, a, np.zeros((2, 2), np.uint32), kernel="tiles")
+
+
 def test_subgroup_tiled_reason_refuses_wide_sums():
     """A sub-group plan whose scaled sums would not fit int32 is left to the per-output kernel."""
     import dataclasses

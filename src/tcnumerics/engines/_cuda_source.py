@@ -23,6 +23,11 @@ Kernels (``extern "C"``):
   two's-complement sum.  C's truncated term and the single rounding run once per output per
   group; lanes with an inf/NaN operand or accumulator take the scalar special-value rule.
   The int32 sum is exact while ``GL * 2**(F + 2) <= 2**31`` (other units take ``gemm_scalar``).
+* ``gemm_tiled`` for sub-group scaled units (``SUBGROUP``: NVFP4 / MXFP4 k64) -- the same tiling
+  with the bits of ``tc_subgroup_one`` (kept as the readable per-output form): operands staged as
+  small integers (value / 2**(EMIN - MAN)), each sub-group's SUBG products summed exactly with
+  32-bit multiply-adds, scaled by the two scale significands (int32), aligned on E - F into an int64
+  total; C's term, NaN / infinity and the single rounding once per output per group.
 """
 
 from __future__ import annotations

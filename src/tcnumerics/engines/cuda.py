@@ -324,10 +324,14 @@ def gemm_bits(spec: "str | InstructionSpec", a_rows, b_cols, c, *, scale_a=None,
 
 
 def accumulate_bits(spec: "str | InstructionSpec", a_rows, b_cols, acc, k_start: int = 0, k_stop: int | None = None,
-                    *, scale_a=None, scale_b=None):
+                    *, scale_a=None, scale_b=None, kernel: str = "auto"):
     """Continue accumulators ``acc`` [M, N] over K columns ``k_start:k_stop`` (``fast.accumulate_bits``).
 
-    Block-scaled (MX) units: ``scale_a`` [M, K/scale_block], ``scale_b`` [N, K/scale_block] (None: unit)."""
+    Block-scaled (MX) units: ``scale_a`` [M, K/scale_block], ``scale_b`` [N, K/scale_block] (None: unit).
+    ``kernel``: "auto" (the tiled kernel where ``tiled_reason`` allows), or "scalar" (the per-output
+    kernel, for cross-checks)."""
+    if kernel not in ("auto", "scalar"):
+        raise ValueError(f"kernel: expected 'auto' or 'scalar', got {kernel!r}")
     spec = _spec(spec)
     plan = _plan(spec)
     kind = _kind(a_rows)
@@ -356,7 +360,8 @@ def accumulate_bits(spec: "str | InstructionSpec", a_rows, b_cols, acc, k_start:
         db = _to_device("b_cols", b_cols, spec.b_format.container_dtype, _kind(b_cols))
         work = _to_device("c", acc, spec.c_format.container_dtype, _kind(acc)).astype(cupy.uint32)
         if k_stop > k_start and M and N:
-            _run_gemm(spec, plan, da, db, work, k_start, k_stop, _device_scales(spec, ((scale_a, M), (scale_b, N)), K))
+            _run_gemm(spec, plan, da, db, work, k_start, k_stop, _device_scales(spec, ((scale_a, M), (scale_b, N)), K),
+                      tiled=kernel == "auto")
         return _from_device(work.astype(spec.d_format.container_dtype), kind)
 
 
@@ -385,7 +390,8 @@ def _stage_k(plan: Plan, tile) -> int:
     return 0
 
 
-def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int, scales: tuple = ()) -> None:
+def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int, scales: tuple = (),
+              tiled: bool = True) -> None:
     import cupy
 
     M, N = work.shape
@@ -394,7 +400,7 @@ def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int,
     ta, tb = _device_tables(plan, cupy.cuda.Device().id)
     args = (da, np.int64(da.shape[1]), db, np.int64(db.shape[1]), ta, tb, work, np.int32(M), np.int32(N),
             np.int32(k0), np.int32(k1)) + scales
-    stage_k = _stage_k(plan, tile) if build.tiled_reason(plan) is None else 0
+    stage_k = _stage_k(plan, tile) if tiled and build.tiled_reason(plan) is None else 0
     if stage_k:
         header = build.config_header(spec, plan, tile, stage_k)
         kernel = build.device_module(header, "gemm_tiled").get_function("gemm_tiled")
