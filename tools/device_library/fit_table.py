@@ -1,9 +1,16 @@
-"""Identify each survey call's kernel structure on the CPU and write the library's measured table.
+"""Identify each captured call's kernel structure on the CPU and write the library's measured table.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/fit_table.py SURVEY_DIR \
-        [--cache fit_cache.json] [-o src/tcnumerics/library/hopper_measured.json]
+    PYTHONPATH=src:tools/device_library python3 tools/device_library/fit_table.py CAPTURE [CAPTURE ...] \
+        [--from-table] [--cache fit_cache.json] [-o src/tcnumerics/library/hopper_measured.json]
 
-For every call of the op survey it picks the candidate structures its recorded kernels allow
+One table from every capture given (the op survey, held-out captures folded in later; each an ``.npz``
+from ``export_survey.py``).  Call ids restart in every capture: the cache keys records ``capture#id``
+and the table keys entries by call kind (``Call.key()``), each entry listing its ``sources``
+(``capture#id``).  A call kind measured more than once -- in one capture or in two -- is verified only
+when every measurement identified the same structure.  ``--from-table`` keeps the entries of the
+table's captures and fits only the records of captures new to it (quick: folding a capture in).
+
+For every captured call it picks the candidate structures its recorded kernels allow
 (nvjet: wgmma chain, split-K slice counts S searched from the fitted guess outwards; FP8:
 fast or promoted accumulation; TF32 xmma: RNE inputs, k8 chain; FFMA kernels: sequential FMA),
 scores them on the captured sample (a 6 x 6 sub-sample first, then every captured output) and
@@ -165,8 +172,9 @@ def split_tries(c: dict, call: Call, base: Structure, granule: int):
     return out + [base]  # a split kernel whose slices turned out empty
 
 
-def fit_one(c: dict, data, cache: dict) -> dict:
-    key = str(c["id"])
+def fit_one(c: dict, data, cache: dict, key: str | None = None) -> dict:
+    """The fitted entry of record ``c`` (cached under ``key``: ``capture#id``, see ``fit_key``)."""
+    key = key or str(c["id"])
     if key in cache:
         return cache[key]
     call = call_of(c)
@@ -175,8 +183,15 @@ def fit_one(c: dict, data, cache: dict) -> dict:
     kernel = " | ".join(k[:80] for k in c["kernels"] if "Mem" not in k and "elementwise" not in k)
     entry = dict(key=call.key(), family=fam, kernel=kernel, verified=False, split=None)
     tries = [base] if not split else split_tries(c, call, base, tile)
-    if split and key in SEED:  # a slice count found earlier (e.g. by a slower exhaustive search): try it first
-        tries = [t for t in tries if len(t.split_k or ()) == SEED[key] or t.split_interleave == SEED[key]] + tries
+    if split and "s1688gemm" in fam and call.fmt == "fp32" and base.k_tile:
+        # TF32 s1688 slices: whole K-tiles (held-out 32x2560x10240: 13 x 800, 2x5120x5120: 6 x 864), or
+        # ceil(K / S) rounded to 4 at the small shapes of the survey (12x20x36, 127x127x4097)
+        tiled = split_tries(c, call, base, base.k_tile)[:-1]
+        seen = {t.split_k for t in tiled}
+        tries = tiled + [t for t in tries if t.split_k not in seen]
+    seeded = SEED.get(key)
+    if split and seeded:  # a slice count found earlier (e.g. by a slower exhaustive search): try it first
+        tries = [t for t in tries if len(t.split_k or ()) == seeded or t.split_interleave == seeded] + tries
     budget = time.time() + BUDGET_S
     for s in tries:
         if time.time() > budget:
@@ -211,11 +226,12 @@ PLAIN = {"half": ("nvjet",), "fp8": ("nvjet",), "tf32": ("sm90_xmma", "sm80_xmma
 SPLIT_TAGS = ("splitK", "split_k", "execute_split", "segment_k_on")
 
 
-def frontier(records, cache: dict) -> dict:
+def frontier(items, cache: dict) -> dict:
     """Per class, the (128x128 output tiles x batch, K) points of calls that ran the class's plain family
-    unsplit and replayed bit-exactly ("plain"), and of every other call ("other")."""
+    unsplit and replayed bit-exactly ("plain"), and of every other call ("other"); ``items`` are
+    ``(capture tag, record)`` pairs of every capture the table is built from."""
     out = {k: {"plain": [], "other": []} for k in PLAIN}
-    for c in records:
+    for tag, c in items:
         if "error" in c:
             continue
         cls = call_class(c)
@@ -225,93 +241,218 @@ def frontier(records, cache: dict) -> dict:
         if cls == "half" and (call.K % 8 or call.N % 8 or min(call.N, call.K) < 8
                               or (call.op in ("matmul", "addmm") and call.M % 8 and call.M < 16)):
             continue  # misaligned, tiny or small odd M: the selection sends these to the fallback branch first
-        entry = cache.get(str(c["id"]), {})
-        plain = (names.startswith(PLAIN[cls]) and not any(tag in names for tag in SPLIT_TAGS)
+        entry = cache.get(fit_key(tag, c), {})
+        plain = (names.startswith(PLAIN[cls]) and not any(tag_ in names for tag_ in SPLIT_TAGS)
                  and entry.get("verified", False)
                  and not entry.get("split") and not entry.get("split_interleave"))
         out[cls]["plain" if plain else "other"].append([t, call.K])
+    for cls in out.values():  # one point per (tiles, K): several captures may hold the same point
+        for side in cls:
+            cls[side] = sorted({tuple(p): p for p in cls[side]}.values())
     return out
 
 
-def seed_from_table(recs, cache: dict, table_path: str, refit: str) -> None:
-    """Cache entries from an existing table for the calls whose kernels ``refit`` does not match."""
-    with open(table_path) as fh:
-        calls = json.load(fh)["calls"]
+# --- several captures: which file each fitted record came from ---------------------------------------
+
+LEGACY_CAPTURE = "hopper_op_survey_h100"  # tables written before provenance was kept were fitted on the survey only
+
+
+def capture_tag(path: str) -> str:
+    """A capture's name in cache keys and table provenance: its file name without ``.npz`` (or its directory's).
+
+    >>> capture_tag("vectors/library/hopper_op_holdout_h100.npz")
+    'hopper_op_holdout_h100'
+    """
+    return os.path.basename(os.path.normpath(path)).removesuffix(".npz")
+
+
+def fit_key(tag: str, c: dict) -> str:
+    """The fit cache's key of record ``c`` of capture ``tag``: call ids restart at 0 in every capture.
+
+    >>> fit_key("hopper_op_holdout_h100", {"id": 7})
+    'hopper_op_holdout_h100#7'
+    """
+    return f"{tag}#{c['id']}"
+
+
+def load_captures(paths: list[str]) -> list[tuple[str, dict, object]]:
+    """``(tag, index, arrays)`` per capture file, in the order given; two captures may not share a tag."""
+    out, tags = [], set()
+    for path in paths:
+        tag = capture_tag(path)
+        if tag in tags:
+            raise SystemExit(f"fit_table: two captures named {tag!r} ({path}): cache keys and provenance "
+                             "name captures by file name, rename one")
+        tags.add(tag)
+        index, data = load(path)
+        out.append((tag, index, data))
+    return out
+
+
+def load_cache(path: str) -> dict:
+    """The fit cache (``capture#id`` -> fitted entry); caches of the one-capture format are refused."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as fh:
+        cache = json.load(fh)
+    old = [k for k in cache if "#" not in k]
+    if old:
+        raise SystemExit(f"fit_table: {path} keys calls by id only ({len(old)} entries, e.g. {old[0]!r}): written "
+                         "before captures were named in keys; delete it or pass another --cache")
+    return cache
+
+
+def entry_sources(e: dict) -> set:
+    """The captures a table entry was measured in (tables without provenance: the survey)."""
+    return {s.split("#")[0] for s in e.get("sources", [LEGACY_CAPTURE + "#"])}
+
+
+def seed_from_table(items, cache: dict, table: dict, refit: str) -> None:
+    """Cache entries from an existing table for the records whose call kind it holds *from the same capture*
+    and whose kernels ``refit`` does not match (when the entry is not verified).  A record of a capture the
+    entry was not measured in is fitted, so that two captures of one call kind are checked against each other."""
+    calls = table["calls"]
     pattern = re.compile(refit) if refit else None
-    for c in recs:
+    for tag, c in items:
         names = " ".join(c["kernels"])
         key = call_of(c).key()
-        if str(c["id"]) in cache or key not in calls or (
+        if fit_key(tag, c) in cache or key not in calls or tag not in entry_sources(calls[key]) or (
                 pattern and pattern.search(names) and not calls[key].get("verified")):
-            continue  # fitted again: an unverified call of a family being identified
-        e = calls[key]
-        cache[str(c["id"])] = dict(e, key=key)
+            continue  # fitted again: an unverified call of a family being identified, or a new capture
+        e = {k: v for k, v in calls[key].items() if k != "sources"}
+        cache[fit_key(tag, c)] = dict(e, key=key)
+
+
+def check_table_captures(table: dict, tags: list[str]) -> None:
+    """--from-table must be given every capture the table was built from: the table is rebuilt from them."""
+    had = set(table.get("captures", {LEGACY_CAPTURE: {}}))
+    missing = sorted(had - set(tags))
+    if missing:
+        raise SystemExit(f"fit_table: the table was built from {sorted(had)}; pass those captures too "
+                         f"(missing {missing}) -- the table is rebuilt from the captures given")
+
+
+STRUCTURE_FIELDS = ("instruction", "input_rounding", "promote_every", "k_tile", "k_residue", "epilogue", "split",
+                    "split_interleave", "split_reduce", "split_partial_format")
+
+
+def table_entry(c: dict, e: dict) -> dict:
+    """The table's entry for record ``c`` fitted as ``e`` (cache entry): the structure's fields, kernel, reason."""
+    fam, base, _, _ = candidates(c, call_of(c))
+    entry = {k: e[k] for k in ("family", "split", "verified", "kernel", "reason") if k in e}
+    entry.update(instruction=base.instruction, input_rounding=base.input_rounding,
+                 promote_every=base.promote_every, k_tile=base.k_tile, k_residue=base.k_residue,
+                 epilogue=base.epilogue)
+    entry.update({k: e[k] for k in ("split_interleave", "k_tile") if e.get(k)})
+    if base.split_reduce != "parallel":
+        entry["split_reduce"] = base.split_reduce
+    if base.split_partial_format:
+        entry["split_partial_format"] = base.split_partial_format
+    return entry
+
+
+def same_structure(a: dict, b: dict) -> bool:
+    """Two verified entries of one call kind that agree on every field the replay executes."""
+    return a["verified"] and b["verified"] and all(a.get(k) == b.get(k) for k in STRUCTURE_FIELDS)
+
+
+def build_calls(items, cache: dict) -> dict:
+    """call kind -> table entry over every fitted record of every capture, with ``sources`` (``capture#id``
+    of each record of that kind).  A call kind measured more than once (other operands, another capture) is
+    verified only when every measurement verified the same structure."""
+    calls: dict[str, dict] = {}
+    for tag, c in items:
+        e = cache.get(fit_key(tag, c))
+        if e is None:
+            continue
+        entry = table_entry(c, e)
+        key = call_of(c).key()
+        old = calls.get(key)
+        if old is None:
+            calls[key] = dict(entry, sources=[fit_key(tag, c)])
+            continue
+        if old["verified"] and not same_structure(old, entry):
+            old.update(verified=False, reason=f"{fit_key(tag, c)}: {entry['reason']}" if entry.get("reason") else
+                       f"two measurements of this call kind disagree on the structure ({old['sources'][0]} "
+                       f"{describe_split(old)}, {fit_key(tag, c)} {describe_split(entry)})")
+        old["sources"].append(fit_key(tag, c))
+    return calls
+
+
+def describe_split(e: dict) -> str:
+    """A table entry's split in a few words (for disagreement reasons)."""
+    if e.get("split"):
+        return f"split {len(e['split'])} x {e['split'][0]}"
+    if e.get("split_interleave"):
+        return f"interleaved split x{e['split_interleave']}"
+    return f"unsplit {e.get('family', '')}"[:60]
+
+
+def provenance(captures, paths: list[str]) -> tuple[str, dict]:
+    """The table's provenance line and per-capture record (file, calls, environment, role)."""
+    env = captures[0][1]["env"]
+    where = dict(zip([t for t, _, _ in captures], paths))
+    info = {tag: {"file": os.path.relpath(where[tag]) if not os.path.isabs(where[tag]) else where[tag], "calls": sum("error" not in c for c in index["records"]),
+                  "torch": index["env"].get("torch"), "cublas": index["env"].get("nvidia-cublas"),
+                  "device": index["env"].get("device"), "role": "training data (fitted into this table)"}
+            for tag, index, _ in captures}
+    line = (f"tools/device_library/fit_table.py over {len(captures)} capture(s) on an NVIDIA H100, "
+            f"{env.get('torch')}, cuBLAS {env.get('nvidia-cublas')}: "
+            + ", ".join(f"{tag} ({v['calls']} calls)" for tag, v in info.items())
+            + "; every capture listed is training data (an entry's 'sources' names the capture#id it came from)")
+    return line, info
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("survey_dir")
-    ap.add_argument("--cache", default="fit_cache.json")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("captures", nargs="+", help="capture files (.npz from export_survey.py) or survey directories")
+    ap.add_argument("--cache", default="fit_cache.json", help="fitted entries per capture#id (resumable)")
     ap.add_argument("-o", "--out", default="src/tcnumerics/library/hopper_measured.json")
     ap.add_argument("--budget", type=float, default=40.0, help="seconds of split-K search per call")
-    ap.add_argument("--seed", default="", help="JSON {call id: split count} to try first")
+    ap.add_argument("--seed", default="", help="JSON {capture#id (or an id of the first capture): split count} "
+                                               "to try first")
     ap.add_argument("--only-cache", action="store_true", help="write the table from the cache, fit nothing new")
     ap.add_argument("--refit", default="", help="with --from-table: regex of kernel names whose unverified calls "
                                                 "are fitted again")
     ap.add_argument("--from-table", action="store_true",
-                    help="start from the current table (-o): every call keeps its entry unless --refit matches its kernels")
+                    help="start from the current table (-o): every record of a capture the table was built from "
+                         "keeps its entry unless --refit matches its kernels; records of new captures are fitted")
     args = ap.parse_args()
-    index, data = load(args.survey_dir)
+    captures = load_captures(args.captures)
     global BUDGET_S
     BUDGET_S = args.budget
+    first = captures[0][0]
     if args.seed:
-        SEED.update({k: int(v) for k, v in json.load(open(args.seed)).items()})
-    cache = json.load(open(args.cache)) if os.path.exists(args.cache) else {}
+        SEED.update({(k if "#" in k else f"{first}#{k}"): int(v) for k, v in json.load(open(args.seed)).items()})
+    cache = load_cache(args.cache)
     t0 = time.time()
-    recs = [c for c in index["records"] if "error" not in c]
+    items = [(tag, c) for tag, index, _ in captures for c in index["records"] if "error" not in c]
+    data_of = {tag: data for tag, _, data in captures}
     if args.from_table:
-        seed_from_table(recs, cache, args.out, args.refit)
-    recs.sort(key=lambda c: ("splitK" in " ".join(c["kernels"]), c.get("b", 1) * c["M"] * c["N"] * c["K"]))
-    for n, c in enumerate(recs):
-        if args.only_cache and str(c["id"]) not in cache:
-            continue
-        e = fit_one(c, data, cache)
+        with open(args.out) as fh:
+            table = json.load(fh)
+        check_table_captures(table, [t for t, _, _ in captures])
+        seed_from_table(items, cache, table, args.refit)
+    todo = [(tag, c) for tag, c in items if fit_key(tag, c) not in cache and not args.only_cache]
+    todo.sort(key=lambda tc_: ("splitK" in " ".join(tc_[1]["kernels"]),
+                               tc_[1].get("b", 1) * tc_[1]["M"] * tc_[1]["N"] * tc_[1]["K"]))
+    print(f"{len(items)} records in {len(captures)} capture(s); {len(items) - len(todo)} from the table or cache, "
+          f"{len(todo)} to fit", flush=True)
+    for n, (tag, c) in enumerate(todo):
+        fit_one(c, data_of[tag], cache, fit_key(tag, c))
         if n % 25 == 0:
             json.dump(cache, open(args.cache, "w"))
-            print(f"{n}/{len(recs)} {time.time() - t0:.0f} s; verified so far "
-                  f"{sum(v['verified'] for v in cache.values())}/{len(cache)}", flush=True)
+            done = [cache[fit_key(t, r)] for t, r in todo[:n + 1]]
+            print(f"{n + 1}/{len(todo)} fitted, {time.time() - t0:.0f} s; verified so far "
+                  f"{sum(v['verified'] for v in done)}/{len(done)}", flush=True)
     json.dump(cache, open(args.cache, "w"))
-    calls = {}
-    for c in recs:
-        e = cache.get(str(c["id"]))
-        if e is None:
-            continue
-        fam, base, _, _ = candidates(c, call_of(c))
-        entry = {k: e[k] for k in ("family", "split", "verified", "kernel", "reason") if k in e}
-        entry.update(instruction=base.instruction, input_rounding=base.input_rounding,
-                     promote_every=base.promote_every, k_tile=base.k_tile, k_residue=base.k_residue,
-                     epilogue=base.epilogue)
-        entry.update({k: e[k] for k in ("split_interleave", "k_tile") if e.get(k)})
-        if base.split_reduce != "parallel":
-            entry["split_reduce"] = base.split_reduce
-        if base.split_partial_format:
-            entry["split_partial_format"] = base.split_partial_format
-        key = call_of(c).key()
-        if key in calls:  # the same call kind measured twice (other operands): both must agree
-            old = calls[key]
-            if not (old["verified"] and entry["verified"] and old["split"] == entry["split"]
-                    and old.get("split_interleave") == entry.get("split_interleave")):
-                old.update(verified=False, reason=old.get("reason") or entry.get("reason")
-                           or "two measurements of this call kind disagree on the structure")
-            continue
-        calls[key] = entry
-    table = {"provenance": "tools/device_library/fit_table.py over the op survey (survey_ops.py) on an NVIDIA H100, "
-                           f"{index['env'].get('torch')}, cuBLAS {index['env'].get('nvidia-cublas')}",
-             "calls": calls, "frontier": frontier(recs, cache)}
+    calls = build_calls(items, cache)
+    line, info = provenance(captures, args.captures)
+    table = {"provenance": line, "captures": info, "calls": calls, "frontier": frontier(items, cache)}
     with open(args.out, "w") as fh:
         json.dump(table, fh, indent=0, sort_keys=True)
     v = sum(e["verified"] for e in calls.values())
-    print(f"{len(calls)} call kinds, {v} verified, {len(calls) - v} not; wrote {args.out}")
+    print(f"{len(calls)} call kinds, {v} verified, {len(calls) - v} not; {time.time() - t0:.0f} s; wrote {args.out}")
     return 0
 
 

@@ -1,13 +1,14 @@
 """Replay the op survey on the CPU: rebuild each call's sampled operands, score kernel structures.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/replay_survey.py SURVEY_DIR [--fit] [--ids ..]
+    PYTHONPATH=src:tools/device_library python3 tools/device_library/replay_survey.py CAPTURE [CAPTURE ...] \
+        [--side 16] [--ids ..] [--table scratch_table.json] [--json results.json]
 
-``SURVEY_DIR`` holds ``index.json`` and ``survey.npz`` from ``survey_ops.py`` (or is the packed
-``vectors/library/hopper_op_survey_h100.npz``).  Without --fit it
-replays every call through ``tcnumerics.library`` (the op functions) and prints, per call, whether
-the result is bit-exact and whether the plan was flagged not modelled; the summary counts
-silent misses (inexact and not flagged), which must be 0.  With --fit it searches, per call,
-the structures that reproduce the capture (split-K slice counts, epilogues, input roundings).
+Each ``CAPTURE`` is a directory holding ``index.json`` and ``survey.npz`` from ``survey_ops.py``, or its
+packed file (``vectors/library/hopper_op_survey_h100.npz``, ``..._holdout_h100.npz``).  Every call is
+replayed through ``tcnumerics.library`` (the op functions); the inexact ones are printed with whether
+the plan was flagged not modelled, and each capture's summary counts silent misses (inexact and not
+flagged), which must be 0 (exit status 1 otherwise).  ``--table`` replays against another measured
+table (e.g. a scratch table from ``fit_table.py -o``) instead of the installed one.
 """
 
 from __future__ import annotations
@@ -148,40 +149,83 @@ def replay(c: dict, data, engine: str = "auto", side: int = 0) -> dict:
                 family=str(plan.family), reason=str(plan.reason))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("survey_dir")
-    ap.add_argument("--ids", default="")
-    ap.add_argument("--ops", default="")
-    ap.add_argument("--json", default="")
-    ap.add_argument("--side", type=int, default=0, help="replay only side x side of each call's sampled outputs")
-    args = ap.parse_args()
-    index, data = load(args.survey_dir)
-    ids = {int(x) for x in args.ids.split(",") if x}
-    opsel = set(args.ops.split(",")) - {""}
-    results, t0 = [], time.time()
+def subset_capture(src: str, ids, dst: str) -> int:
+    """Write the records ``ids`` of capture ``src`` (their arrays and the index, ids kept) to ``dst`` (.npz).
+
+    For experiments that fold part of a capture into a scratch table and replay the rest; name ``dst``
+    as ``src`` (in another directory) so fit caches keyed ``capture#id`` stay valid.  Returns the records kept."""
+    index, data = load(src)
+    keep = {int(i) for i in ids}
+    records = [r for r in index["records"] if r["id"] in keep]
+    arrays = {f"{p}{r['id']}": data[f"{p}{r['id']}"] for r in records if "error" not in r
+              for p in ("d", "rows", "cols", "batches")}
+    np.savez_compressed(dst, meta=np.array(json.dumps(dict(index, records=records))), **arrays)
+    return len(records)
+
+
+def use_table(path: str) -> None:
+    """Replay against the measured table at ``path`` instead of the installed one (scratch experiments)."""
+    from tcnumerics.library import selection
+
+    with open(path) as fh:
+        selection._TABLE = json.load(fh)
+
+
+def replay_capture(path: str, ids: set, opsel: set, side: int) -> list[dict]:
+    """Replay every call of one capture (or those ``ids`` / ops); print the inexact ones."""
+    index, data = load(path)
+    results = []
     for c in index["records"]:
         if ids and c["id"] not in ids or opsel and c["op"] not in opsel or "error" in c:
             continue
         try:
-            r = replay(c, data, side=args.side)
+            r = replay(c, data, side=side)
         except Exception as exc:  # report and go on
             r = dict(id=c["id"], exact=False, bad=-1, n=0, modelled=False, family="error", reason=repr(exc)[:200])
         r["op"], r["fmt"], r["shape"] = c["op"], c["fmt"], (c.get("b"), c["M"], c["N"], c["K"])
         r["kernel"] = " | ".join(k[:70] for k in c["kernels"] if "Mem" not in k and "elementwise" not in k)
+        r["capture"] = os.path.basename(os.path.normpath(path)).removesuffix(".npz")
         results.append(r)
         tag = "ok" if r["exact"] else ("FLAGGED" if not r["modelled"] else "SILENT-MISS")
         if not r["exact"] or ids:
             print(f"[{c['id']}] {tag} {c['op']} {c['fmt']} {c.get('prec', '')} {r['shape']} bad={r['bad']}/{r['n']}"
                   f" plan={r['family']} kernel={r['kernel'][:110]}", flush=True)
+    return results
+
+
+def summary(results: list[dict], label: str, seconds: float) -> int:
+    """Print the counts of one capture's replay; return its silent misses."""
     n = len(results)
     exact = sum(r["exact"] for r in results)
     flagged = sum(not r["modelled"] for r in results)
     silent = sum(not r["exact"] and r["modelled"] for r in results)
-    print(f"{n} calls: {exact} bit-exact, {flagged} flagged not modelled "
+    print(f"{label}{n} calls: {exact} bit-exact, {flagged} flagged not modelled "
           f"({sum(not r['modelled'] and r['exact'] for r in results)} of them exact anyway), "
-          f"{silent} silent misses; {time.time() - t0:.0f} s")
+          f"{silent} silent misses; {seconds:.0f} s")
     print(Counter((r["op"], r["exact"], r["modelled"]) for r in results))
+    return silent
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("captures", nargs="+", help="capture files (.npz) or survey directories, replayed in turn")
+    ap.add_argument("--ids", default="")
+    ap.add_argument("--ops", default="")
+    ap.add_argument("--json", default="")
+    ap.add_argument("--side", type=int, default=0, help="replay only side x side of each call's sampled outputs")
+    ap.add_argument("--table", default="", help="a measured table to replay against instead of the installed one")
+    args = ap.parse_args()
+    if args.table:
+        use_table(args.table)
+    ids = {int(x) for x in args.ids.split(",") if x}
+    opsel = set(args.ops.split(",")) - {""}
+    results, silent = [], 0
+    for path in args.captures:
+        t0 = time.time()
+        got = replay_capture(path, ids, opsel, args.side)
+        label = f"{path}: " if len(args.captures) > 1 else ""
+        silent += summary(got, label, time.time() - t0)
+        results += got
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh)

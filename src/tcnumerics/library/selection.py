@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from . import split_rule
 from .structure import Structure
 
-PROVENANCE = "measured on NVIDIA H100 (sm_90), torch 2.11.0+cu130, cuBLAS 13.1.0.3 (op survey, 1,408 calls)"
+PROVENANCE = ("measured on NVIDIA H100 (sm_90), torch 2.11.0+cu130, cuBLAS 13.1.0.3 (op survey, 1,408 calls, and the "
+              "captures folded in after it: hopper_measured.json's 'captures')")
 WGMMA = {"bf16": "hopper.wgmma.m64n8k16.f32.bf16.bf16", "fp16": "hopper.wgmma.m64n8k16.f32.f16.f16",
          "tf32": "hopper.wgmma.m64n8k8.f32.tf32.tf32"}
 SMS = 132
@@ -149,7 +150,8 @@ def _from_table(c: Call, base: Structure, family: str, tile: int) -> Plan | None
     how = " in place" if s.split_reduce == "serial" else " + splitKreduce"
     fam = entry.get("family", family) + (f" splitK x{n_split}{how}" if n_split else "")
     if entry.get("verified"):
-        return Plan(fam, s, True, PROVENANCE + f"; this call measured ({entry.get('kernel', '')[:60]})", c)
+        where = (entry.get("sources") or ["hopper_op_survey_h100"])[0]  # capture#id of its first measurement
+        return Plan(fam, s, True, PROVENANCE + f"; this call measured ({where}: {entry.get('kernel', '')[:60]})", c)
     return Plan(fam, s, False, entry.get("reason", "measured call whose structure was not identified"), c)
 
 
