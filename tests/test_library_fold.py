@@ -119,8 +119,8 @@ def test_installed_table_is_folded_from_survey_and_holdout():
     from replay_survey import load
 
     table = measured_table()
-    assert {k: v["calls"] for k, v in table["captures"].items()} == {"hopper_op_survey_h100": 1408,
-                                                                     "hopper_op_holdout_h100": 163}
+    calls_of = {k: v["calls"] for k, v in table["captures"].items()}  # holdout2 joins them once folded in
+    assert calls_of["hopper_op_survey_h100"] == 1408 and calls_of["hopper_op_holdout_h100"] == 163
     assert all(e["sources"] for e in table["calls"].values())
     index, _ = load(HOLDOUT)
     for r in index["records"]:
@@ -128,8 +128,8 @@ def test_installed_table_is_folded_from_survey_and_holdout():
     survey_only = {k: v for k, v in table["calls"].items() if any("survey" in s for s in v["sources"])}
     # holdout 52: torch.matmul 64 x 1024 x 8192, nvjet split-K, in a cell no survey call shares
     assert split_rule.cell_vote(64, 1024, 8192, 1, "bf16", survey_only) is None
-    assert split_rule.cell_vote(64, 1024, 8192, 1, "bf16", table["calls"]) > 1
-    near = _fp32_nearest_split_family(Call("matmul", "fp32", "fp32", 32, 2560, 10248, prec="high"))
+    assert split_rule.cell_vote(64, 1024, 8192, 1, "bf16", table["calls"]) is not None
+    near = _fp32_nearest_split_family(Call("matmul", "fp32", "fp32", 32, 2560, 10240, prec="high"))
     assert near["sources"] == ["hopper_op_holdout_h100#125"]  # TF32 s1688 split x13, measured in the holdout
     plain = {tuple(p) for p in table["frontier"]["half"]["plain"]}
     assert (64 * 6, 768) in plain  # holdout 71: 8192 x 768 x 768 unsplit, a point no survey call gave
