@@ -391,8 +391,8 @@ def describe_split(e: dict) -> str:
 def provenance(captures, paths: list[str]) -> tuple[str, dict]:
     """The table's provenance line and per-capture record (file, calls, environment, role)."""
     env = captures[0][1]["env"]
-    where = dict(zip([t for t, _, _ in captures], paths))
-    info = {tag: {"file": os.path.relpath(where[tag]) if not os.path.isabs(where[tag]) else where[tag], "calls": sum("error" not in c for c in index["records"]),
+    where = dict(zip([t for t, _, _ in captures], paths))  # as given: repo-relative for the committed captures
+    info = {tag: {"file": where[tag], "calls": sum("error" not in c for c in index["records"]),
                   "torch": index["env"].get("torch"), "cublas": index["env"].get("nvidia-cublas"),
                   "device": index["env"].get("device"), "role": "training data (fitted into this table)"}
             for tag, index, _ in captures}
