@@ -219,10 +219,8 @@ def _select_half(c: Call) -> Plan:
 def _select_nvjet(c: Call, base: Structure, epi: str) -> Plan:
     if c.M == 1 and c.N == 1:
         return Plan("cuBLAS dot_kernel + reduce", base, False, "1 x 1 outputs run a dot-product reduction tree", c)
-    if c.op == "addmm" and c.alpha != 1 and c.beta == 1 and c.c_kind == "full":
-        return Plan("nvjet_sm90 *_badd_* or *_bx_*", base, False,
-                    "addmm with beta = 1 and alpha != 1: cuBLAS picks badd or bx kernels (different roundings) "
-                    "by shape; the choice was not fitted", c)
+    # beta = 1 with a full C, any alpha: every measured nvjet call (31, addmm and baddbmm) ran *_badd_* unsplit and *_bx_splitK_*
+    # split, as below for alpha = 1, so the split decision alone picks the epilogue
     S = _predicted_split(c)
     if S > 1:
         ep = "bx" if epi == "badd" else epi  # split kernels fuse C into the reduction (*_bx_splitK_*)
