@@ -157,6 +157,18 @@ MODELS = {  # hidden, FFN, vocab, kv-projection width
 }
 
 
+def _adder(calls: list[dict], salt: str):
+    """``add(op, fmt, M, N, K, **options)``: append a call with its id and operand seeds (hashed from the
+    call and ``salt``, so a call's operands do not depend on its position in the list)."""
+    def add(op, fmt, M, N, K, **kw):
+        c = dict(op=op, fmt=fmt, M=M, N=N, K=K, prec=kw.pop("prec", "highest"), **kw)
+        c["id"] = len(calls)
+        h = zlib.crc32((salt + repr(sorted(c.items()))).encode()) % 10 ** 6
+        c["seed_a"], c["seed_b"], c["seed_c"] = 3 * h + 1, 3 * h + 2, 3 * h + 3
+        calls.append(c)
+    return add
+
+
 def holdout_calls(n_per_kind: int = 24) -> list[dict]:
     """Realistic calls (model projections x token counts) for an honest estimate on unseen shapes.
 
@@ -173,13 +185,7 @@ def holdout_calls(n_per_kind: int = 24) -> list[dict]:
     seen = {(c["M"], c["N"], c["K"]) for c in survey_calls()}
     shapes = [s for s in shapes if s not in seen]
     calls: list[dict] = []
-
-    def add(op, fmt, M, N, K, **kw):
-        c = dict(op=op, fmt=fmt, M=M, N=N, K=K, prec=kw.pop("prec", "highest"), **kw)
-        c["id"] = len(calls)
-        h = zlib.crc32(("holdout" + repr(sorted(c.items()))).encode()) % 10 ** 6
-        c["seed_a"], c["seed_b"], c["seed_c"] = 3 * h + 1, 3 * h + 2, 3 * h + 3
-        calls.append(c)
+    add = _adder(calls, "holdout")
 
     for M, N, K in _pick(shapes, n_per_kind, "h-lin"):
         add("linear", "bf16", M, N, K, bias=True)
@@ -235,13 +241,7 @@ def holdout2_calls(n_per_kind: int = 22) -> list[dict]:
     seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls()}
     shapes = sorted(set(s for s in shapes if s not in seen))
     calls: list[dict] = []
-
-    def add(op, fmt, M, N, K, **kw):
-        c = dict(op=op, fmt=fmt, M=M, N=N, K=K, prec=kw.pop("prec", "highest"), **kw)
-        c["id"] = len(calls)
-        h = zlib.crc32(("holdout2" + repr(sorted(c.items()))).encode()) % 10 ** 6
-        c["seed_a"], c["seed_b"], c["seed_c"] = 3 * h + 1, 3 * h + 2, 3 * h + 3
-        calls.append(c)
+    add = _adder(calls, "holdout2")
 
     for M, N, K in _pick(shapes, n_per_kind, "h2-lin"):
         add("linear", "bf16", M, N, K, bias=True)
