@@ -32,6 +32,7 @@ from fit_table import call_of, candidates, score
 from replay_survey import load, operands
 
 from tcnumerics.library import split_rule as sr
+from tcnumerics.library.selection import TableKey
 
 KERNEL = re.compile(r"nvjet_sm90_(\w+?)_(\d+)x(\d+)_(\d+)x(\d+)_(\d+)x(\d+)_([vh])_(.*)_([NT]{3})$")
 GRID = dict(MIN_K_TILES=(40, 44, 48), ALWAYS_SPLIT_TILES=(16, 24, 32, 48, 66), WASTE=(0.1, 0.2, 0.25),
@@ -164,7 +165,7 @@ def table_of(skip_shape=None) -> dict:
     if skip_shape is None:
         return calls
     M, N, K, b = skip_shape
-    return {k: v for k, v in calls.items() if tuple(int(x) for x in k.split("|")[4:8]) != (b, M, N, K)}
+    return {k: v for k, v in calls.items() if TableKey.parse(k)[4:8] != (b, M, N, K)}
 
 
 def neighbours_leave_one_out(calls) -> dict:

@@ -27,6 +27,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from . import split_rule
 from .structure import Structure
@@ -67,6 +68,40 @@ class Call:
         return "|".join(str(x) for x in (self.op, self.fmt, self.b_fmt or "", self.out, self.b, self.M, self.N, self.K,
                                          int(self.a_t), int(self.b_t), epi, int(self.alpha == 1), self.prec if self.fmt == "fp32" else "",
                                          self.scales if self.op == "scaled_mm" else "", int(self.fast_accum)))
+
+
+class TableKey(NamedTuple):
+    """The fields of a measured table's key (``Call.key``), parsed back.
+
+    >>> k = TableKey.parse(Call("linear", "bf16", "bf16", 8, 1024, 4096, b_t=True, bias=True).key())
+    >>> (k.op, k.M, k.N, k.K, k.b, k.b_t, k.epilogue)
+    ('linear', 8, 1024, 4096, 1, True, 'bias')
+    """
+
+    op: str
+    fmt: str
+    b_fmt: str
+    out: str
+    b: int
+    M: int
+    N: int
+    K: int
+    a_t: bool
+    b_t: bool
+    epilogue: str
+    alpha_one: bool
+    prec: str
+    scales: str
+    fast_accum: bool
+
+    @classmethod
+    def parse(cls, key: str) -> "TableKey":
+        f = key.split("|")
+        if len(f) != len(cls._fields):
+            raise ValueError(f"measured table key {key!r}: expected {len(cls._fields)} fields separated by '|'")
+        op, fmt, b_fmt, out, b, M, N, K, a_t, b_t, epi, alpha_one, prec, scales, fast = f
+        return cls(op, fmt, b_fmt, out, int(b), int(M), int(N), int(K), a_t == "1", b_t == "1", epi,
+                   alpha_one == "1", prec, scales, fast == "1")
 
 
 @dataclass(frozen=True)
@@ -273,12 +308,11 @@ def _fp32_nearest_split_family(c: Call) -> dict | None:
     that ran a SIMT sgemm, sm80_xmma FFMA or CUTLASS s1688 kernel."""
     best, best_d = None, None
     for key, e in measured_table()["calls"].items():
-        f = key.split("|")
-        if (f[1] != "fp32" or f[12] != c.prec or f[0] != c.op or int(f[4]) != c.b or not e.get("verified")
-                or (f[8], f[9]) != (str(int(c.a_t)), str(int(c.b_t)))
-                or not _FFMA_OR_CUTLASS.search(e.get("kernel", ""))):
+        k = TableKey.parse(key)
+        if (k.fmt != "fp32" or k.prec != c.prec or k.op != c.op or k.b != c.b or not e.get("verified")
+                or (k.a_t, k.b_t) != (c.a_t, c.b_t) or not _FFMA_OR_CUTLASS.search(e.get("kernel", ""))):
             continue
-        d = sum(abs(math.log2(int(x)) - math.log2(max(y, 1))) for x, y in zip(f[5:8], (c.M, c.N, c.K)))
+        d = sum(abs(math.log2(x) - math.log2(max(y, 1))) for x, y in zip((k.M, k.N, k.K), (c.M, c.N, c.K)))
         if best_d is None or d < best_d:
             best, best_d = e, d
     return best

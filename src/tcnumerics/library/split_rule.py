@@ -109,18 +109,17 @@ def _cells(calls: dict) -> dict:
     """cell -> list of slice counts (1: unsplit, None: split with S not identified) of the measured nvjet calls."""
     if _CELLS[0] is calls:
         return _CELLS[1]
+    from .selection import TableKey  # selection imports this module: parse its keys lazily
+
     cells: dict[tuple, list] = {}
     for key, entry in calls.items():
-        f = key.split("|")
-        if len(f) < 8 or f[0] == "scaled_mm" or f[1] not in ("bf16", "fp16"):
-            continue
+        k = TableKey.parse(key)
         kernel = str(entry.get("kernel", ""))
-        if not kernel.startswith("nvjet"):
+        if k.op == "scaled_mm" or k.fmt not in ("bf16", "fp16") or not kernel.startswith("nvjet"):
             continue
-        b, M, N, K = (int(x) for x in f[4:8])
         split = entry.get("split")
         S = len(split) if split else (None if "splitK" in kernel else 1)
-        cells.setdefault(cell_of(M, N, K, b, f[3]), []).append(S)
+        cells.setdefault(cell_of(k.M, k.N, k.K, k.b, k.out), []).append(S)
     _CELLS[:] = [calls, cells]
     return cells
 
