@@ -280,3 +280,68 @@ def holdout2_calls(n_per_kind: int = 22) -> list[dict]:
         add("scaled_mm", "e4m3", M, N, K, b_fmt="e5m2", scales="tensor", fast_accum=False, out_dtype="bf16")
         add("scaled_mm", "e4m3", M, N, K, b_fmt="e4m3", scales="tensor", fast_accum=True, out_dtype="fp32")
     return calls
+
+
+# --- a third held-out set: models absent from every capture and from the kernel survey ------------------
+MODELS3 = {  # hidden, FFN, vocab, fused-QKV width, head dim
+    "opt-1.3b": (2048, 8192, 50272, 6144, 64), "bloom-3b": (2560, 10240, 250880, 7680, 80),
+    "falcon-40b": (8192, 32768, 65024, 9216, 64), "qwen2.5-14b": (5120, 13824, 152064, 7168, 128),
+    "starcoder2-7b": (4608, 18432, 49152, 5632, 128), "yi-34b": (7168, 20480, 64000, 9216, 128),
+    "deepseek-7b": (4096, 11008, 102400, 12288, 128), "internlm2-1.8b": (2048, 8192, 92544, 4096, 128),
+    "pythia-2.8b": (2560, 10240, 50304, 7680, 80), "baichuan2-13b": (5120, 13696, 125696, 15360, 128),
+}
+TOKENS3 = (1, 2, 6, 9, 11, 15, 19, 27, 50, 63, 130, 257, 420, 999, 1337, 2500, 5000, 7000, 10000, 16000)
+
+
+def holdout3_calls(n_per_kind: int = 28) -> list[dict]:
+    """A third held-out set, chosen before the kernel survey was fitted: ten models in neither the bit
+    captures nor ``kernel_calls.DENSE_MODELS``, token counts of no earlier set, the kinds of
+    ``holdout2_calls``.
+
+    >>> cs = holdout3_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
+    (True, True)
+    """
+    shapes = []
+    for h, ffn, vocab, qkv, _ in MODELS3.values():
+        for n_, k in ((qkv, h), (h, h), (ffn, h), (h, ffn), (2 * ffn, h), (vocab, h)):
+            shapes += [(m, n_, k) for m in TOKENS3 if _fits(m, n_, k)]
+    seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls() + holdout2_calls()}
+    shapes = sorted(set(s for s in shapes if s not in seen))
+    calls: list[dict] = []
+    add = _adder(calls, "holdout3")
+    a16 = [s for s in shapes if s[0] % 16 == 0 and s[1] % 16 == 0]
+    for M, N, K in _pick(shapes, n_per_kind, "h3-lin"):
+        add("linear", "bf16", M, N, K, bias=True)
+    for M, N, K in _pick(shapes, n_per_kind, "h3-lin-nb"):
+        add("linear", "bf16", M, N, K, bias=False)
+    for M, N, K in _pick(shapes, n_per_kind, "h3-mm"):
+        add("matmul", "bf16", M, N, K)
+    for M, N, K in _pick(shapes, n_per_kind // 2, "h3-fp16"):
+        add("linear", "fp16", M, N, K, bias=M % 2 == 0)
+    for M, N, K in _pick(shapes, n_per_kind // 3, "h3-mm16"):
+        add("matmul", "fp16", M, N, K)
+    for M, N, K in _pick(shapes, n_per_kind // 2, "h3-mmo"):
+        add("mm_out", "bf16", M, N, K, out_dtype="fp32")
+    for M, N, K in _pick(shapes, n_per_kind // 2, "h3-addmm"):
+        add("addmm", "bf16", M, N, K, beta=1, alpha=1, c_1d=True)
+    for M, N, K in _pick([s for s in shapes if s[0] % 2 == 0], n_per_kind // 3, "h3-bcast"):
+        add("matmul_bcast", "bf16", M // 2, N, K, b=2)
+    for b, M, N, K in ((32, 420, 420, 128), (32, 420, 128, 420), (71, 257, 257, 64), (71, 257, 64, 257),
+                       (40, 1, 1337, 128), (40, 1, 128, 1337), (56, 999, 999, 128), (32, 80, 80, 80)):
+        add("bmm", "bf16", M, N, K, b=b)
+    for b, M, N, K in ((32, 257, 257, 80), (16, 130, 64, 130)):
+        add("baddbmm", "bf16", M, N, K, b=b, beta=1, alpha=0.125)
+    for (M, N, K), (a_t, b_t) in zip(_pick(shapes, 6, "h3-lay"), itertools.cycle([(True, False), (False, True)])):
+        add("matmul", "bf16", M, N, K, a_t=a_t, b_t=b_t)
+    for (M, N, K), (beta, alpha) in zip(_pick(shapes, 4, "h3-ab"), ((1, 1), (0.5, 1), (1, 0.5), (0, 2))):
+        add("addmm", "bf16", M, N, K, beta=beta, alpha=alpha, c_1d=False)
+    for prec in ("high", "highest"):
+        for M, N, K in _pick([s for s in shapes if s[0] * s[1] * s[2] <= 2 ** 36], n_per_kind // 3, "h3-f32" + prec):
+            add("matmul", "fp32", M, N, K, prec=prec)
+    for M, N, K in _pick(a16, n_per_kind, "h3-fp8"):
+        add("scaled_mm", "e4m3", M, N, K, b_fmt="e4m3", scales="tensor" if M % 3 else "rowwise",
+            fast_accum=M % 2 == 0, out_dtype="bf16")
+    for M, N, K in _pick(a16, 4, "h3-fp8x"):
+        add("scaled_mm", "e4m3", M, N, K, b_fmt="e5m2", scales="tensor", fast_accum=False, out_dtype="bf16")
+        add("scaled_mm", "e4m3", M, N, K, b_fmt="e4m3", scales="tensor", fast_accum=True, out_dtype="fp32")
+    return calls

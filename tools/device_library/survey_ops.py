@@ -1,14 +1,14 @@
 """Device survey of torch GEMM ops on Hopper: kernel names (torch.profiler) and sampled output bits.
 
     PYTHONPATH=src:tools/device_library python3 tools/device_library/survey_ops.py [--limit N] \
-        [--set survey|holdout|holdout2]
+        [--set survey|holdout|holdout2|holdout3]
 
-Runs every call of ``survey_calls.survey_calls()`` (or of ``holdout_calls()`` / ``holdout2_calls()``).  Operands are built on the GPU from index
+Runs every call of ``survey_calls.survey_calls()`` (or of a held-out list: ``holdout_calls()`` ...).  Operands are built on the GPU from index
 hashes (``inputs.hashed_values``, reimplemented here in int64 torch arithmetic and checked
 against the numpy version at start), so only output bits travel back: ``$OUT/survey.npz``
 (``d{id}`` bits of sampled batches x rows x columns, ``rows{id}``/``cols{id}``/``batches{id}``)
 and ``$OUT/index.json`` (per call: the kernels torch.profiler saw, determinism, errors, env), plus
-``$OUT/log.txt``.  ``--set holdout2`` writes only the two data files, under ``$OUT/holdout2/``.
+``$OUT/log.txt``.  ``--set holdout2`` / ``holdout3`` write only the two data files, under ``$OUT/<set>/``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from inputs import FIELD_BITS, hashed_bits, hashed_values
-from survey_calls import holdout2_calls, holdout_calls, survey_calls
+from kernel_calls import kernel_sample_calls
+from survey_calls import holdout2_calls, holdout3_calls, holdout_calls, survey_calls
 
 OUT = os.environ.get("OUT", "/tmp/survey_out")
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "e4m3": torch.float8_e4m3fn,
@@ -164,16 +165,18 @@ def self_check(log) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=0)
-    ap.add_argument("--set", choices=("survey", "holdout", "holdout2"), default="survey",
+    ap.add_argument("--set", choices=("survey", "holdout", "holdout2", "holdout3", "ksample"), default="survey",
                     help="which call list to run")
     ap.add_argument("--dry-list", action="store_true", help="print the call list's size and kinds, run nothing")
     args = ap.parse_args()
-    calls = {"survey": survey_calls, "holdout": holdout_calls, "holdout2": holdout2_calls}[args.set]()
+    calls = {"survey": survey_calls, "holdout": holdout_calls, "holdout2": holdout2_calls,
+             "holdout3": holdout3_calls, "ksample": kernel_sample_calls}[args.set]()
     if args.dry_list:
         from collections import Counter
         print(len(calls), "calls:", dict(Counter(c["op"] + ":" + c["fmt"] for c in calls)))
         return 0
-    out_dir = os.path.join(OUT, "holdout2") if args.set == "holdout2" else OUT
+    two_files = args.set in ("holdout2", "holdout3", "ksample")  # later sets: the two data files only, in a folder of their own
+    out_dir = os.path.join(OUT, args.set) if two_files else OUT
     os.makedirs(out_dir, exist_ok=True)
     lines = []
 
@@ -226,7 +229,7 @@ def main() -> int:
         json.dump(dict(env=env, records=records), fh)
     log(f"{len(records)} calls, {sum('error' in r for r in records)} errors, {time.time() - t0:.0f} s; "
         f"wrote {out_dir}/survey.npz, index.json")
-    if args.set != "holdout2":  # holdout2: two files only (the log is on stdout)
+    if not two_files:  # the log is on stdout
         with open(os.path.join(out_dir, "log.txt"), "w") as fh:
             fh.write("\n".join(lines) + "\n")
     return 0

@@ -1,0 +1,134 @@
+"""The kernel survey's call list: which kernel (and launch grid) cuBLAS picks, over a dense grid of realistic shapes.
+
+No output bits are captured for these calls (``kernel_survey.py`` runs them on uninitialised operands):
+the structure of each kernel family is identified from the bit captures (``survey_ops.py``), and the
+kernel name plus its launch grid say which family and which split-K slice count a shape gets.  So the
+list can be large: every projection of ~30 published model configurations x token counts 1..16384,
+a log-spaced synthetic (N, K) grid for neighbours, attention bmm shapes, FP32/TF32 and FP8.
+
+Models of the held-out capture ``survey_calls.holdout3_calls`` are deliberately absent, so that
+capture measures what the kernel survey buys on models it never saw.
+
+    >>> cs = kernel_calls(); len(cs) > 20000, len({c["id"] for c in cs}) == len(cs)
+    (True, True)
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+
+from survey_calls import _adder
+
+# hidden, FFN, vocabulary, fused-QKV width (q + k + v), head dim
+DENSE_MODELS = {
+    "gpt2": (768, 3072, 50257, 2304, 64), "gpt2-medium": (1024, 4096, 50257, 3072, 64),
+    "gpt2-large": (1280, 5120, 50257, 3840, 64), "gpt2-xl": (1600, 6400, 50257, 4800, 64),
+    "bert-base": (768, 3072, 30522, 2304, 64), "bert-large": (1024, 4096, 30522, 3072, 64),
+    "vit-h": (1280, 5120, 1000, 3840, 80),
+    "llama2-7b": (4096, 11008, 32000, 12288, 128), "llama2-13b": (5120, 13824, 32000, 15360, 128),
+    "llama2-70b": (8192, 28672, 32000, 10240, 128), "llama3-8b": (4096, 14336, 128256, 6144, 128),
+    "llama3-70b": (8192, 28672, 128256, 10240, 128), "llama3.2-1b": (2048, 8192, 128256, 3072, 64),
+    "llama3.2-3b": (3072, 8192, 128256, 5120, 128), "mistral-7b": (4096, 14336, 32000, 6144, 128),
+    "mistral-nemo": (5120, 14336, 131072, 6144, 128), "gemma-2b": (2048, 16384, 256000, 2560, 256),
+    "gemma-7b": (3072, 24576, 256000, 12288, 256), "gemma2-9b": (3584, 14336, 256000, 8192, 256),
+    "qwen2-0.5b": (896, 4864, 151936, 1152, 64), "qwen2-1.5b": (1536, 8960, 151936, 2048, 128),
+    "qwen2-7b": (3584, 18944, 152064, 4608, 128), "qwen2-72b": (8192, 29568, 152064, 10240, 128),
+    "phi2": (2560, 10240, 51200, 7680, 80), "phi3-mini": (3072, 8192, 32064, 9216, 96),
+    "falcon-7b": (4544, 18176, 65024, 4672, 64), "gpt-j-6b": (4096, 16384, 50400, 12288, 256),
+    "opt-6.7b": (4096, 16384, 50272, 12288, 128), "mpt-7b": (4096, 16384, 50432, 12288, 128),
+    "gpt-neox-20b": (6144, 24576, 50432, 18432, 96), "codellama-34b": (8192, 22016, 32000, 10240, 128),
+}
+TOKENS = tuple(range(1, 33)) + (36, 40, 44, 48, 56, 64, 72, 80, 96, 100, 112, 128, 160, 192, 197, 200, 224, 256,
+                                 320, 333, 384, 448, 500, 512, 640, 768, 1000, 1024, 1536, 2000, 2048, 3000, 3072,
+                                 4096, 6144, 8192, 12288, 16384)
+GRID_NK = (512, 1024, 1536, 2048, 2560, 3072, 4096, 5120, 6144, 8192, 10240, 12288, 14336, 16384, 20480, 24576,
+           28672, 32768, 49152, 65536)
+GRID_M = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048, 4096)
+MAX_MACS = 2 ** 40  # per call: about 2 ms of BF16 on an H100
+MAX_MACS_FP32 = 2 ** 35  # FFMA kernels run ~20x slower
+MAX_OPERAND = 2 ** 28
+
+
+def _fits(M: int, N: int, K: int, b: int = 1, macs: int = MAX_MACS) -> bool:
+    return b * M * N * K <= macs and b * max(M * K, K * N, M * N) <= MAX_OPERAND
+
+
+def model_projections(models: dict) -> list[tuple[int, int]]:
+    """(N, K) of every projection: fused QKV, attention out, FFN up, gate+up fused, down, LM head."""
+    nk = set()
+    for h, ffn, vocab, qkv, _ in models.values():
+        nk |= {(qkv, h), (h, h), (ffn, h), (2 * ffn, h), (h, ffn), (vocab, h)}
+    return sorted(nk)
+
+
+def attention_shapes(models: dict) -> list[tuple[int, int, int, int]]:
+    """(b, M, N, K) of attention bmm: scores [b, S, d] @ [b, d, S] and context [b, S, S] @ [b, S, d]."""
+    out = set()
+    for h, _, _, _, hd in models.values():
+        heads = h // hd
+        for batch in (1, 2, 4):
+            for s in (1, 7, 77, 128, 197, 256, 333, 512, 1000, 1024, 2048, 4096):
+                b = batch * heads
+                out.add((b, s, s, hd) if s > 1 else (b, 1, 1024, hd))  # decode: one query row, 1024 keys
+                out.add((b, s, hd, s) if s > 1 else (b, 1, hd, 1024))
+    return sorted(out)
+
+
+def kernel_calls() -> list[dict]:
+    """Every kernel-survey call, in a shuffled order that keeps each kind's coverage even when cut short."""
+    model_nk, grid_nk = model_projections(DENSE_MODELS), [(n, k) for n in GRID_NK for k in GRID_NK]
+    shapes = sorted({(m, n, k) for n, k in model_nk for m in TOKENS} | {(m, n, k) for n, k in grid_nk for m in GRID_M})
+    half = [s for s in shapes if _fits(*s)]
+    single = [s for s in shapes if _fits(*s, macs=MAX_MACS_FP32)]
+    fp8 = [s for s in half if s[1] % 16 == 0 and s[2] % 16 == 0]
+    kinds: list[tuple[str, str, list, dict]] = [
+        ("linear", "bf16", half, dict(bias=True)), ("linear", "bf16", half, dict(bias=False)),
+        ("matmul", "bf16", half, {}), ("linear", "fp16", half, dict(bias=True)),
+        ("linear", "fp16", half, dict(bias=False)), ("matmul", "fp16", half, {}),
+        ("mm_out", "bf16", half, dict(out_dtype="fp32")), ("addmm", "bf16", half, dict(beta=1, alpha=1, c_1d=True)),
+        ("matmul", "fp32", single, dict(prec="high")), ("matmul", "fp32", single, dict(prec="highest")),
+        ("scaled_mm", "e4m3", fp8, dict(b_fmt="e4m3", scales="tensor", fast_accum=True, out_dtype="bf16")),
+        ("scaled_mm", "e4m3", fp8, dict(b_fmt="e4m3", scales="tensor", fast_accum=False, out_dtype="bf16")),
+        ("scaled_mm", "e4m3", fp8, dict(b_fmt="e4m3", scales="rowwise", fast_accum=True, out_dtype="bf16")),
+        ("scaled_mm", "e4m3", fp8, dict(b_fmt="e4m3", scales="rowwise", fast_accum=False, out_dtype="bf16")),
+    ]
+    per_kind = []
+    for op, fmt, pool, kw in kinds:
+        rng = random.Random(f"{op}{fmt}{sorted(kw.items())}")
+        per_kind.append([(op, fmt, s, kw) for s in rng.sample(pool, len(pool))])
+    att = attention_shapes(DENSE_MODELS)
+    rng = random.Random("bmm")
+    per_kind.append([("bmm", "bf16", s, {}) for s in rng.sample(att, len(att)) if _fits(s[1], s[2], s[3], s[0])])
+    per_kind.append([("bmm", "fp16", s, {}) for s in rng.sample(att, len(att)) if _fits(s[1], s[2], s[3], s[0])])
+    calls: list[dict] = []
+    add = _adder(calls, "kernels")
+    longest = max(len(p) for p in per_kind)
+    for i in range(longest):  # round robin over kinds: a cut-short run still covers every kind evenly
+        for p in per_kind:
+            if i < len(p):
+                op, fmt, s, kw = p[i]
+                if op == "bmm":
+                    b, M, N, K = s
+                    add(op, fmt, M, N, K, b=b, **kw)
+                else:
+                    add(op, fmt, *s, **kw)
+    return calls
+
+
+def kernel_sample_calls(every: int = 400) -> list[dict]:
+    """A deterministic sample of ``kernel_calls()`` (about one call in ``every``, spread by a hash of the id)
+    whose output bits ``survey_ops.py --set ksample`` captures: the check that kernel name + launch grid
+    predict the bits at shapes the bit captures never ran.
+
+    >>> 300 < len(kernel_sample_calls()) < 600
+    True
+    """
+    return [c for c in kernel_calls() if zlib.crc32(f"sample{c['id']}".encode()) % every == 0]
+
+
+if __name__ == "__main__":
+    from collections import Counter
+
+    cs = kernel_calls()
+    print(len(cs), Counter(c["op"] + ":" + c["fmt"] + ":" + c.get("prec", "") for c in cs))
