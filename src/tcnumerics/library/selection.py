@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from . import split_rule
+from . import launches, split_rule
 from .structure import Structure
 
 PROVENANCE = ("measured on NVIDIA H100 (sm_90), torch 2.11.0+cu130, cuBLAS 13.1.0.3 (op survey, 1,408 calls, and the "
@@ -68,6 +68,11 @@ class Call:
         return "|".join(str(x) for x in (self.op, self.fmt, self.b_fmt or "", self.out, self.b, self.M, self.N, self.K,
                                          int(self.a_t), int(self.b_t), epi, int(self.alpha == 1), self.prec if self.fmt == "fp32" else "",
                                          self.scales if self.op == "scaled_mm" else "", int(self.fast_accum)))
+
+    def kind(self) -> str:
+        """The key without the shape (M, N, K, batch): the launch table's call kind."""
+        f = self.key().split("|")
+        return "|".join(f[:4] + f[8:])
 
 
 class TableKey(NamedTuple):
@@ -165,11 +170,13 @@ def select(c: Call) -> Plan:
     return _select_half(c)
 
 
-def _equal_slices(K: int, S: int, tile: int) -> tuple[int, ...] | None:
-    if S <= 1:
-        return None
-    tiles = -(-K // tile)
-    return tuple([-(-tiles // S) * tile] * S)
+def _measured(c: Call, base: Structure, family: str, tile: int) -> Plan | None:
+    """A call kind measured on the device: its bit-verified structure; else its measured launch; else the
+    table's unverified entry (flagged)."""
+    entry = measured_table()["calls"].get(c.key())
+    if entry is not None and entry.get("verified"):
+        return _from_table(c, base, family, tile)
+    return _from_launch(c, base, tile) or _from_table(c, base, family, tile)
 
 
 def _from_table(c: Call, base: Structure, family: str, tile: int) -> Plan | None:
@@ -188,6 +195,104 @@ def _from_table(c: Call, base: Structure, family: str, tile: int) -> Plan | None
         where = (entry.get("sources") or ["hopper_op_survey_h100"])[0]  # capture#id of its first measurement
         return Plan(fam, s, True, PROVENANCE + f"; this call measured ({where}: {entry.get('kernel', '')[:60]})", c)
     return Plan(fam, s, False, entry.get("reason", "measured call whose structure was not identified"), c)
+
+
+LAUNCH_PROVENANCE = "launch measured (kernel survey, H100, torch 2.11 / cuBLAS 13.1.0.3): "
+_TAGS = (("_bias_", "bias"), ("_badd_", "badd"), ("_bx_", "bx"))
+
+
+def _slices(K: int, S: int, tile: int) -> tuple[int, ...] | None:
+    """nvjet split-K: S slices of ceil(tiles / S) K-tiles (the last one shorter; fewer when they run out)."""
+    per = -(-(-(-K // tile)) // S) * tile
+    return None if S <= 1 or per >= K else (per,) * -(-K // per)
+
+
+def _from_launch(c: Call, base: Structure, tile: int) -> Plan | None:
+    """The plan of a call whose launch the kernel survey measured (``launches.py``): the kernel family gives
+    the structure, its launch grid the split-K slice count."""
+    launch = launches.measured_launch(c)
+    if launch is None:
+        return None
+    if launch.main.startswith("nvjet"):
+        return _nvjet_launch_plan(c, base, launch, tile)
+    if c.fmt == "fp32":
+        return _fp32_launch_plan(c, base, launch)
+    return None  # CUTLASS / gemmSN / gemv fallbacks of BF16/FP16: the rules below (flagged)
+
+
+def _nvjet_launch_plan(c: Call, base: Structure, launch: launches.Launch, tile: int) -> Plan:
+    name = launch.main
+    epi = next((e for tag, e in _TAGS if tag in name), base.epilogue)
+    S = launches.nvjet_split_count(launch, c)
+    short = name.split("(")[0][:70]
+    if S is None:  # more work units than one wave of CTAs: the grid hides S; cuBLAS's rule predicts it
+        S = max(2, _predicted_split(c))
+        s = base.with_(epilogue=epi, split_k=_slices(c.K, S, tile))
+        return Plan(f"{short} splitK x{S} (predicted)", s, False,
+                    "split-K slice count predicted: the measured launch fills a whole wave, so its grid does not "
+                    f"give the slice count ({name[:60]}, {launch.ctas} CTAs)", c)
+    s = base.with_(epilogue=epi, split_k=_slices(c.K, S, tile))
+    fam = short + (f" splitK x{len(s.split_k)} + splitKreduce" if s.split_k else "")
+    return Plan(fam, s, True, LAUNCH_PROVENANCE + f"{short}, {launch.ctas} CTAs", c)
+
+
+_S1688_TILE = re.compile(r"s1688gemm_\d+x\d+_(\d+)x\d+")
+
+
+def _cutlass_slices(K: int, S: int) -> tuple[int, ...] | None:
+    """CUTLASS split-K over the grid's S slices: ceil(K / S) rounded up to 32 elements, or to 4 where 32 would
+    give fewer than S slices (H100: 34 of 34 captured SIMT / s1688 launches outside the bit table, and 17x33x65)."""
+    for granule in (32, 4):
+        per = -(-(-(-K // S)) // granule) * granule
+        if -(-K // per) == S or granule == 4:
+            return (per,) * -(-K // per) if S > 1 and per < K else None
+    return None
+
+
+def _fp32_launch_plan(c: Call, base: Structure, launch: launches.Launch) -> Plan:
+    """FP32/TF32 launches: the families whose structure the bit captures identified, with grid z as S."""
+    name, text, guess = launch.main, launch.text, False
+    S = launch.grid_z // c.b if launch.grid_z % c.b == 0 else launch.grid_z  # batched calls: z = batch x S
+    short = re.sub(r"^void |^cutlass::Kernel2<", "", name).split("(")[0].split("<")[0].rstrip(">")[:70]
+    reduce, serial = "splitKreduce" in text, launch.in_place
+    ffma = base.with_(instruction=None, input_rounding=None)
+    if "sm90_xmma_gemm" in name and "tf32" in name and "segment_k_off" in name and not serial:
+        s = base
+    elif "sm80_xmma_gemm_f32f32_f32f32" in name:  # in place (after a Memset): 10 of 12 captured calls -> flagged
+        s = ffma.with_(k_tile=8, split_interleave=S if S > 1 else None, split_reduce="serial" if serial else "parallel")
+        guess = serial
+    elif "cutlass_80_simt_sgemm" in name and (reduce or serial or S == 1):
+        s = ffma.with_(split_k=_cutlass_slices(c.K, S), split_reduce="serial" if serial else "parallel")
+    elif "s1688gemm" in name and (reduce or S == 1) and not serial:
+        m = _S1688_TILE.search(name)
+        s = base.with_(instruction="hopper.mma.m16n8k8.f32.tf32.tf32.f32", input_rounding="rne",
+                       k_tile=int(m.group(1)) if m else 32, k_residue="first", split_k=_cutlass_slices(c.K, S))
+    else:
+        return Plan(f"{short} (measured launch, structure not identified)", base, False,
+                    f"cuBLAS launches {short}{' with split-K' if S > 1 or serial else ''} here; its reduction "
+                    "order was not identified bit-exactly (stream-K, in-place xmma or tensor-op split-K, gemmSN/gemv)",
+                    c)
+    n = len(s.split_k or ()) or s.split_interleave or 1
+    fam = short + (f" split-K x{n}" if n > 1 else "") + (" in place" if serial else "")
+    if guess:
+        return Plan(fam + " (structure guessed)", s, False, f"cuBLAS launches {short} in place (after a Memset) "
+                    "here: interleaved slices added to the output in order reproduced 10 of 12 captured calls", c)
+    return Plan(fam, s, True, LAUNCH_PROVENANCE + short + (f", grid z = {S}" if S > 1 else ""), c)
+
+
+def _fp32_neighbour_plan(c: Call, base: Structure) -> Plan | None:
+    """FP32/TF32 calls outside the launch table: the nearest measured launch's kernel family and grid, applied to
+    this shape (flagged: a prediction); None where that family's structure is not identified."""
+    near, how = launches.nearest_launch(c)
+    if near is None:
+        return None
+    (cc, launch) = near
+    plan = _fp32_launch_plan(c, base, launch)
+    if not plan.modelled and "guessed" not in plan.family:
+        return None
+    return Plan(plan.family + " (predicted)", plan.structure, False,
+                f"kernel and split-K predicted from {how} ({cc.M} x {cc.N} x {cc.K}): this shape's launch was not "
+                "measured", c)
 
 
 def _predicted_split(c: Call, tile: int = 64) -> int:
@@ -236,7 +341,7 @@ def _select_half(c: Call) -> Plan:
     if c.out not in (c.fmt, "fp32"):
         raise ValueError(f"out_dtype: {c.fmt} GEMMs return {c.fmt} or fp32, got {c.out}")
     aligned = c.K % 8 == 0 and c.N % 8 == 0 and (c.M % 8 == 0 or not c.a_t)
-    tabled = _from_table(c, base, "nvjet_sm90", 64)
+    tabled = _measured(c, base, "nvjet_sm90", 64)
     if tabled is not None:
         return tabled
     if not aligned or min(c.N, c.K) < 8:
@@ -256,16 +361,18 @@ def _select_nvjet(c: Call, base: Structure, epi: str) -> Plan:
         return Plan("cuBLAS dot_kernel + reduce", base, False, "1 x 1 outputs run a dot-product reduction tree", c)
     # beta = 1 with a full C, any alpha: every measured nvjet call (31, addmm and baddbmm) ran *_badd_* unsplit and *_bx_splitK_*
     # split, as below for alpha = 1, so the split decision alone picks the epilogue
-    S = _predicted_split(c)
+    S, how = launches.predicted_nvjet_split(c)
+    if S is None:
+        S, how = _predicted_split(c), "the split rule (split_rule.py)"
     if S > 1:
         ep = "bx" if epi == "badd" else epi  # split kernels fuse C into the reduction (*_bx_splitK_*)
-        s = base.with_(split_k=_equal_slices(c.K, S, 64), epilogue=ep)
-        return Plan(f"nvjet_sm90 splitK x{S} + splitKreduce (predicted)", s, False,
-                    "split-K predicted: cuBLAS's slice count was not measured at this shape", c)
+        s = base.with_(split_k=_slices(c.K, S, 64), epilogue=ep)
+        return Plan(f"nvjet_sm90 splitK x{len(s.split_k or ())} + splitKreduce (predicted)", s, False,
+                    f"split-K predicted from {how}: this shape's launch was not measured", c)
     if _no_split_verified(c):
         return _frontier_plan("nvjet_sm90 (wgmma k16 chain, no split)", base, c)
     return Plan("nvjet_sm90 (no split predicted)", base, False,
-                "outside the measured no-split frontier: cuBLAS may split K here", c)
+                f"no split predicted from {how}: this shape's launch was not measured", c)
 
 
 def _cutlass_guess(c: Call, epi: str) -> Structure:
@@ -287,7 +394,7 @@ def _select_fp32(c: Call) -> Plan:
     else:
         base = Structure("TF32 sm90_xmma (wgmma k8 chain)", instruction=WGMMA["tf32"], input_rounding="rne")
     base = base.with_(epilogue=epilogue_of(c))
-    tabled = _from_table(c, base, base.family, 8)
+    tabled = _measured(c, base, base.family, 8) or _fp32_neighbour_plan(c, base)
     if tabled is not None:
         return tabled
     if _no_split_verified(c):
@@ -353,10 +460,16 @@ def _select_fp8(c: Call) -> Plan:
                      promote_every=promote)
     if c.scales == "blockwise":
         base = base.with_(promote_every=128)
-    tabled = _from_table(c, base, base.family, 128)
+    tabled = _measured(c, base, base.family, 128)
     if tabled is not None:
         return tabled
+    S, how = launches.predicted_nvjet_split(c)
+    if S is not None and S > 1:
+        s = base.with_(split_k=_slices(c.K, S, 128))
+        return Plan(f"{base.family} splitK x{len(s.split_k or ())} (predicted)", s, False,
+                    f"split-K predicted from {how}: this shape's launch was not measured", c)
     if _no_split_verified(c):
         return _frontier_plan(base.family + " (no split)", base, c)
     return Plan(base.family + " (predicted)", base, False,
-                "FP8 outside the measured no-split frontier (cuBLAS may split K here)", c)
+                "FP8 outside the measured no-split frontier: " + (f"no split predicted from {how}" if S else
+                                                                  "cuBLAS may split K here"), c)

@@ -1,0 +1,188 @@
+"""What cuBLAS launches for a torch GEMM call on Hopper: the measured launch table.
+
+``hopper_launches.npz`` holds, for ~180,000 calls (the kernel survey: every projection of 31 published
+model configurations x token counts 1..16384, a log-spaced (N, K) grid, attention bmm, FP32/TF32 and
+FP8; plus the bit captures' calls), the kernels torch.profiler saw in launch order and the main kernel's
+launch grid.  The grid is what makes this table a measurement of the *numerics*, not only of the kernel
+name: nvjet split-K kernels launch ``tiles x S`` CTAs (tiles of the kernel's tile shape, rounded up to its
+cluster) while that stays within one wave (132 CTAs, 120 for clusters of 4 or 8), so the slice count S
+is read off the grid -- it reproduced every sampled output bit of all 304 such captured calls; CUTLASS
+and xmma split-K kernels put S in grid z.
+
+    >>> from tcnumerics.library.selection import Call
+    >>> launch = measured_launch(Call("linear", "bf16", "bf16", 16, 1024, 14336, b_t=True))
+    >>> launch.main.split("_")[3], nvjet_split_count(launch, Call("linear", "bf16", "bf16", 16, 1024, 14336, b_t=True))
+    ('64x16', 8)
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .selection import Call
+
+_PATH = os.path.join(os.path.dirname(__file__), "hopper_launches.npz")
+_NVJET = re.compile(r"nvjet_sm90_[a-z]+_(\d+)x(\d+)_(\d+)x\d+_(\d+)x(\d+)_")
+_TABLE: dict | None = None
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One measured launch: the activity names in order, the main kernel's CTA count and grid z."""
+
+    kernels: tuple[str, ...]
+    ctas: int
+    grid_z: int
+
+    @property
+    def main(self) -> str:
+        """The GEMM kernel (not a memset, scaling or split-K reduction)."""
+        return next((k for k in self.kernels if _is_gemm(k)), self.kernels[0])
+
+    @property
+    def text(self) -> str:
+        return " | ".join(self.kernels)
+
+    @property
+    def in_place(self) -> bool:
+        """A memset before one GEMM kernel and no reduction kernel: split-K slices accumulate in the output."""
+        return self.kernels[0].startswith("Memset") and "splitKreduce" not in self.text
+
+
+def _is_gemm(name: str) -> bool:
+    return not name.startswith(("Memset", "Memcpy")) and not re.search(r"scal_kernel|scal_64addr|splitKreduce|at::native::", name)
+
+
+def _table() -> dict:
+    global _TABLE
+    if _TABLE is None:
+        _TABLE = {}
+        if os.path.exists(_PATH):
+            with np.load(_PATH, allow_pickle=False) as z:
+                kinds, sigs = [str(k) for k in z["kinds"]], [str(s) for s in z["signatures"]]
+                cols = [z[c].tolist() for c in ("kind", "M", "N", "K", "b", "signature", "ctas", "grid_z")]
+                grid = (z["grid_m"].tolist(), z["grid_nk"].tolist()) if "grid_m" in z else ([], [])
+            by_nk = defaultdict(list)
+            for kind, M, N, K, b, sig, ctas, gz in zip(*cols):
+                _TABLE[(kinds[kind], M, N, K, b)] = (sig, ctas, gz)
+                by_nk[(kinds[kind], N, K, b)].append(M)
+            _TABLE["_signatures"] = sigs
+            _TABLE["_by_nk"] = {k: sorted(v) for k, v in by_nk.items()}
+            _TABLE["_grid"] = grid
+    return _TABLE
+
+
+def measured_launch(c: Call) -> Launch | None:
+    """The launch measured for exactly this call kind and shape, or None."""
+    t = _table()
+    hit = t.get((c.kind(), c.M, c.N, c.K, c.b))
+    if hit is None:
+        return None
+    sig, ctas, gz = hit
+    return Launch(tuple(t["_signatures"][sig].split(" | ")), ctas, gz)
+
+
+def launch_count() -> int:
+    """How many launches the table holds."""
+    return sum(1 for k in _table() if not isinstance(k, str))
+
+
+def nvjet_tiles(name: str, c: Call) -> int | None:
+    """Output tiles of an nvjet kernel over the call (cuBLAS sees the column-major product, N x M), rounded up
+    to whole clusters; None for other kernels."""
+    m = _NVJET.search(name)
+    if not m:
+        return None
+    tm, tn, _, cx, cy = (int(x) for x in m.groups())
+    return math.ceil(math.ceil(c.N / tm) / cx) * cx * math.ceil(math.ceil(c.M / tn) / cy) * cy * c.b
+
+
+def nvjet_split_count(launch: Launch, c: Call) -> int | None:
+    """The split-K slice count S of an nvjet launch, read off its grid (CTAs = tiles x S), or None where the
+    grid does not say (unsplit kernel, or more work units than one wave of CTAs)."""
+    if "splitK" not in launch.main:
+        return 1
+    tiles = nvjet_tiles(launch.main, c)
+    if not tiles or launch.ctas % tiles or launch.ctas // tiles < 2:
+        return None
+    return launch.ctas // tiles
+
+
+def _with_shape(c: Call, M: int, N: int, K: int) -> Call:
+    from dataclasses import replace
+
+    return replace(c, M=M, N=N, K=K)
+
+
+def _bracket(v: int, axis: list[int]) -> list[int]:
+    """``v`` itself if measured on this axis, else the nearest measured values below and above it."""
+    j = bisect.bisect_left(axis, v)
+    if j < len(axis) and axis[j] == v:
+        return [v]
+    return [axis[i] for i in (j - 1, j) if 0 <= i < len(axis)]
+
+
+def bracketing_launches(c: Call) -> tuple[list[tuple[Call, Launch | None]], str]:
+    """Measured launches around an unmeasured call, and how they were found: the same (N, K) at the token
+    counts either side of M; else the corners of the surveyed (M, N, K) grid cell holding the call."""
+    t = _table()
+    ms = t.get("_by_nk", {}).get((c.kind(), c.N, c.K, c.b))
+    if ms:
+        return [(cc, measured_launch(cc)) for cc in (_with_shape(c, m, c.N, c.K) for m in _bracket(c.M, ms))], \
+            "the same N and K at the nearest measured token counts"
+    grid_m, grid_nk = t.get("_grid", ([], []))
+    if not grid_m:
+        return [], ""
+    corners = [_with_shape(c, m, n, k) for m in _bracket(c.M, grid_m) for n in _bracket(c.N, grid_nk)
+               for k in _bracket(c.K, grid_nk)]
+    return [(cc, measured_launch(cc)) for cc in corners], "the corners of the surveyed (M, N, K) grid cell"
+
+
+def predicted_nvjet_split(c: Call) -> tuple[int | None, str]:
+    """cuBLAS's split-K slice count for an unmeasured call, from the measured launches around it (a
+    prediction: ~99.8% right where they all run the same unsplit kernel, ~94% where they agree on a split,
+    in leave-out tests on the survey; docs/gemm.md).  Returns (S, how) with S = 1 for no split, or
+    (None, reason) where the neighbours are not all nvjet launches with a readable split."""
+    near, how = bracketing_launches(c)
+    if not near or any(L is None for _, L in near):
+        return None, "no complete set of measured neighbours"
+    tile = 128 if c.op == "scaled_mm" else 64
+    kt = -(-c.K // tile)
+    per_slice = {}
+    for cc, L in near:
+        if not L.main.startswith("nvjet"):
+            return None, f"a neighbour runs {L.main[:40]}"
+        S = nvjet_split_count(L, cc)
+        if S is None:
+            return None, "a neighbour's split count is not readable"
+        per_slice[(cc.M, cc.N, cc.K)] = S
+    slicing = {S if S == 1 else -(-kt // S) for S in per_slice.values()}  # K-tiles per slice at the call's K
+    if len(slicing) == 1:
+        S = next(iter(per_slice.values()))
+        return S, how + " agree"
+    def dist(shape):
+        return sum(abs(math.log2(a) - math.log2(b)) for a, b in zip(shape, (c.M, c.N, c.K)))
+    nearest = min(per_slice, key=dist)
+    return per_slice[nearest], how + " disagree; the nearest one's choice"
+
+
+def nearest_launch(c: Call) -> tuple[tuple[Call, Launch] | None, str]:
+    """The measured launch nearest an unmeasured call (log distance in M, N, K) among ``bracketing_launches``,
+    with how it was found; a prediction (FP32/TF32 kernels: right family and grid for ~87% of leave-out calls
+    bracketed along M, ~62% from grid corners)."""
+    near, how = bracketing_launches(c)
+    near = [(cc, L) for cc, L in near if L is not None]
+    if not near:
+        return None, "no measured neighbour"
+    def dist(cc):
+        return sum(abs(math.log2(a) - math.log2(b)) for a, b in zip((cc.M, cc.N, cc.K), (c.M, c.N, c.K)))
+    return min(near, key=lambda p: dist(p[0])), how
