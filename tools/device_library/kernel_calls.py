@@ -132,3 +132,84 @@ if __name__ == "__main__":
 
     cs = kernel_calls()
     print(len(cs), Counter(c["op"] + ":" + c["fmt"] + ":" + c.get("prec", "") for c in cs))
+
+
+# --- the second kernel survey: more token counts, the held-out set 3 models, and the remaining call kinds -----
+MORE_MODELS = {  # holdout3's models (used for development since) and other common configurations
+    "opt-1.3b": (2048, 8192, 50272, 6144, 64), "bloom-3b": (2560, 10240, 250880, 7680, 80),
+    "falcon-40b": (8192, 32768, 65024, 9216, 64), "qwen2.5-14b": (5120, 13824, 152064, 7168, 128),
+    "starcoder2-7b": (4608, 18432, 49152, 5632, 128), "yi-34b": (7168, 20480, 64000, 9216, 128),
+    "deepseek-7b": (4096, 11008, 102400, 12288, 128), "internlm2-1.8b": (2048, 8192, 92544, 4096, 128),
+    "pythia-2.8b": (2560, 10240, 50304, 7680, 80), "baichuan2-13b": (5120, 13696, 125696, 15360, 128),
+    "qwen2.5-32b": (5120, 27648, 152064, 7168, 128), "qwen2.5-7b": (3584, 18944, 152064, 4608, 128),
+    "llama3.1-405b-tp8": (16384, 6656, 128256, 2304, 128), "t5-large": (1024, 2816, 32128, 3072, 64),
+    "whisper-large": (1280, 5120, 51866, 3840, 64), "vit-b": (768, 3072, 1000, 2304, 64),
+}
+TOKENS_MORE = tuple(range(33, 129)) + tuple(range(136, 257, 8)) + tuple(range(272, 1025, 16)) + \
+    tuple(range(1088, 4097, 64)) + (1337, 1500, 2500, 3000, 4000, 5000, 6000, 7000, 10000, 12000, 16000)
+
+
+def kernel_calls2() -> list[dict]:
+    """The second kernel survey: the main kinds at many more token counts (33..4096 densely) over every model of
+    both lists, the holdout3 models at the first list's token counts, and the kinds the first survey left out
+    (transposed views, addmm with a full C and alpha/beta, baddbmm, F.linear in FP32, FP8 type mixes and FP32
+    output, mm with FP32 output from FP16).
+
+    >>> cs = kernel_calls2(); len(cs) > 100000, len({c["id"] for c in cs}) == len(cs)
+    (True, True)
+    """
+    allm = dict(DENSE_MODELS, **MORE_MODELS)
+    nk_all, nk_more = model_projections(allm), model_projections(MORE_MODELS)
+    shapes = sorted({(m, n, k) for n, k in nk_all for m in TOKENS_MORE} | {(m, n, k) for n, k in nk_more for m in TOKENS})
+    half = [s for s in shapes if _fits(*s)]
+    single = [s for s in shapes if _fits(*s, macs=2 ** 36)]
+    fp8 = [s for s in half if s[1] % 16 == 0 and s[2] % 16 == 0]
+    base = sorted({(m, n, k) for n, k in nk_all for m in TOKENS if _fits(m, n, k)})
+    rng = random.Random("kernels2")
+    some = lambda pool, n: rng.sample(pool, min(n, len(pool)))  # noqa: E731
+    kinds = [
+        ("linear", "bf16", half, dict(bias=True)), ("linear", "bf16", half, dict(bias=False)),
+        ("matmul", "bf16", half, {}), ("linear", "fp16", half, dict(bias=True)),
+        ("linear", "fp16", half, dict(bias=False)), ("matmul", "fp16", half, {}),
+        ("mm_out", "bf16", half, dict(out_dtype="fp32")), ("addmm", "bf16", half, dict(beta=1, alpha=1, c_1d=True)),
+        ("matmul", "fp32", single, dict(prec="high")), ("matmul", "fp32", single, dict(prec="highest")),
+        ("linear", "fp32", some(single, 6000), dict(prec="high", bias=True)),
+        ("linear", "fp32", some(single, 6000), dict(prec="highest", bias=True)),
+        ("scaled_mm", "e4m3", fp8, dict(b_fmt="e4m3", scales="tensor", fast_accum=True, out_dtype="bf16")),
+        ("scaled_mm", "e4m3", fp8, dict(b_fmt="e4m3", scales="tensor", fast_accum=False, out_dtype="bf16")),
+        ("scaled_mm", "e4m3", fp8, dict(b_fmt="e4m3", scales="rowwise", fast_accum=True, out_dtype="bf16")),
+        ("scaled_mm", "e4m3", fp8, dict(b_fmt="e4m3", scales="rowwise", fast_accum=False, out_dtype="bf16")),
+        ("scaled_mm", "e4m3", some(fp8, 8000), dict(b_fmt="e5m2", scales="tensor", fast_accum=False, out_dtype="bf16")),
+        ("scaled_mm", "e4m3", some(fp8, 8000), dict(b_fmt="e5m2", scales="tensor", fast_accum=True, out_dtype="bf16")),
+        ("scaled_mm", "e4m3", some(fp8, 8000), dict(b_fmt="e4m3", scales="tensor", fast_accum=True, out_dtype="fp32")),
+        ("scaled_mm", "e4m3", some(fp8, 8000), dict(b_fmt="e4m3", scales="tensor", fast_accum=False, out_dtype="fp32")),
+        ("matmul", "bf16", some(base, 8000), dict(a_t=True, b_t=False)),
+        ("matmul", "bf16", some(base, 8000), dict(a_t=False, b_t=True)),
+        ("matmul", "bf16", some(base, 4000), dict(a_t=True, b_t=True)),
+        ("addmm", "bf16", some(base, 8000), dict(beta=1, alpha=1, c_1d=False)),
+        ("addmm", "bf16", some(base, 4000), dict(beta=0.5, alpha=1, c_1d=False)),
+        ("addmm", "bf16", some(base, 4000), dict(beta=1, alpha=0.5, c_1d=False)),
+        ("addmm", "bf16", some(base, 4000), dict(beta=0, alpha=2, c_1d=False)),
+        ("mm_out", "fp16", some(base, 8000), dict(out_dtype="fp32")),
+        ("addmm", "fp16", some(base, 8000), dict(beta=1, alpha=1, c_1d=True)),
+    ]
+    per_kind = []
+    for op, fmt, pool, kw in kinds:
+        r = random.Random(f"2{op}{fmt}{sorted(kw.items())}")
+        per_kind.append([(op, fmt, s, kw) for s in r.sample(pool, len(pool))])
+    att = attention_shapes(allm)
+    for fmt in ("bf16", "fp16"):
+        per_kind.append([("baddbmm", fmt, s, dict(beta=1, alpha=0.125)) for s in att if _fits(s[1], s[2], s[3], s[0])])
+    per_kind.append([("bmm", "fp32", s, dict(prec="high")) for s in att if _fits(s[1], s[2], s[3], s[0], 2 ** 35)])
+    calls: list[dict] = []
+    add = _adder(calls, "kernels2")
+    for i in range(max(len(p) for p in per_kind)):
+        for p in per_kind:
+            if i < len(p):
+                op, fmt, s, kw = p[i]
+                if op in ("bmm", "baddbmm"):
+                    b, M, N, K = s
+                    add(op, fmt, M, N, K, b=b, **kw)
+                else:
+                    add(op, fmt, *s, **kw)
+    return calls

@@ -301,47 +301,82 @@ def holdout3_calls(n_per_kind: int = 28) -> list[dict]:
     >>> cs = holdout3_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
     (True, True)
     """
-    shapes = []
-    for h, ffn, vocab, qkv, _ in MODELS3.values():
-        for n_, k in ((qkv, h), (h, h), (ffn, h), (h, ffn), (2 * ffn, h), (vocab, h)):
-            shapes += [(m, n_, k) for m in TOKENS3 if _fits(m, n_, k)]
     seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls() + holdout2_calls()}
+    return _held_out_set(MODELS3, TOKENS3, "3", seen, n_per_kind)
+
+
+MODELS4 = {  # none of these in any earlier list (bit captures or kernel surveys)
+    "mixtral-8x22b": (6144, 16384, 32768, 8192, 128), "gemma2-2b": (2304, 9216, 256000, 4096, 256),
+    "olmo-7b": (4096, 11008, 50304, 12288, 128), "stablelm2-1.6b": (2048, 5632, 100352, 6144, 64),
+    "phi3-medium": (5120, 17920, 32064, 7680, 128), "mpt-30b": (7168, 28672, 50432, 21504, 128),
+    "deepseek-coder-33b": (7168, 19200, 32256, 9216, 128), "qwen2.5-3b": (2048, 11008, 151936, 2560, 128),
+    "chatglm3-6b": (4096, 13696, 65024, 4608, 128), "minicpm-2b": (2304, 5760, 122753, 6912, 64),
+}
+TOKENS4 = (1, 3, 4, 7, 8, 13, 16, 22, 31, 45, 64, 90, 128, 181, 256, 365, 512, 730, 1024, 1460, 2048, 2900, 4096,
+           5800, 8192, 11600)
+
+
+def holdout4_calls(n_per_kind: int = 28) -> list[dict]:
+    """A fourth held-out set, drawn after the launch-table method was settled on holdout 3: ten more models,
+    the same kinds.
+
+    >>> cs = holdout4_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
+    (True, True)
+    """
+    seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls() + holdout2_calls() + holdout3_calls()}
+    return _held_out_set(MODELS4, TOKENS4, "4", seen, n_per_kind)
+
+
+ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
+    "3": ((32, 420, 420, 128), (32, 420, 128, 420), (71, 257, 257, 64), (71, 257, 64, 257), (40, 1, 1337, 128),
+          (40, 1, 128, 1337), (56, 999, 999, 128), (32, 80, 80, 80)),
+    "4": ((48, 365, 365, 128), (48, 365, 128, 365), (9, 730, 730, 256), (9, 730, 256, 730), (64, 1, 2900, 128),
+          (64, 1, 128, 2900), (56, 181, 181, 128), (36, 90, 90, 64)),
+}
+ATTENTION_BADD = {"3": ((32, 257, 257, 80), (16, 130, 64, 130)), "4": ((36, 365, 365, 64), (40, 90, 128, 90))}
+
+
+def _held_out_set(models: dict, tokens: tuple, tag: str, seen: set, n_per_kind: int) -> list[dict]:
+    """Realistic calls of ``models`` x ``tokens`` (shapes in ``seen`` left out), the kinds of ``holdout2_calls``."""
+    shapes = []
+    for h, ffn, vocab, qkv, _ in models.values():
+        for n_, k in ((qkv, h), (h, h), (ffn, h), (h, ffn), (2 * ffn, h), (vocab, h)):
+            shapes += [(m, n_, k) for m in tokens if _fits(m, n_, k)]
     shapes = sorted(set(s for s in shapes if s not in seen))
     calls: list[dict] = []
-    add = _adder(calls, "holdout3")
+    add = _adder(calls, f"holdout{tag}")
     a16 = [s for s in shapes if s[0] % 16 == 0 and s[1] % 16 == 0]
-    for M, N, K in _pick(shapes, n_per_kind, "h3-lin"):
+    for M, N, K in _pick(shapes, n_per_kind, f"h{tag}-lin"):
         add("linear", "bf16", M, N, K, bias=True)
-    for M, N, K in _pick(shapes, n_per_kind, "h3-lin-nb"):
+    for M, N, K in _pick(shapes, n_per_kind, f"h{tag}-lin-nb"):
         add("linear", "bf16", M, N, K, bias=False)
-    for M, N, K in _pick(shapes, n_per_kind, "h3-mm"):
+    for M, N, K in _pick(shapes, n_per_kind, f"h{tag}-mm"):
         add("matmul", "bf16", M, N, K)
-    for M, N, K in _pick(shapes, n_per_kind // 2, "h3-fp16"):
+    for M, N, K in _pick(shapes, n_per_kind // 2, f"h{tag}-fp16"):
         add("linear", "fp16", M, N, K, bias=M % 2 == 0)
-    for M, N, K in _pick(shapes, n_per_kind // 3, "h3-mm16"):
+    for M, N, K in _pick(shapes, n_per_kind // 3, f"h{tag}-mm16"):
         add("matmul", "fp16", M, N, K)
-    for M, N, K in _pick(shapes, n_per_kind // 2, "h3-mmo"):
+    for M, N, K in _pick(shapes, n_per_kind // 2, f"h{tag}-mmo"):
         add("mm_out", "bf16", M, N, K, out_dtype="fp32")
-    for M, N, K in _pick(shapes, n_per_kind // 2, "h3-addmm"):
+    for M, N, K in _pick(shapes, n_per_kind // 2, f"h{tag}-addmm"):
         add("addmm", "bf16", M, N, K, beta=1, alpha=1, c_1d=True)
-    for M, N, K in _pick([s for s in shapes if s[0] % 2 == 0], n_per_kind // 3, "h3-bcast"):
+    for M, N, K in _pick([s for s in shapes if s[0] % 2 == 0], n_per_kind // 3, f"h{tag}-bcast"):
         add("matmul_bcast", "bf16", M // 2, N, K, b=2)
-    for b, M, N, K in ((32, 420, 420, 128), (32, 420, 128, 420), (71, 257, 257, 64), (71, 257, 64, 257),
-                       (40, 1, 1337, 128), (40, 1, 128, 1337), (56, 999, 999, 128), (32, 80, 80, 80)):
+    for b, M, N, K in ATTENTION[tag]:
         add("bmm", "bf16", M, N, K, b=b)
-    for b, M, N, K in ((32, 257, 257, 80), (16, 130, 64, 130)):
+    for b, M, N, K in ATTENTION_BADD[tag]:
         add("baddbmm", "bf16", M, N, K, b=b, beta=1, alpha=0.125)
-    for (M, N, K), (a_t, b_t) in zip(_pick(shapes, 6, "h3-lay"), itertools.cycle([(True, False), (False, True)])):
+    for (M, N, K), (a_t, b_t) in zip(_pick(shapes, 6, f"h{tag}-lay"), itertools.cycle([(True, False), (False, True)])):
         add("matmul", "bf16", M, N, K, a_t=a_t, b_t=b_t)
-    for (M, N, K), (beta, alpha) in zip(_pick(shapes, 4, "h3-ab"), ((1, 1), (0.5, 1), (1, 0.5), (0, 2))):
+    for (M, N, K), (beta, alpha) in zip(_pick(shapes, 4, f"h{tag}-ab"), ((1, 1), (0.5, 1), (1, 0.5), (0, 2))):
         add("addmm", "bf16", M, N, K, beta=beta, alpha=alpha, c_1d=False)
     for prec in ("high", "highest"):
-        for M, N, K in _pick([s for s in shapes if s[0] * s[1] * s[2] <= 2 ** 36], n_per_kind // 3, "h3-f32" + prec):
+        for M, N, K in _pick([s for s in shapes if s[0] * s[1] * s[2] <= 2 ** 36], n_per_kind // 3, f"h{tag}-f32" + prec):
             add("matmul", "fp32", M, N, K, prec=prec)
-    for M, N, K in _pick(a16, n_per_kind, "h3-fp8"):
+    for M, N, K in _pick(a16, n_per_kind, f"h{tag}-fp8"):
         add("scaled_mm", "e4m3", M, N, K, b_fmt="e4m3", scales="tensor" if M % 3 else "rowwise",
             fast_accum=M % 2 == 0, out_dtype="bf16")
-    for M, N, K in _pick(a16, 4, "h3-fp8x"):
+    for M, N, K in _pick(a16, 4, f"h{tag}-fp8x"):
         add("scaled_mm", "e4m3", M, N, K, b_fmt="e5m2", scales="tensor", fast_accum=False, out_dtype="bf16")
         add("scaled_mm", "e4m3", M, N, K, b_fmt="e4m3", scales="tensor", fast_accum=True, out_dtype="fp32")
     return calls
