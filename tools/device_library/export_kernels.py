@@ -55,8 +55,9 @@ def main() -> int:
     ap.add_argument("-o", "--out", default="src/tcnumerics/library/hopper_launches.npz")
     args = ap.parse_args()
     rows = {}
-    for name in args.sets.split(","):
-        for r in rows_of(os.path.join(args.dir, f"{name}.json.gz"), name):
+    for entry in args.sets.split(","):  # SET, or SET:FILE_STEM for a continued run (kernel_survey.py --start)
+        name, _, stem = entry.partition(":")
+        for r in rows_of(os.path.join(args.dir, f"{stem or name}.json.gz"), name):
             rows[r[:5]] = r  # one row per (kind, M, N, K, b): the choice is deterministic (checked on reruns)
     rows = sorted(rows.values())
     kinds = sorted({r[0] for r in rows})

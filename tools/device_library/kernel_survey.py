@@ -133,6 +133,8 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=300.0, help="seconds for all sets together")
     ap.add_argument("--chunk", type=int, default=400)
     ap.add_argument("--limit", type=int, default=0, help="first N calls of each set (a smoke test)")
+    ap.add_argument("--start", type=int, default=0, help="skip the first N calls of each set (a continued run; "
+                    "the file is then <set>_from<N>.json.gz)")
     args = ap.parse_args()
     survey_ops.hashed_gpu = _empty_operand  # values never steer cuBLAS's choice
     out_dir = os.path.join(OUT, "kernels")
@@ -146,12 +148,13 @@ def main() -> int:
     print(f"env: {env}", flush=True)
     deadline = time.time() + args.budget
     for name in args.sets.split(","):
-        calls = SETS[name]()
+        calls = SETS[name]()[args.start:]
         if args.limit:
             calls = calls[:args.limit]
         res = survey_set(name, calls, deadline, args.chunk, lambda m: print(m, flush=True))
         res["env"] = env
-        with gzip.open(os.path.join(out_dir, f"{name}.json.gz"), "wt") as fh:
+        stem = f"{name}_from{args.start}" if args.start else name
+        with gzip.open(os.path.join(out_dir, f"{stem}.json.gz"), "wt") as fh:
             json.dump(res, fh)
     return 0
 

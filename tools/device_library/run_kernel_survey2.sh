@@ -5,8 +5,8 @@ set -o pipefail
 export PYTHONPATH=src:tools/device_library PYTHONUNBUFFERED=1
 BUDGET=${BUDGET:-420}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/log.txt
-timeout 120 python3 tools/device_library/survey_ops.py --set holdout4 2>&1 | grep -v USDT | tail -2 | tee -a $OUT/log.txt
-timeout $((BUDGET + 100)) python3 tools/device_library/kernel_survey.py --sets holdout4,kernels2 --chunk 1000 \
+[ "${START:-0}" = 0 ] && timeout 120 python3 tools/device_library/survey_ops.py --set holdout4 2>&1 | grep -v USDT | tail -2 | tee -a $OUT/log.txt
+timeout $((BUDGET + 100)) python3 tools/device_library/kernel_survey.py --sets ${SETS:-holdout4,kernels2} --start ${START:-0} --chunk 1000 \
     --budget $BUDGET 2>&1 | grep -v USDT | tee -a $OUT/log.txt | grep -v "^  " | awk 'NR % 20 == 1'
 tail -2 $OUT/log.txt
 tar czf $OUT/kernels2.tgz -C $OUT kernels && rm -r $OUT/kernels
