@@ -108,11 +108,11 @@ def test_unreadable_grid_gives_no_split_count():
 # --- calls outside the table ----------------------------------------------------------------------------------
 
 ABSENT = [
-    Call("linear", "bf16", "bf16", 1337, 4608, 18432, b_t=True),
-    Call("linear", "bf16", "bf16", 13, 4608, 18432, b_t=True),
+    Call("linear", "bf16", "bf16", 1339, 4608, 18432, b_t=True),
+    Call("linear", "bf16", "bf16", 20, 4096, 49152, b_t=True),
     Call("linear", "fp16", "fp16", 7, 1032, 20000, b_t=True, bias=True),
-    Call("linear", "bf16", "bf16", 1337, 4608, 1544, b_t=True),  # short K: the no-split frontier may model it
-    Call("matmul", "bf16", "bf16", 1337, 4608, 5000),
+    Call("linear", "bf16", "bf16", 1339, 4608, 1544, b_t=True),  # short K: the no-split frontier may model it
+    Call("matmul", "bf16", "bf16", 1339, 4608, 5000),
 ]
 
 
@@ -133,10 +133,10 @@ def test_unmeasured_call_is_predicted_and_flagged(call):
 
 
 def test_unmeasured_split_call_predicted_from_its_neighbours():
-    c = Call("linear", "bf16", "bf16", 13, 4608, 18432, b_t=True)
+    c = Call("linear", "bf16", "bf16", 20, 4096, 49152, b_t=True)  # surveyed grid pair at M = 16 and 24, not 20
     near, how = launches.bracketing_launches(c)
     assert len(near) == 2 and all(L is not None for _, L in near) and how, (near, how)
-    assert sorted(cc.M for cc, _ in near)[0] < 13 < sorted(cc.M for cc, _ in near)[1]
+    assert sorted(cc.M for cc, _ in near)[0] < 20 < sorted(cc.M for cc, _ in near)[1]
     S, how = launches.predicted_nvjet_split(c)
     assert S > 1 and "agree" in how, (S, how)
     plan = select(c)

@@ -76,9 +76,15 @@ def test_neighbour_vote_leave_one_out_on_the_measured_table():
     assert total > 800 and right >= 0.95 * total
 
 
-def test_selection_flags_a_predicted_split():
-    c = Call("linear", "bf16", "bf16", 2, 8192, 28672, b_t=True)  # not measured; its neighbours split x2
+def test_selection_flags_a_predicted_split(monkeypatch):
+    from tcnumerics.library import launches
+
+    c = Call("linear", "bf16", "bf16", 2, 8192, 28672, b_t=True)  # bits not measured; its neighbours split x2
     assert c.key() not in measured_table()["calls"]
+    measured = select(c)  # the kernel survey measured its launch: S read off the grid, modelled
+    assert measured.modelled and len(measured.split_k) == 2 and "launch measured" in measured.reason
+    monkeypatch.setattr(launches, "measured_launch", lambda call: None)  # as if the launch were not measured
+    monkeypatch.setattr(launches, "predicted_nvjet_split", lambda call: (None, ""))
     assert _predicted_split(c) == 2
     plan = select(c)
     assert not plan.modelled and len(plan.split_k) == 2 and "predicted" in plan.family

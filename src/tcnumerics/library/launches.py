@@ -1,13 +1,13 @@
 """What cuBLAS launches for a torch GEMM call on Hopper: the measured launch table.
 
-``hopper_launches.npz`` holds, for ~180,000 calls (the kernel survey: every projection of 31 published
-model configurations x token counts 1..16384, a log-spaced (N, K) grid, attention bmm, FP32/TF32 and
-FP8; plus the bit captures' calls), the kernels torch.profiler saw in launch order and the main kernel's
+``hopper_launches.npz`` holds, for 659,250 calls (the kernel survey: every projection of 47 published
+model configurations x token counts 1..16384, a log-spaced (M, N, K) grid, attention bmm, FP32/TF32 and
+FP8, every op kind of ``library.ops``; plus the bit captures' calls), the kernels torch.profiler saw in launch order and the main kernel's
 launch grid.  The grid is what makes this table a measurement of the *numerics*, not only of the kernel
 name: nvjet split-K kernels launch ``tiles x S`` CTAs (tiles of the kernel's tile shape, rounded up to its
 cluster) while that stays within one wave (132 CTAs, 120 for clusters of 4 or 8), so the slice count S
-is read off the grid -- it reproduced every sampled output bit of all 304 such captured calls; CUTLASS
-and xmma split-K kernels put S in grid z.
+is read off the grid -- it reproduced every sampled output bit of all 338 such captured calls; CUTLASS
+and xmma split-K kernels put S in grid z (docs/gemm.md, "The launch table").
 
     >>> from tcnumerics.library.selection import Call
     >>> launch = measured_launch(Call("linear", "bf16", "bf16", 16, 1024, 14336, b_t=True))
