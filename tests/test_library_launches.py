@@ -243,3 +243,22 @@ def test_launch_lookup_is_by_exact_kind_and_shape():
     assert launches.measured_launch(replace(c, op="lineer")) is None  # an op torch does not have
     assert launches.measured_launch(replace(c, N=1025)) is None  # an unsurveyed shape of a surveyed kind
     assert launches.measured_launch(replace(c, b=2)) is None  # linear is never batched in the table
+
+
+def test_short_k_frontier_never_models_a_surveyed_split():
+    """With its launch hidden, no surveyed split or non-nvjet BF16/FP16/FP8 launch below K = 3072 may be modelled
+    by the no-split frontier (it was, at K = 2816, before the bound came down to 2560: 531 would-be silent misses)."""
+    from check_frontier import frontier_violations
+
+    checked, bad = frontier_violations()
+    assert checked > 10000
+    assert not bad, bad[:5]
+
+
+def test_short_k_frontier_check_finds_the_old_bound(monkeypatch):
+    from check_frontier import frontier_violations
+    from tcnumerics.library import selection
+
+    monkeypatch.setattr(selection, "SHORT_K", 3072)
+    _, bad = frontier_violations()
+    assert bad and {row[3] for row in bad} == {2816}

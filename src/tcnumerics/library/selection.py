@@ -324,12 +324,13 @@ def _no_split_verified(c: Call) -> bool:
     return dominated_by_plain and not near_other
 
 
-SHORT_K = 3072  # below this K every measured aligned BF16/FP16/FP8 call (344 of 344) ran the plain nvjet kernel unsplit
+SHORT_K = 2561  # below this K every measured aligned BF16/FP16/FP8 call ran the plain nvjet kernel unsplit (bit captures:
+# 344 of 344 below 3072; kernel surveys: every launch the frontier models up to K = 2560, but 531 at K = 2816 split)
 FRONTIER_REASON = (
     "predicted, not measured: the call lies inside the measured no-split frontier, but cuBLAS's kernel choice is not "
-    "monotone in the shape there (H100 holdout2: 2 of 181 calls at K = 3072 ran split-K inside it; FP32/TF32 run "
-    "CUTLASS, gemmSN or gemv kernels inside it), so outside measured call kinds only BF16/FP16/FP8 calls with "
-    f"K < {SHORT_K} are modelled")
+    "monotone in the shape there (H100 holdout2: 2 of 181 calls at K = 3072 ran split-K inside it; the kernel "
+    "survey: 531 launches at K = 2816; FP32/TF32 run CUTLASS, gemmSN or gemv kernels inside it), so outside measured "
+    f"call kinds only BF16/FP16/FP8 calls with K < {SHORT_K} are modelled")
 
 
 def _frontier_plan(family: str, base: Structure, c: Call) -> Plan:
