@@ -127,6 +127,24 @@ def kernel_sample_calls(every: int = 400) -> list[dict]:
     return [c for c in kernel_calls() if zlib.crc32(f"sample{c['id']}".encode()) % every == 0]
 
 
+def kernel_sample_calls2(measured: int = 540000) -> list[dict]:
+    """Bits for a sample of the second survey's measured calls, weighted to the kinds the first survey left out
+    (transposed views, addmm with a full C, baddbmm, FP32 linear/bmm, FP8 type mixes and FP32 output): the check
+    that their measured launches' plans replay bit-exactly.
+
+    >>> 250 < len(kernel_sample_calls2()) < 700
+    True
+    """
+    main = {("linear", "bf16"), ("linear", "fp16"), ("matmul", "bf16"), ("matmul", "fp16"), ("mm_out", "bf16")}
+    out = []
+    for c in kernel_calls2()[:measured]:
+        new_kind = (c["op"], c["fmt"]) not in main or c.get("a_t") or c.get("b_t") or c.get("b_fmt") == "e5m2" \
+            or c.get("out_dtype") == "fp32" or (c["op"] == "addmm" and not c.get("c_1d"))
+        if zlib.crc32(f"sample2{c['id']}".encode()) % (400 if new_kind else 4000) == 0:
+            out.append(c)
+    return out
+
+
 if __name__ == "__main__":
     from collections import Counter
 
