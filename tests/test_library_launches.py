@@ -19,6 +19,7 @@ HERE = os.path.dirname(__file__)
 VEC = os.path.join(HERE, "..", "vectors", "library")
 KSAMPLE = os.path.join(VEC, "hopper_op_ksample_h100.npz")
 HOLDOUT3 = os.path.join(VEC, "hopper_op_holdout3_h100.npz")
+KSAMPLE2 = os.path.join(VEC, "hopper_op_ksample2_h100.npz")  # bits for the second survey's kinds (transposed, addmm C, ...)
 sys.path.insert(0, os.path.join(HERE, "..", "tools", "device_library"))
 
 needs_table = pytest.mark.skipif(not os.path.exists(launches._PATH), reason="launch table not installed")
@@ -172,7 +173,7 @@ def test_ksample_modelled_calls_replay_bit_exactly(call_id):
 
 
 def _any_ids(n):
-    return [(path, r["id"]) for path in (KSAMPLE, HOLDOUT3)
+    return [(path, r["id"]) for path in (KSAMPLE, HOLDOUT3, KSAMPLE2)
             for r in _by_crc([r for r in _records(path) if r["K"] <= MAX_K])[:n]]
 
 
