@@ -5,8 +5,9 @@
 Hypothesis: the tiles' K iterations (K-tile from the kernel name) are dealt to the launch's CTAs in equal
 consecutive shares; a tile's segments are its intersections with the CTA shares, each a TF32 chain from +0,
 summed in K order.  Tried with two tile orders and two share rules on 8 x 8 sampled outputs per call.
-Finding (2026-11-25, 29 calls): it reproduces exactly the calls whose CTAs are twice the tiles (two equal
-segments per tile; 9 calls) and none of the others: the segment map or the fix-up order is something else.
+Finding (2026-11-25, 29 calls): it reproduces all 6 calls whose CTAs are twice the tiles (two equal segments
+per tile) and 2 with more tiles than CTAs, none with three or more segments per tile: the segment map or the
+fix-up order is something else there.
 """
 import re, itertools, warnings, numpy as np
 warnings.filterwarnings("ignore")
