@@ -21,7 +21,6 @@ import bisect
 import math
 import os
 import re
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -62,38 +61,61 @@ def _is_gemm(name: str) -> bool:
     return not name.startswith(("Memset", "Memcpy")) and not re.search(r"scal_kernel|scal_64addr|splitKreduce|at::native::", name)
 
 
+# A launch's shape packed into one int64 (N: 18 bits, K: 17, batch: 10, M: 15), so each call kind's launches are one
+# sorted array: exact lookups and "the same N, K at other token counts" are binary searches, not a 659k-entry dict.
+_M_BITS, _B_BITS, _K_BITS, _N_BITS = 15, 10, 17, 18
+
+
+def _pack(M: int, N: int, K: int, b: int) -> int | None:
+    if not (0 <= M < 1 << _M_BITS and 0 < N < 1 << _N_BITS and 0 < K < 1 << _K_BITS and 0 < b < 1 << _B_BITS):
+        return None
+    return ((N << _K_BITS | K) << _B_BITS | b) << _M_BITS | M
+
+
 def _table() -> dict:
     global _TABLE
     if _TABLE is None:
         _TABLE = {}
         if os.path.exists(_PATH):
             with np.load(_PATH, allow_pickle=False) as z:
-                kinds, sigs = [str(k) for k in z["kinds"]], [str(s) for s in z["signatures"]]
-                cols = [z[c].tolist() for c in ("kind", "M", "N", "K", "b", "signature", "ctas", "grid_z")]
-                grid = (z["grid_m"].tolist(), z["grid_nk"].tolist()) if "grid_m" in z else ([], [])
-            by_nk = defaultdict(list)
-            for kind, M, N, K, b, sig, ctas, gz in zip(*cols):
-                _TABLE[(kinds[kind], M, N, K, b)] = (sig, ctas, gz)
-                by_nk[(kinds[kind], N, K, b)].append(M)
-            _TABLE["_signatures"] = sigs
-            _TABLE["_by_nk"] = {k: sorted(v) for k, v in by_nk.items()}
-            _TABLE["_grid"] = grid
+                t = {k: z[k] for k in z.files}
+            key = ((t["N"].astype(np.int64) << _K_BITS | t["K"]) << _B_BITS | t["b"]) << _M_BITS | t["M"]
+            kinds = {}
+            for i, name in enumerate(str(k) for k in t["kinds"]):
+                rows = np.flatnonzero(t["kind"] == i)
+                order = rows[np.argsort(key[rows], kind="stable")]
+                kinds[name] = (key[order], t["signature"][order], t["ctas"][order], t["grid_z"][order])
+            _TABLE = {"kinds": kinds, "signatures": [str(x) for x in t["signatures"]],
+                      "grid": (t["grid_m"].tolist(), t["grid_nk"].tolist()) if "grid_m" in t else ([], [])}
     return _TABLE
 
 
 def measured_launch(c: Call) -> Launch | None:
     """The launch measured for exactly this call kind and shape, or None."""
     t = _table()
-    hit = t.get((c.kind(), c.M, c.N, c.K, c.b))
-    if hit is None:
+    arrays, key = t.get("kinds", {}).get(c.kind()), _pack(c.M, c.N, c.K, c.b)
+    if arrays is None or key is None:
         return None
-    sig, ctas, gz = hit
-    return Launch(tuple(t["_signatures"][sig].split(" | ")), ctas, gz)
+    keys, sig, ctas, gz = arrays
+    i = int(np.searchsorted(keys, key))
+    if i == len(keys) or keys[i] != key:
+        return None
+    return Launch(tuple(t["signatures"][sig[i]].split(" | ")), int(ctas[i]), int(gz[i]))
+
+
+def _measured_token_counts(c: Call) -> list[int]:
+    """The token counts M measured for this call kind at the call's N, K and batch (sorted)."""
+    arrays, base = _table().get("kinds", {}).get(c.kind()), _pack(0, c.N, c.K, c.b)
+    if arrays is None or base is None:
+        return []
+    keys = arrays[0]
+    lo, hi = np.searchsorted(keys, [base, base + (1 << _M_BITS)])
+    return (keys[lo:hi] & ((1 << _M_BITS) - 1)).tolist()
 
 
 def launch_count() -> int:
     """How many launches the table holds."""
-    return sum(1 for k in _table() if not isinstance(k, str))
+    return sum(len(a[0]) for a in _table().get("kinds", {}).values())
 
 
 def nvjet_tiles(name: str, c: Call) -> int | None:
@@ -135,11 +157,11 @@ def bracketing_launches(c: Call) -> tuple[list[tuple[Call, Launch | None]], str]
     """Measured launches around an unmeasured call, and how they were found: the same (N, K) at the token
     counts either side of M; else the corners of the surveyed (M, N, K) grid cell holding the call."""
     t = _table()
-    ms = t.get("_by_nk", {}).get((c.kind(), c.N, c.K, c.b))
+    ms = _measured_token_counts(c)
     if ms:
         return [(cc, measured_launch(cc)) for cc in (_with_shape(c, m, c.N, c.K) for m in _bracket(c.M, ms))], \
             "the same N and K at the nearest measured token counts"
-    grid_m, grid_nk = t.get("_grid", ([], []))
+    grid_m, grid_nk = t.get("grid", ([], []))
     if not grid_m:
         return [], ""
     corners = [_with_shape(c, m, n, k) for m in _bracket(c.M, grid_m) for n in _bracket(c.N, grid_nk)
