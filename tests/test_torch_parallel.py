@@ -123,7 +123,9 @@ def test_two_process_gloo_ddp_step_equals_the_single_process_step(tmp_path):
     accumulates the gradients of the two halves (each half's mean loss weighted 1/2) -- the same
     FP32 additions, so the updated parameters agree bit for bit."""
     store, out = str(tmp_path / "store"), str(tmp_path / "ddp.npz")
-    ctx = mp.get_context("fork")
+    # spawn, not fork: a child forked after torch's thread pools (and this module's threads) exist can deadlock
+    # on a lock held at fork time -- rank 1 hung past the 120 s join in 2 of ~5 full runs on a 2-core machine
+    ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_ddp_rank, args=(r, 2, store, out)) for r in range(2)]
     for p in procs:
         p.start()
