@@ -21,6 +21,7 @@ import numpy as np
 from fit_table import call_of
 from kernel_calls import GRID_M, GRID_NK
 from kernel_survey import SETS
+from tcnumerics.library.launches import is_gemm_kernel
 
 MAX_NAME = 240  # activity names are cut here (CUTLASS template arguments run to thousands of characters)
 
@@ -35,17 +36,11 @@ def rows_of(path: str, name: str) -> list[tuple]:
         out = c.get("out_dtype") or c["fmt"]
         call = call_of(dict(c, out=out if c["op"] != "scaled_mm" else c["out_dtype"]))
         names = [res["names"][a[0]][:MAX_NAME] for a in acts]
-        main = next((a for a, n in zip(acts, names) if is_main(n)), acts[0])
+        main = next((a for a, n in zip(acts, names) if is_gemm_kernel(n)), acts[0])
         grid = main[1] or [1, 1, 1]
         rows.append((call.kind(), call.M, call.N, call.K, call.b, " | ".join(names), grid[0] * grid[1] * grid[2],
                      grid[2]))
     return rows
-
-
-def is_main(name: str) -> bool:
-    """The GEMM kernel of a launch (not a memset, copy, scaling or split-K reduction kernel)."""
-    return not name.startswith(("Memset", "Memcpy")) and "scal_kernel" not in name and "scal_64addr" not in name \
-        and "splitKreduce" not in name and "at::native::" not in name
 
 
 def main() -> int:

@@ -21,7 +21,7 @@ import bisect
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -45,7 +45,7 @@ class Launch:
     @property
     def main(self) -> str:
         """The GEMM kernel (not a memset, scaling or split-K reduction)."""
-        return next((k for k in self.kernels if _is_gemm(k)), self.kernels[0])
+        return next((k for k in self.kernels if is_gemm_kernel(k)), self.kernels[0])
 
     @property
     def text(self) -> str:
@@ -57,7 +57,8 @@ class Launch:
         return self.kernels[0].startswith("Memset") and "splitKreduce" not in self.text
 
 
-def _is_gemm(name: str) -> bool:
+def is_gemm_kernel(name: str) -> bool:
+    """A GEMM kernel's activity name (not a memset, copy, scaling, split-K reduction or torch elementwise kernel)."""
     return not name.startswith(("Memset", "Memcpy")) and not re.search(r"scal_kernel|scal_64addr|splitKreduce|at::native::", name)
 
 
@@ -140,8 +141,6 @@ def nvjet_split_count(launch: Launch, c: Call) -> int | None:
 
 
 def _with_shape(c: Call, M: int, N: int, K: int) -> Call:
-    from dataclasses import replace
-
     return replace(c, M=M, N=N, K=K)
 
 

@@ -231,9 +231,8 @@ def _nvjet_launch_plan(c: Call, base: Structure, launch: launches.Launch, tile: 
     S = launches.nvjet_split_count(launch, c)
     short = name.split("(")[0][:70]
     if S is None:  # more work units than one wave of CTAs: the grid hides S; cuBLAS's rule predicts it
-        S = max(2, _predicted_split(c))
-        s = base.with_(epilogue=epi, split_k=_slices(c.K, S, tile))
-        return Plan(f"{short} splitK x{S} (predicted)", s, False,
+        s = base.with_(epilogue=epi, split_k=_slices(c.K, max(2, _predicted_split(c)), tile))
+        return Plan(f"{short} splitK x{len(s.split_k or ())} (predicted)", s, False,
                     "split-K slice count predicted: the measured launch fills a whole wave, so its grid does not "
                     f"give the slice count ({name[:60]}, {launch.ctas} CTAs)", c)
     s = base.with_(epilogue=epi, split_k=_slices(c.K, S, tile))
@@ -247,42 +246,49 @@ _S1688_TILE = re.compile(r"s1688gemm_\d+x\d+_(\d+)x\d+")
 def _cutlass_slices(K: int, S: int) -> tuple[int, ...] | None:
     """CUTLASS split-K over the grid's S slices: ceil(K / S) rounded up to 32 elements, or to 4 where 32 would
     give fewer than S slices (H100: 34 of 34 captured SIMT / s1688 launches outside the bit table, and 17x33x65)."""
-    for granule in (32, 4):
-        per = -(-(-(-K // S)) // granule) * granule
-        if -(-K // per) == S or granule == 4:
-            return (per,) * -(-K // per) if S > 1 and per < K else None
-    return None
+    per = -(-(-(-K // S)) // 32) * 32
+    if -(-K // per) != S:
+        per = -(-(-(-K // S)) // 4) * 4
+    return (per,) * -(-K // per) if S > 1 and per < K else None
+
+
+def _fp32_launch_structure(c: Call, base: Structure, launch: launches.Launch) -> tuple[Structure | None, bool]:
+    """(structure, guessed) of an FP32/TF32 launch: the families the bit captures identified, with grid z as S;
+    (None, False) where the family's reduction order is not identified."""
+    name, serial = launch.main, launch.in_place
+    S = launch.grid_z // c.b if launch.grid_z % c.b == 0 else launch.grid_z  # batched calls: z = batch x S
+    reduce = "splitKreduce" in launch.text
+    ffma = base.with_(instruction=None, input_rounding=None)
+    if "sm90_xmma_gemm" in name and "tf32" in name and "segment_k_off" in name and not serial:
+        return base, False
+    if "sm80_xmma_gemm_f32f32_f32f32" in name:  # in place (after a Memset): 8 of 10 captured calls -> a guess
+        return ffma.with_(k_tile=8, split_interleave=S if S > 1 else None,
+                          split_reduce="serial" if serial else "parallel"), serial
+    if "cutlass_80_simt_sgemm" in name and (reduce or serial or S == 1):
+        return ffma.with_(split_k=_cutlass_slices(c.K, S), split_reduce="serial" if serial else "parallel"), False
+    if "s1688gemm" in name and (reduce or S == 1) and not serial:
+        m = _S1688_TILE.search(name)
+        return base.with_(instruction="hopper.mma.m16n8k8.f32.tf32.tf32.f32", input_rounding="rne",
+                          k_tile=int(m.group(1)) if m else 32, k_residue="first",
+                          split_k=_cutlass_slices(c.K, S)), False
+    return None, False
 
 
 def _fp32_launch_plan(c: Call, base: Structure, launch: launches.Launch) -> Plan:
-    """FP32/TF32 launches: the families whose structure the bit captures identified, with grid z as S."""
-    name, text, guess = launch.main, launch.text, False
-    S = launch.grid_z // c.b if launch.grid_z % c.b == 0 else launch.grid_z  # batched calls: z = batch x S
-    short = re.sub(r"^void |^cutlass::Kernel2<", "", name).split("(")[0].split("<")[0].rstrip(">")[:70]
-    reduce, serial = "splitKreduce" in text, launch.in_place
-    ffma = base.with_(instruction=None, input_rounding=None)
-    if "sm90_xmma_gemm" in name and "tf32" in name and "segment_k_off" in name and not serial:
-        s = base
-    elif "sm80_xmma_gemm_f32f32_f32f32" in name:  # in place (after a Memset): 8 of 10 captured calls -> flagged
-        s = ffma.with_(k_tile=8, split_interleave=S if S > 1 else None, split_reduce="serial" if serial else "parallel")
-        guess = serial
-    elif "cutlass_80_simt_sgemm" in name and (reduce or serial or S == 1):
-        s = ffma.with_(split_k=_cutlass_slices(c.K, S), split_reduce="serial" if serial else "parallel")
-    elif "s1688gemm" in name and (reduce or S == 1) and not serial:
-        m = _S1688_TILE.search(name)
-        s = base.with_(instruction="hopper.mma.m16n8k8.f32.tf32.tf32.f32", input_rounding="rne",
-                       k_tile=int(m.group(1)) if m else 32, k_residue="first", split_k=_cutlass_slices(c.K, S))
-    else:
+    """The plan of a measured FP32/TF32 launch: modelled for the identified families, flagged otherwise."""
+    short = re.sub(r"^void |^cutlass::Kernel2<", "", launch.main).split("(")[0].split("<")[0].rstrip(">")[:70]
+    s, guessed = _fp32_launch_structure(c, base, launch)
+    if s is None:
+        split = " with split-K" if launch.grid_z > c.b or launch.in_place else ""
         return Plan(f"{short} (measured launch, structure not identified)", base, False,
-                    f"cuBLAS launches {short}{' with split-K' if S > 1 or serial else ''} here; its reduction "
-                    "order was not identified bit-exactly (stream-K, in-place xmma or tensor-op split-K, gemmSN/gemv)",
-                    c)
+                    f"cuBLAS launches {short}{split} here; its reduction order was not identified bit-exactly "
+                    "(stream-K, in-place xmma or tensor-op split-K, gemmSN/gemv)", c)
     n = len(s.split_k or ()) or s.split_interleave or 1
-    fam = short + (f" split-K x{n}" if n > 1 else "") + (" in place" if serial else "")
-    if guess:
+    fam = short + (f" split-K x{n}" if n > 1 else "") + (" in place" if launch.in_place else "")
+    if guessed:
         return Plan(fam + " (structure guessed)", s, False, f"cuBLAS launches {short} in place (after a Memset) "
                     "here: interleaved slices added to the output in order reproduced 8 of 10 captured calls", c)
-    return Plan(fam, s, True, LAUNCH_PROVENANCE + short + (f", grid z = {S}" if S > 1 else ""), c)
+    return Plan(fam, s, True, LAUNCH_PROVENANCE + short + (f", grid z = {launch.grid_z}" if n > 1 else ""), c)
 
 
 def _fp32_neighbour_plan(c: Call, base: Structure) -> Plan | None:
@@ -291,11 +297,12 @@ def _fp32_neighbour_plan(c: Call, base: Structure) -> Plan | None:
     near, how = launches.nearest_launch(c)
     if near is None:
         return None
-    (cc, launch) = near
-    plan = _fp32_launch_plan(c, base, launch)
-    if not plan.modelled and "guessed" not in plan.family:
+    cc, launch = near
+    s, _ = _fp32_launch_structure(c, base, launch)
+    if s is None:
         return None
-    return Plan(plan.family + " (predicted)", plan.structure, False,
+    n = len(s.split_k or ()) or s.split_interleave or 1
+    return Plan(f"{launch.main.split('(')[0][:60]} split-K x{n} (predicted)", s, False,
                 f"kernel and split-K predicted from {how} ({cc.M} x {cc.N} x {cc.K}): this shape's launch was not "
                 "measured", c)
 
