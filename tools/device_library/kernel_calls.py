@@ -231,3 +231,71 @@ def kernel_calls2() -> list[dict]:
                 else:
                     add(op, fmt, *s, **kw)
     return calls
+
+
+# --- the third kernel survey: holdout 4's models (development data since), more published configurations, and a
+# denser synthetic (N, K) grid at decode and mid token counts (where nvjet's split-K choice varies most) ---------
+MODELS3_SURVEY = {  # none of these in holdout 5
+    "qwen3-14b": (5120, 17408, 151936, 7168, 128), "qwen3-32b": (5120, 25600, 151936, 10240, 128),
+    "qwen3-1.7b": (2048, 6144, 151936, 4096, 128), "qwen3-0.6b": (1024, 3072, 151936, 4096, 128),
+    "gemma3-4b": (2560, 10240, 262208, 4096, 256), "gemma3-27b": (5376, 21504, 262208, 8192, 128),
+    "phi4": (5120, 17920, 100352, 7680, 128), "deepseek-v2-lite": (2048, 10944, 102400, 3072, 128),
+    "glm4-9b": (4096, 13696, 151552, 4608, 128), "exaone3.5-7.8b": (4096, 14336, 102400, 6144, 128),
+    "olmo2-13b": (5120, 13824, 100352, 15360, 128), "nemotron4-15b": (6144, 24576, 256000, 8192, 128),
+    "deepseek-v3-dense": (7168, 18432, 129280, 2112, 128), "llama4-scout": (5120, 16384, 202048, 7168, 128),
+    "t5-xl": (2048, 5120, 32128, 6144, 64), "whisper-medium": (1024, 4096, 51865, 3072, 64),
+    "mistral-large": (12288, 28672, 32768, 14336, 128), "falcon-11b": (4096, 16384, 65024, 4608, 128),
+}
+GRID3_NK = (1024, 1536, 2048, 2560, 3072, 3584, 4096, 4608, 5120, 6144, 7168, 8192, 9216, 10240, 11264, 12288, 13312,
+            14336, 16384, 18432, 20480, 22528, 24576, 28672, 32768)
+GRID3_M = (1, 2, 3, 4, 6, 8, 12, 16, 22, 32, 48, 64, 96, 128, 192, 256, 512, 1024, 2048, 3000, 4096)
+
+
+def kernel_calls3() -> list[dict]:
+    """The third kernel survey (main call kinds only): holdout 4's models at the second survey's token counts,
+    ``MODELS3_SURVEY`` at the first's, and a 25 x 25 (N, K) grid at ``GRID3_M``; model and grid shapes in
+    separate round-robin lanes so a run cut short covers both evenly.
+
+    >>> cs = kernel_calls3(); len(cs) > 100000, len({c["id"] for c in cs}) == len(cs)
+    (True, True)
+    """
+    from survey_calls import MODELS4
+
+    seen = {(m, n, k) for n, k in model_projections(dict(DENSE_MODELS, **MORE_MODELS)) for m in TOKENS + TOKENS_MORE}
+    model_shapes = {(m, n, k) for n, k in model_projections(MODELS4) for m in TOKENS + TOKENS_MORE} | \
+        {(m, n, k) for n, k in model_projections(MODELS3_SURVEY) for m in TOKENS}
+    grid_shapes = {(m, n, k) for n in GRID3_NK for k in GRID3_NK for m in GRID3_M}
+    lanes = [sorted(s for s in model_shapes - seen if _fits(*s)), sorted(s for s in grid_shapes - seen - model_shapes if _fits(*s))]
+    kinds = [("linear", "bf16", dict(bias=True)), ("linear", "bf16", dict(bias=False)), ("matmul", "bf16", {}),
+             ("linear", "fp16", dict(bias=True)), ("linear", "fp16", dict(bias=False)), ("matmul", "fp16", {}),
+             ("mm_out", "bf16", dict(out_dtype="fp32")), ("addmm", "bf16", dict(beta=1, alpha=1, c_1d=True))]
+    per_kind = []
+    for lane, pool in enumerate(lanes):
+        for op, fmt, kw in kinds:
+            r = random.Random(f"3{lane}{op}{fmt}{sorted(kw.items())}")
+            per_kind.append([(op, fmt, s, kw) for s in r.sample(pool, len(pool))])
+    models_small = sorted(s for s in model_shapes - seen if _fits(*s, macs=2 ** 35))
+    r = random.Random("3fp32")
+    for prec in ("high", "highest"):
+        per_kind.append([("matmul", "fp32", s, dict(prec=prec)) for s in r.sample(models_small, len(models_small))])
+    fp8 = [s for s in lanes[0] if s[1] % 16 == 0 and s[2] % 16 == 0]
+    for scales, fast in (("tensor", False), ("rowwise", True)):
+        per_kind.append([("scaled_mm", "e4m3", s, dict(b_fmt="e4m3", scales=scales, fast_accum=fast, out_dtype="bf16"))
+                         for s in r.sample(fp8, len(fp8))])
+    calls: list[dict] = []
+    add = _adder(calls, "kernels3")
+    for i in range(max(len(p) for p in per_kind)):
+        for p in per_kind:
+            if i < len(p):
+                op, fmt, s, kw = p[i]
+                add(op, fmt, *s, **kw)
+    return calls
+
+
+def kernel_sample_calls3(every: int = 700) -> list[dict]:
+    """Bits for about one call in ``every`` of the third survey: do its measured launches' plans replay?
+
+    >>> 200 < len(kernel_sample_calls3()) < 450
+    True
+    """
+    return [c for c in kernel_calls3() if zlib.crc32(f"sample3{c['id']}".encode()) % every == 0]

@@ -171,6 +171,13 @@ def use_table(path: str) -> None:
         selection._TABLE = json.load(fh)
 
 
+def use_launches(path: str) -> None:
+    """Replay against the launch table at ``path`` (e.g. one exported without a held-out set's launches)."""
+    from tcnumerics.library import launches
+
+    launches._PATH, launches._TABLE = path, None
+
+
 def replay_capture(path: str, ids: set, opsel: set, side: int) -> list[dict]:
     """Replay every call of one capture (or those ``ids`` / ops); print the inexact ones."""
     index, data = load(path)
@@ -214,7 +221,10 @@ def main() -> int:
     ap.add_argument("--json", default="")
     ap.add_argument("--side", type=int, default=0, help="replay only side x side of each call's sampled outputs")
     ap.add_argument("--table", default="", help="a measured table to replay against instead of the installed one")
+    ap.add_argument("--launches", default="", help="a launch table (.npz) to replay against instead of the installed one")
     args = ap.parse_args()
+    if args.launches:
+        use_launches(args.launches)
     if args.table:
         use_table(args.table)
     ids = {int(x) for x in args.ids.split(",") if x}

@@ -327,13 +327,39 @@ def holdout4_calls(n_per_kind: int = 28) -> list[dict]:
     return _held_out_set(MODELS4, TOKENS4, "4", seen, n_per_kind)
 
 
+MODELS5 = {  # none of these in any earlier list (bit captures, kernel surveys 1-3); drawn 2026-11-26, sealed until the end
+    "qwen3-8b": (4096, 12288, 151936, 6144, 128), "qwen3-4b": (2560, 9728, 151936, 6144, 128),
+    "gemma3-12b": (3840, 15360, 262208, 8192, 256), "mistral-small-24b": (5120, 32768, 131072, 6144, 128),
+    "granite3-8b": (4096, 12800, 49155, 6144, 128), "smollm2-1.7b": (2048, 8192, 49152, 6144, 64),
+    "command-r-35b": (8192, 22528, 256000, 24576, 128), "internlm2.5-20b": (6144, 16384, 92544, 8192, 128),
+    "yi1.5-9b": (4096, 11008, 64000, 5120, 128), "starcoder2-15b": (6144, 24576, 49152, 7168, 128),
+}
+TOKENS5 = (1, 2, 5, 6, 10, 12, 14, 17, 24, 33, 40, 57, 96, 150, 200, 300, 480, 640, 800, 1200, 1800, 2600, 3500, 6000,
+           9000, 14000)
+
+
+def holdout5_calls(n_per_kind: int = 28) -> list[dict]:
+    """A fifth held-out set, drawn before the third kernel survey ran: ten more models, new token counts, the
+    same kinds; captured in the same device run and replayed only once the method was settled.
+
+    >>> cs = holdout5_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
+    (True, True)
+    """
+    seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls() + holdout2_calls() + holdout3_calls()
+            + holdout4_calls()}
+    return _held_out_set(MODELS5, TOKENS5, "5", seen, n_per_kind)
+
+
 ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
     "3": ((32, 420, 420, 128), (32, 420, 128, 420), (71, 257, 257, 64), (71, 257, 64, 257), (40, 1, 1337, 128),
           (40, 1, 128, 1337), (56, 999, 999, 128), (32, 80, 80, 80)),
     "4": ((48, 365, 365, 128), (48, 365, 128, 365), (9, 730, 730, 256), (9, 730, 256, 730), (64, 1, 2900, 128),
           (64, 1, 128, 2900), (56, 181, 181, 128), (36, 90, 90, 64)),
+    "5": ((32, 480, 480, 128), (32, 480, 128, 480), (16, 640, 640, 256), (16, 640, 256, 640), (64, 1, 1800, 128),
+          (48, 1, 128, 2600), (96, 150, 150, 128), (24, 300, 300, 64)),
 }
-ATTENTION_BADD = {"3": ((32, 257, 257, 80), (16, 130, 64, 130)), "4": ((36, 365, 365, 64), (40, 90, 128, 90))}
+ATTENTION_BADD = {"3": ((32, 257, 257, 80), (16, 130, 64, 130)), "4": ((36, 365, 365, 64), (40, 90, 128, 90)),
+                  "5": ((32, 200, 200, 128), (40, 96, 128, 96))}
 
 
 def _held_out_set(models: dict, tokens: tuple, tag: str, seen: set, n_per_kind: int) -> list[dict]:
