@@ -12,8 +12,8 @@ from functools import lru_cache
 
 import pytest
 
-from tcnumerics.library import launches, select
-from tcnumerics.library.selection import Call, measured_table
+from tcnumerics.library import launches, select, unseen
+from tcnumerics.library.selection import Call, _slices, measured_table
 
 HERE = os.path.dirname(__file__)
 VEC = os.path.join(HERE, "..", "vectors", "library")
@@ -127,10 +127,15 @@ def test_unmeasured_call_is_predicted_and_flagged(call):
             plan.describe()
     else:
         assert "predicted" in plan.reason, plan.reason
-    S, how = launches.predicted_nvjet_split(call)
-    assert isinstance(S, int) and S >= 1 and how, (S, how)
     n = len(plan.structure.split_k or ()) or 1
-    assert n == S, (plan.describe(), S, how)  # the plan follows the bracketing launches' prediction
+    if launches.measured_token_counts(call) or plan.modelled:  # the bracketing launches' prediction (or the frontier)
+        S, how = launches.predicted_nvjet_split(call)
+        assert isinstance(S, int) and S >= 1 and how, (S, how)
+    else:  # an (N, K) pair never measured: the k-NN predicted launch (unseen.py)
+        launch = unseen.predict_launch(call)
+        S, how = launches.nvjet_split_count(launch, call), launch.main
+        assert "unseen.py" in plan.reason, plan.reason
+    assert n == (len(_slices(call.K, S, 64) or ()) or 1), (plan.describe(), S, how)
 
 
 def test_unmeasured_split_call_predicted_from_its_neighbours():

@@ -49,11 +49,23 @@ def main() -> int:
     ap.add_argument("--sets", default="survey,holdout,holdout2,kernels")
     ap.add_argument("-o", "--out", default="src/tcnumerics/library/hopper_launches.npz")
     args = ap.parse_args()
-    rows = {}
+    rows, repeats, differ = {}, 0, []
     for entry in args.sets.split(","):  # SET, or SET:FILE_STEM for a continued run (kernel_survey.py --start)
         name, _, stem = entry.partition(":")
         for r in rows_of(os.path.join(args.dir, f"{stem or name}.json.gz"), name):
-            rows[r[:5]] = r  # one row per (kind, M, N, K, b): the choice is deterministic (checked on reruns)
+            old = rows.get(r[:5])
+            if old is not None:  # a shape two sets measured: the choice must be the same (deterministic)
+                repeats += 1
+                if old[5:] != r[5:]:
+                    differ.append((old, r))
+            rows[r[:5]] = r
+    def gemm_part(r):  # the GEMM kernels and the main grid: what the numerics depend on (not torch's copy of C)
+        return [n for n in r[5].split(" | ") if not n.startswith(("Memcpy", "void at::native"))], r[6:]
+    differ_gemm = [(o, n) for o, n in differ if gemm_part(o) != gemm_part(n)]
+    print(f"{repeats} shapes measured twice, {len(differ)} with different launches, {len(differ_gemm)} of them in the "
+          "GEMM kernels or grid (the rest: torch's copy of C, a Memcpy or an elementwise kernel)")
+    for old, new in differ_gemm[:10]:
+        print("  differ:", old, "->", new)
     rows = sorted(rows.values())
     kinds = sorted({r[0] for r in rows})
     sigs = sorted({r[5] for r in rows})

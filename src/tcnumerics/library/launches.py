@@ -104,7 +104,7 @@ def measured_launch(c: Call) -> Launch | None:
     return Launch(tuple(t["signatures"][sig[i]].split(" | ")), int(ctas[i]), int(gz[i]))
 
 
-def _measured_token_counts(c: Call) -> list[int]:
+def measured_token_counts(c: Call) -> list[int]:
     """The token counts M measured for this call kind at the call's N, K and batch (sorted)."""
     arrays, base = _table().get("kinds", {}).get(c.kind()), _pack(0, c.N, c.K, c.b)
     if arrays is None or base is None:
@@ -156,7 +156,7 @@ def bracketing_launches(c: Call) -> tuple[list[tuple[Call, Launch | None]], str]
     """Measured launches around an unmeasured call, and how they were found: the same (N, K) at the token
     counts either side of M; else the corners of the surveyed (M, N, K) grid cell holding the call."""
     t = _table()
-    ms = _measured_token_counts(c)
+    ms = measured_token_counts(c)
     if ms:
         return [(cc, measured_launch(cc)) for cc in (_with_shape(c, m, c.N, c.K) for m in _bracket(c.M, ms))], \
             "the same N and K at the nearest measured token counts"

@@ -28,10 +28,10 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from . import launches, split_rule
+from . import launches, simt, split_rule, unseen
 from .structure import Structure
 
 PROVENANCE = ("measured on NVIDIA H100 (sm_90), torch 2.11.0+cu130, cuBLAS 13.1.0.3 (op survey, 1,408 calls, and the "
@@ -220,9 +220,32 @@ def _from_launch(c: Call, base: Structure, tile: int) -> Plan | None:
         return None
     if launch.main.startswith("nvjet"):
         return _nvjet_launch_plan(c, base, launch, tile)
+    if simt.is_simt_kernel(launch.main):
+        return _simt_launch_plan(c, base, launch)
     if c.fmt == "fp32":
         return _fp32_launch_plan(c, base, launch)
-    return None  # CUTLASS / gemmSN / gemv fallbacks of BF16/FP16: the rules below (flagged)
+    return None  # CUTLASS / gemv fallbacks of BF16/FP16: the rules below (flagged)
+
+
+def _simt_structure(c: Call, base: Structure, launch: launches.Launch) -> tuple[Structure, bool]:
+    """(structure, verified) of a gemmSN launch: the kernel's own FFMA order (``simt.py``; 40 of 40 captured calls
+    bit-exact), its epilogue ``cvt(fma(beta, C, alpha * acc))`` (one rounding: C joins as beta * C, also at beta = 1).
+    Verified for gemmSN_NN at any K and gemmSN_TN at K a multiple of 256 (how TN deals a partial last 256-element
+    tile was never captured)."""
+    epi = {"badd": "bx"}.get(epilogue_of(c), epilogue_of(c))
+    s = base.with_(instruction=None, input_rounding=None, split_k=None, split_interleave=None, epilogue=epi,
+                   simt_kernel=launch.main)
+    return s, simt.parse(launch.main).layout == "NN" or c.K % 256 == 0
+
+
+def _simt_launch_plan(c: Call, base: Structure, launch: launches.Launch) -> Plan:
+    s, verified = _simt_structure(c, base, launch)
+    short = launch.main.split("<")[0].replace("void ", "")
+    if not verified:
+        return Plan(short + " (partial K tile guessed)", s, False, f"cuBLAS launches {short} here; its order is "
+                    "identified for K a multiple of 256 only (the partial last tile's lanes are a guess)", c)
+    return Plan(short + " (FFMA tiles, ordered thread sum)", s, True, LAUNCH_PROVENANCE + f"{short}; its FFMA order "
+                "identified from 40 captured gemmSN calls (tools/device_library/probe_simt.py)", c)
 
 
 def _nvjet_launch_plan(c: Call, base: Structure, launch: launches.Launch, tile: int) -> Plan:
@@ -238,6 +261,31 @@ def _nvjet_launch_plan(c: Call, base: Structure, launch: launches.Launch, tile: 
     s = base.with_(epilogue=epi, split_k=_slices(c.K, S, tile))
     fam = short + (f" splitK x{len(s.split_k)} + splitKreduce" if s.split_k else "")
     return Plan(fam, s, True, LAUNCH_PROVENANCE + f"{short}, {launch.ctas} CTAs", c)
+
+
+def _unseen_plan(c: Call, base: Structure, tile: int) -> Plan | None:
+    """A call whose (N, K) pair no survey measured at any token count: the launch ``unseen.predict_launch``
+    predicts from the nearest measured shapes, planned as a measured launch would be, and flagged (leave-pair-out
+    on the table: the bits-relevant kernel class and split count right for ~87% of launches).  None where the
+    same N, K were measured at other token counts (the bracketing rules decide there) or where the predicted
+    kernel is not an nvjet or FP32/TF32 launch."""
+    if launches.measured_token_counts(c) or _frontier_modelled(c):
+        return None
+    launch = unseen.predict_launch(c)
+    if launch is None:
+        return None
+    if launch.main.startswith("nvjet"):
+        p = _nvjet_launch_plan(c, base, launch, tile)
+    elif simt.is_simt_kernel(launch.main):
+        p = _simt_launch_plan(c, base, launch)
+    elif c.fmt == "fp32":
+        p = _fp32_launch_plan(c, base, launch)
+    else:
+        return None
+    family = p.family if "predicted" in p.family else p.family + " (predicted)"
+    return replace(p, family=family, modelled=False,
+                   reason=f"launch predicted from the nearest measured shapes (unseen.py: {launch.main[:50]}): "
+                          f"cuBLAS's choice at N = {c.N}, K = {c.K} was never measured")
 
 
 _S1688_TILE = re.compile(r"s1688gemm_\d+x\d+_(\d+)x\d+")
@@ -256,6 +304,8 @@ def _fp32_launch_structure(c: Call, base: Structure, launch: launches.Launch) ->
     """(structure, guessed) of an FP32/TF32 launch: the families the bit captures identified, with grid z as S;
     (None, False) where the family's reduction order is not identified."""
     name, serial = launch.main, launch.in_place
+    if simt.is_simt_kernel(name):
+        return _simt_structure(c, base, launch)[0], False
     S = launch.grid_z // c.b if launch.grid_z % c.b == 0 else launch.grid_z  # batched calls: z = batch x S
     reduce = "splitKreduce" in launch.text
     ffma = base.with_(instruction=None, input_rounding=None)
@@ -340,6 +390,10 @@ FRONTIER_REASON = (
     f"call kinds only BF16/FP16/FP8 calls with K < {SHORT_K} are modelled")
 
 
+def _frontier_modelled(c: Call) -> bool:
+    return _class(c) in ("half", "fp8") and c.K < SHORT_K and _no_split_verified(c)
+
+
 def _frontier_plan(family: str, base: Structure, c: Call) -> Plan:
     """The unsplit plain kernel inside the no-split frontier: modelled only for BF16/FP16/FP8 with K < SHORT_K,
     where every measured call ran it (the frontier leaks at longer K and for FP32/TF32: flagged there)."""
@@ -374,6 +428,9 @@ def _select_nvjet(c: Call, base: Structure, epi: str) -> Plan:
         return Plan("cuBLAS dot_kernel + reduce", base, False, "1 x 1 outputs run a dot-product reduction tree", c)
     # beta = 1 with a full C, any alpha: every measured nvjet call (31, addmm and baddbmm) ran *_badd_* unsplit and *_bx_splitK_*
     # split, as below for alpha = 1, so the split decision alone picks the epilogue
+    unseen_plan = _unseen_plan(c, base, 64)
+    if unseen_plan is not None:
+        return unseen_plan
     S, how = launches.predicted_nvjet_split(c)
     if S is None:
         S, how = _predicted_split(c), "the split rule (split_rule.py)"
@@ -407,7 +464,7 @@ def _select_fp32(c: Call) -> Plan:
     else:
         base = Structure("TF32 sm90_xmma (wgmma k8 chain)", instruction=WGMMA["tf32"], input_rounding="rne")
     base = base.with_(epilogue=epilogue_of(c))
-    tabled = _measured(c, base, base.family, 8) or _fp32_neighbour_plan(c, base)
+    tabled = _measured(c, base, base.family, 8) or _unseen_plan(c, base, 8) or _fp32_neighbour_plan(c, base)
     if tabled is not None:
         return tabled
     if _no_split_verified(c):
@@ -473,7 +530,7 @@ def _select_fp8(c: Call) -> Plan:
                      promote_every=promote)
     if c.scales == "blockwise":
         base = base.with_(promote_every=128)
-    tabled = _measured(c, base, base.family, 128)
+    tabled = _measured(c, base, base.family, 128) or _unseen_plan(c, base, 128)
     if tabled is not None:
         return tabled
     S, how = launches.predicted_nvjet_split(c)

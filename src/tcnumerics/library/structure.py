@@ -63,6 +63,8 @@ class Structure:
         split_partial_format: the workspace type of parallel split-K partials when it is not FP32
             (``splitKreduce_kernel<32, 16, int, __nv_bfloat16, ...>`` after CUTLASS 2.x kernels: each
             slice's result is rounded to BF16/FP16 before the FP32 in-order sum).
+        simt_kernel: a cuBLAS SIMT small-M kernel's activity name (``gemmSN_{NN,TN}_kernel<...>``) whose FFMA
+            summation order ``library.simt`` reproduces; the K reduction is that kernel's, the epilogue as above.
     """
 
     family: str
@@ -77,6 +79,7 @@ class Structure:
     split_interleave: int | None = None
     split_reduce: str = "parallel"
     split_partial_format: str | None = None
+    simt_kernel: str | None = None
 
     def with_(self, **kw) -> "Structure":
         return replace(self, **kw)
@@ -107,6 +110,10 @@ def _tf32(x: np.ndarray, mode: str) -> np.ndarray:
 def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b=None,
                engine: str = "auto") -> np.ndarray:
     """The FP32 accumulator (float64 holding FP32 values) after the K reduction and split-K sum."""
+    if s.simt_kernel:
+        from .simt import simt_reduce  # simt builds on this module's epilogue
+
+        return simt_reduce(s.simt_kernel, A, B)
     if s.instruction is None:
         return _sum_in_order(ffma_partials(s, A, B))
     if s.input_rounding:

@@ -42,7 +42,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -103,13 +102,23 @@ def nvjet_tile_count(p: tuple[int, ...] | np.ndarray, M, N, b=1):
     return -(-(-(-N // tm)) // cx) * cx * (-(-(-(-M // tn)) // cy) * cy) * b
 
 
-@lru_cache(maxsize=None)
+_DECODED: dict[str, tuple[object, KindData]] = {}
+
+
 def kind_data(kind: str) -> KindData | None:
-    """The decoded launches of one call kind (cached), or None if the table has no such kind."""
+    """The decoded launches of one call kind, or None if the table has no such kind (cached per loaded table:
+    a replaced or hidden table is decoded afresh)."""
     t = launches._table()
     arrays = t.get("kinds", {}).get(kind)
     if arrays is None:
         return None
+    hit = _DECODED.get(kind)
+    if hit is None or hit[0] is not arrays:
+        _DECODED[kind] = hit = (arrays, _decode(t, arrays))
+    return hit[1]
+
+
+def _decode(t: dict, arrays: tuple) -> KindData:
     keys, sig, ctas, gz = arrays
     M, b = keys & _M_MASK, keys >> 15 & _B_MASK
     K, N = keys >> 25 & _K_MASK, keys >> 42
