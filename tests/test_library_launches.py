@@ -13,7 +13,7 @@ from functools import lru_cache
 import pytest
 
 from tcnumerics.library import launches, select, unseen
-from tcnumerics.library.selection import Call, _slices, measured_table
+from tcnumerics.library.selection import Call, _bracketed, _slices, measured_table
 
 HERE = os.path.dirname(__file__)
 VEC = os.path.join(HERE, "..", "vectors", "library")
@@ -128,10 +128,10 @@ def test_unmeasured_call_is_predicted_and_flagged(call):
     else:
         assert "predicted" in plan.reason, plan.reason
     n = len(plan.structure.split_k or ()) or 1
-    if launches.measured_token_counts(call) or plan.modelled:  # the bracketing launches' prediction (or the frontier)
+    if _bracketed(call) or plan.modelled:  # agreeing launches of the same (N, K) on both sides of M (or the frontier)
         S, how = launches.predicted_nvjet_split(call)
         assert isinstance(S, int) and S >= 1 and how, (S, how)
-    else:  # an (N, K) pair never measured: the k-NN predicted launch (unseen.py)
+    else:  # no agreeing bracket: the k-NN predicted launch (unseen.py)
         launch = unseen.predict_launch(call)
         S, how = launches.nvjet_split_count(launch, call), launch.main
         assert "unseen.py" in plan.reason, plan.reason

@@ -263,13 +263,24 @@ def _nvjet_launch_plan(c: Call, base: Structure, launch: launches.Launch, tile: 
     return Plan(fam, s, True, LAUNCH_PROVENANCE + f"{short}, {launch.ctas} CTAs", c)
 
 
+def _bracketed(c: Call) -> bool:
+    """The same N, K measured at token counts on both sides of M whose launches agree (nvjet: on the split): the
+    bracketing rules decide there; one-sided or disagreeing brackets leave the call to the k-NN prediction."""
+    ms = launches.measured_token_counts(c)
+    if not ms or not ms[0] < c.M < ms[-1]:
+        return False
+    if c.fmt == "fp32":
+        return True
+    S, how = launches.predicted_nvjet_split(c)
+    return S is not None and "disagree" not in how
+
+
 def _unseen_plan(c: Call, base: Structure, tile: int) -> Plan | None:
-    """A call whose (N, K) pair no survey measured at any token count: the launch ``unseen.predict_launch``
-    predicts from the nearest measured shapes, planned as a measured launch would be, and flagged (leave-pair-out
-    on the table: the bits-relevant kernel class and split count right for ~87% of launches).  None where the
-    same N, K were measured at other token counts (the bracketing rules decide there) or where the predicted
-    kernel is not an nvjet or FP32/TF32 launch."""
-    if launches.measured_token_counts(c) or _frontier_modelled(c):
+    """An unmeasured call not bracketed by agreeing launches of its own (N, K) (``_bracketed``): the launch
+    ``unseen.predict_launch`` predicts from the nearest measured shapes, planned as a measured launch would be,
+    and flagged (leave-pair-out on the table: the bits-relevant kernel class and split count right for ~87% of
+    launches).  None where the predicted kernel is not an nvjet, gemmSN or FP32/TF32 launch."""
+    if _bracketed(c) or _frontier_modelled(c):
         return None
     launch = unseen.predict_launch(c)
     if launch is None:
@@ -285,7 +296,7 @@ def _unseen_plan(c: Call, base: Structure, tile: int) -> Plan | None:
     family = p.family if "predicted" in p.family else p.family + " (predicted)"
     return replace(p, family=family, modelled=False,
                    reason=f"launch predicted from the nearest measured shapes (unseen.py: {launch.main[:50]}): "
-                          f"cuBLAS's choice at N = {c.N}, K = {c.K} was never measured")
+                          f"cuBLAS's choice at {c.M} x {c.N} x {c.K} was not measured")
 
 
 _S1688_TILE = re.compile(r"s1688gemm_\d+x\d+_(\d+)x\d+")
