@@ -10,7 +10,9 @@ Epilogues (all arithmetic FP32, RNE, then one conversion to the output type):
 * ``bias``   -- nvjet ``*_bias_*`` and splitKreduce with bias: ``cvt(alpha * acc + bias[n])``;
 * ``badd``   -- nvjet ``*_badd_*`` (beta = 1): ``cvt(cvt(alpha * acc) + C)``, two roundings;
 * ``bx``     -- nvjet ``*_bx_*`` (general alpha, beta): ``cvt(fma(beta, C, alpha * acc))``;
-* ``bx_mul`` -- ``cvt(alpha * acc + beta * C)`` with every operation rounded.
+* ``bx_mul`` -- ``cvt(alpha * acc + beta * C)`` with every operation rounded;
+* ``bias_out`` -- ``cvt(cvt(alpha * acc) + bias[n])``, two roundings (splitKreduce reading BF16/FP16 partials
+  with a bias: survey 363, ``library/cutlass_half.py``; the bias, or a row C, joins after the conversion).
 
 Split-K (FFMA chains; H100 survey, docs/gemm.md):
 
@@ -42,7 +44,7 @@ from ..formats import get_format
 from ..gemm import _fp32_fma, gemm, split_bounds
 
 _FP32 = get_format("fp32")
-EPILOGUES = ("plain", "bias", "badd", "bx", "bx_mul")
+EPILOGUES = ("plain", "bias", "badd", "bx", "bx_mul", "bias_out")
 
 
 @dataclass(frozen=True)
@@ -219,6 +221,9 @@ def epilogue(s: Structure, acc: np.ndarray, out_format: str, *, alpha: float = 1
     elif s.epilogue == "badd":
         c = np.asarray(C, np.float64)
         d = out.to_float(out.from_float(acc if a == 1 else f32(acc * a))) + c
+    elif s.epilogue == "bias_out":
+        row = np.asarray(bias, np.float64).reshape(1, -1) if bias is not None else np.asarray(C, np.float64)
+        d = out.to_float(out.from_float(acc if a == 1 else f32(acc * a))) + row
     elif s.epilogue == "bx":
         c = np.asarray(C, np.float64)
         d = _fp32_fma(np.full(np.shape(c), f32(np.float64(beta))), c, f32(acc * a))
