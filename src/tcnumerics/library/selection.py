@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from . import launches, simt, split_rule, unseen
+from . import cutlass_half, launches, simt, split_rule, unseen
 from .structure import Structure
 
 PROVENANCE = ("measured on NVIDIA H100 (sm_90), torch 2.11.0+cu130, cuBLAS 13.1.0.3 (op survey, 1,408 calls, and the "
@@ -176,7 +176,7 @@ def _measured(c: Call, base: Structure, family: str, tile: int) -> Plan | None:
     """A call kind measured on the device: an nvjet launch with a readable grid; else its bit-verified structure;
     else its measured launch; else the table's unverified entry (flagged)."""
     launched = _from_launch(c, base, tile)
-    if launched is not None and launched.modelled and launched.family.startswith("nvjet"):
+    if launched is not None and launched.modelled and not c.fmt == "fp32":
         return launched  # S from the grid: where the sampled bits allowed two slice counts (57 calls), the launch decides
     entry = measured_table()["calls"].get(c.key())
     if entry is not None and entry.get("verified"):
@@ -224,7 +224,25 @@ def _from_launch(c: Call, base: Structure, tile: int) -> Plan | None:
         return _simt_launch_plan(c, base, launch)
     if c.fmt == "fp32":
         return _fp32_launch_plan(c, base, launch)
-    return None  # CUTLASS / gemv fallbacks of BF16/FP16: the rules below (flagged)
+    if c.fmt in ("bf16", "fp16") and cutlass_half.parse_name(launch.main):
+        return _cutlass_half_launch_plan(c, base, launch)
+    return None  # gemv fallbacks of BF16/FP16: the rules below (flagged)
+
+
+def _cutlass_half_launch_plan(c: Call, base: Structure, launch: launches.Launch) -> Plan | None:
+    """A BF16/FP16 call on a CUTLASS 2.x fallback kernel: the structure read off its launch (``cutlass_half.py``:
+    169 of 169 captured calls), modelled where that family label was captured."""
+    s, verified = cutlass_half.cutlass_half_structure(c, base, launch)
+    if s is None:
+        return None
+    short = re.sub(r"^void |^cutlass::Kernel2<", "", launch.main).split("(")[0].rstrip(">")[:70]
+    n = len(s.split_k or ()) or 1
+    fam = short + (f" split-K x{n}" + (" in place" if s.split_reduce == "serial" else " + splitKreduce") if n > 1
+                   else "")
+    if not verified:
+        return Plan(fam + " (structure by analogy)", s, False, f"cuBLAS launches {short} here; this combination of "
+                    "kernel, split kind and epilogue was never captured (built by the rule of the captured ones)", c)
+    return Plan(fam, s, True, LAUNCH_PROVENANCE + f"{short}, grid z = {launch.grid_z}", c)
 
 
 def _simt_structure(c: Call, base: Structure, launch: launches.Launch) -> tuple[Structure, bool]:
@@ -279,7 +297,7 @@ def _unseen_plan(c: Call, base: Structure, tile: int) -> Plan | None:
     """An unmeasured call not bracketed by agreeing launches of its own (N, K) (``_bracketed``): the launch
     ``unseen.predict_launch`` predicts from the nearest measured shapes, planned as a measured launch would be,
     and flagged (leave-pair-out on the table: the bits-relevant kernel class and split count right for ~87% of
-    launches).  None where the predicted kernel is not an nvjet, gemmSN or FP32/TF32 launch."""
+    launches).  None where the predicted kernel is not an nvjet, gemmSN, CUTLASS 2.x or FP32/TF32 launch."""
     if _bracketed(c) or _frontier_modelled(c):
         return None
     launch = unseen.predict_launch(c)
@@ -291,7 +309,11 @@ def _unseen_plan(c: Call, base: Structure, tile: int) -> Plan | None:
         p = _simt_launch_plan(c, base, launch)
     elif c.fmt == "fp32":
         p = _fp32_launch_plan(c, base, launch)
+    elif cutlass_half.parse_name(launch.main):
+        p = _cutlass_half_launch_plan(c, base, launch)
     else:
+        return None
+    if p is None:
         return None
     family = p.family if "predicted" in p.family else p.family + " (predicted)"
     return replace(p, family=family, modelled=False,
@@ -423,6 +445,9 @@ def _select_half(c: Call) -> Plan:
     if tabled is not None:
         return tabled
     if not aligned or min(c.N, c.K) < 8:
+        predicted = _unseen_plan(c, base, 64)
+        if predicted is not None:
+            return predicted
         fam = "CUTLASS 2.x / gemmSN fallback (misaligned or tiny)"
         return Plan(fam, _cutlass_guess(c, "bx" if epi == "badd" else epi), False,
                     "K or N not a multiple of 8 or a side below 8: cuBLAS runs CUTLASS tensorop/wmma or gemmSN "
