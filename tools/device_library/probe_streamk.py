@@ -8,6 +8,10 @@ summed in K order.  Tried with two tile orders and two share rules on 8 x 8 samp
 Finding (2026-11-25, 29 calls): it reproduces all 6 calls whose CTAs are twice the tiles (two equal segments
 per tile) and 2 with more tiles than CTAs, none with three or more segments per tile: the segment map or the
 fix-up order is something else there.
+Identified since (2026-11-26, ``probe_tf32.py``, module ``tcnumerics.library.streamk``): not equal shares of
+all tiles but data-parallel tiles plus the last r = T mod C (T > C; else all T) tiles of a banded serpentine
+schedule shared by s = C // r CTAs, segments of ipt // s iterations (remainder to the last ones), partials
+summed by a pairs-from-the-last tree: 30 of 30 captured calls bit-exact on all 16 x 16 samples.
 """
 import re, itertools, warnings, numpy as np
 warnings.filterwarnings("ignore")

@@ -1,0 +1,198 @@
+"""cuBLAS TF32 stream-K on Hopper (``sm90_xmma_gemm_*tf32*_segment_k_on``, launched after a Memset), bit for bit.
+
+Identified from the H100 bit captures (``tools/device_library/probe_tf32.py``: all 30 captured calls, every
+sampled output bit-exact).  With T output tiles (TM x TN from the kernel name; TM along the output's columns,
+i.e. cuBLAS m = torch N, TN along its rows) of ``ipt = ceil(K / TK)`` K-iterations each and C CTAs:
+
+* **Which tiles are shared.**  ``r = T mod C`` if T > C, else ``r = T``.  The first ``T - r`` tiles of the
+  schedule order are data-parallel (one CTA, one chain over all of K, as ``segment_k_off``); the last ``r``
+  tiles are each shared by ``s = C // r`` CTAs (C - r * s CTAs idle in that phase).
+* **Segments.**  A shared tile's iterations split into s consecutive segments of ``q = ipt // s``
+  iterations, the last ``ipt mod s`` segments one longer (160 = 53 + 53 + 54; 2048 = 6 x 157 + 7 x 158);
+  each segment is a TF32 wgmma k8 chain from +0 (operands FP32 -> TF32 RNE).
+* **Fix-up.**  The segment partials are added in FP32 (RNE) as a binary tree over segment indices paired
+  from the end: level by level, (s-2, s-1), (s-4, s-3), ... are summed and an odd first element passes up
+  unpaired: s = 3 -> p0 + (p1 + p2); 4 -> (p0 + p1) + (p2 + p3); 6 -> (p0 + p1) + ((p2 + p3) + (p4 + p5)).
+  With a separate ``execute_split_k`` kernel after it (captured once: 384x384x65536, 13 segments) the
+  partials are instead summed from the last: p0 + (p1 + (... + (p11 + p12))).
+* **Schedule order** (only matters when T > C and the grid has more than one tile row): tiles go in bands
+  of ``swizzle`` consecutive m-tiles (output column tiles); inside band b the n-tile (output row tile)
+  index runs upward for even b, downward for odd b, with the m-tile fastest.  cuBLAS picks the band width
+  per call and it is not visible in the kernel name or the CTA count: the captures needed 2, 4 and 8
+  (``FITTED_SWIZZLE``); it is an argument here.
+
+Example (one 128 x 128 tile shared by 3 CTAs, K = 96: segments of one 32-element iteration each):
+    >>> import numpy as np
+    >>> A = np.ones((1, 96), np.float32); B = np.ones((96, 1), np.float32)
+    >>> streamk_tf32(A, B, [0], [0], M=128, N=128, K=96, ctas=3, tile=(128, 128, 32)).tolist()
+    [[96.0]]
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..formats import get_format
+from ..gemm import gemm
+
+__all__ = ["StreamKPlan", "plan", "parse_tile", "schedule_index", "segment_lengths", "pair_tree",
+           "streamk_tf32", "tiled_outputs", "FITTED_SWIZZLE"]
+
+_FP32 = get_format("fp32")
+_TF32 = get_format("tf32")
+INSTRUCTION = "hopper.wgmma.m64n8k8.f32.tf32.tf32"
+
+# Band widths that reproduce the captured calls whose shared tiles depend on it, (M, N, K) -> swizzle
+# (H100, cuBLAS 13.1).  Other captured shapes are reproduced by any width (one tile row, or T <= C).
+FITTED_SWIZZLE = {(448, 5632, 4608): 2, (400, 6144, 6144): 2, (464, 27648, 5120): 4, (1024, 1024, 8192): 4,
+                  (864, 5120, 13824): 8, (880, 5120, 13824): 8, (4096, 8192, 4096): 8}
+
+
+def parse_tile(kernel: str) -> tuple[int, int, int]:
+    """(TM, TN, TK) of an ``sm90_xmma_gemm`` kernel name.
+
+    >>> parse_tile("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x128x32_warpgroupsize1x1x1_execute_segment_k_on")
+    (64, 128, 32)
+    """
+    m = re.search(r"tilesize(\d+)x(\d+)x(\d+)", kernel)
+    if not m:
+        raise ValueError(f"kernel: no tilesize in {kernel!r}")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
+@dataclass(frozen=True)
+class StreamKPlan:
+    """The stream-K schedule of one call: tile grid, shared tiles and their segments."""
+
+    tiles_m: int  # tiles along the output's columns (cuBLAS m = torch N)
+    tiles_n: int  # tiles along the output's rows (cuBLAS n = torch M)
+    iters: int  # K-iterations per tile, ceil(K / TK)
+    shared: int  # r: tiles processed stream-K (the last r of the schedule)
+    splits: int  # s: CTAs (segments) per shared tile
+    swizzle: int
+
+    @property
+    def tiles(self) -> int:
+        return self.tiles_m * self.tiles_n
+
+    def segments(self, tm: int, tn: int) -> list[tuple[int, int]]:
+        """Iteration ranges [i0, i1) of tile (tm, tn)'s segments, in K order (one range: not shared)."""
+        order = schedule_index(tm, tn, self.tiles_m, self.tiles_n, self.swizzle)
+        if self.splits <= 1 or order < self.tiles - self.shared:
+            return [(0, self.iters)]
+        bounds = np.concatenate([[0], np.cumsum(segment_lengths(self.iters, self.splits))])
+        return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def plan(M: int, N: int, K: int, ctas: int, tile: tuple[int, int, int], swizzle: int = 1) -> StreamKPlan:
+    """The schedule of an M x N x K call on ``ctas`` CTAs with ``tile`` = (TM, TN, TK).
+
+    >>> p = plan(256, 4096, 4096, 120, (64, 128, 32)); (p.tiles, p.shared, p.splits)
+    (128, 8, 15)
+    """
+    TM, TN, TK = tile
+    tm, tn = -(-N // TM), -(-M // TN)
+    T = tm * tn
+    r = T % ctas if T > ctas else T
+    s = ctas // r if r else 1
+    return StreamKPlan(tm, tn, -(-K // TK), r, s, swizzle)
+
+
+def schedule_index(tm: int, tn: int, tiles_m: int, tiles_n: int, swizzle: int) -> int:
+    """Position of tile (tm, tn) in the schedule: bands of ``swizzle`` m-tiles, n serpentine across bands.
+
+    >>> [schedule_index(m, n, 4, 2, 2) for n in range(2) for m in range(4)]
+    [0, 1, 6, 7, 2, 3, 4, 5]
+    """
+    band = tm // swizzle
+    width = min(swizzle, tiles_m - band * swizzle)
+    row = tn if band % 2 == 0 else tiles_n - 1 - tn
+    return band * swizzle * tiles_n + row * width + tm % swizzle
+
+
+def segment_lengths(iters: int, splits: int) -> list[int]:
+    """``splits`` consecutive segments of ``iters // splits`` iterations, the remainder one each to the last.
+
+    >>> segment_lengths(160, 3), segment_lengths(128, 15)[:2], segment_lengths(128, 15)[-1]
+    ([53, 53, 54], [8, 8], 9)
+    """
+    q, rem = divmod(iters, splits)
+    return [q + (1 if k >= splits - rem else 0) for k in range(splits)]
+
+
+def pair_tree(s: int):
+    """The fix-up's addition tree over segments 0..s-1 (nested pairs), pairing from the last segment.
+
+    >>> pair_tree(3), pair_tree(4), pair_tree(6)
+    ((0, (1, 2)), ((0, 1), (2, 3)), ((0, 1), ((2, 3), (4, 5))))
+    """
+    items: list = list(range(s))
+    while len(items) > 1:
+        head = [items[0]] if len(items) % 2 else []
+        rest = items[len(head):]
+        items = head + [(rest[k], rest[k + 1]) for k in range(0, len(rest), 2)]
+    return items[0]
+
+
+def _fold_from_last(s: int):
+    tree: object = s - 1
+    for k in range(s - 2, -1, -1):
+        tree = (k, tree)
+    return tree
+
+
+def _evaluate(tree, partials: list[np.ndarray]) -> np.ndarray:
+    if isinstance(tree, int):
+        return partials[tree]
+    return _FP32.round(_evaluate(tree[0], partials) + _evaluate(tree[1], partials))
+
+
+def streamk_tf32(A, B, rows, cols, *, M: int, N: int, K: int, ctas: int, tile: tuple[int, int, int],
+                 swizzle: int = 1, reduce_kernel: bool = False, engine: str = "auto") -> np.ndarray:
+    """FP32 outputs of the TF32 stream-K kernel for A rows [R, K] and B columns [K, C] of an M x N x K call.
+
+    ``rows``/``cols``: the output rows (0..M-1) and columns (0..N-1) the given A rows and B columns are
+    (they decide each output's tile); ``ctas``: the launch's CTA count; ``tile``: (TM, TN, TK) from the
+    kernel name; ``swizzle``: the schedule's band width (see the module docstring); ``reduce_kernel``:
+    an ``execute_split_k`` kernel follows (partials summed from the last).  Returns float32 [R, C].
+    """
+    A, B = np.asarray(A, np.float32), np.asarray(B, np.float32)
+    rows, cols = np.asarray(rows), np.asarray(cols)
+    if A.shape != (len(rows), K) or B.shape != (K, len(cols)):
+        raise ValueError(f"A, B: expected [{len(rows)}, {K}] and [{K}, {len(cols)}], got {A.shape}, {B.shape}")
+    p = plan(M, N, K, ctas, tile, swizzle)
+    return tiled_outputs(A, B, rows, cols, tile=tile, K=K, segments=p.segments,
+                         tree=_fold_from_last if reduce_kernel else pair_tree, engine=engine)
+
+
+def tiled_outputs(A, B, rows, cols, *, tile: tuple[int, int, int], K: int,
+                  segments: Callable[[int, int], list[tuple[int, int]]], tree: Callable[[int], object],
+                  engine: str = "auto") -> np.ndarray:
+    """Outputs of any segment map and fix-up tree: ``segments(tm, tn)`` gives a tile's iteration ranges,
+    each a TF32 chain from +0, combined by ``tree(len(segments))`` (nested index pairs) with FP32 adds.
+    The building block of ``streamk_tf32``, also used to score other hypotheses (``probe_tf32.py``)."""
+    A, B = np.asarray(A, np.float32), np.asarray(B, np.float32)
+    rows, cols = np.asarray(rows), np.asarray(cols)
+    A = _TF32.to_float(_TF32.from_float(A.astype(np.float64), "rne")).astype(np.float32)
+    B = _TF32.to_float(_TF32.from_float(B.astype(np.float64), "rne")).astype(np.float32)
+    TM, TN, TK = tile
+    # outputs grouped by their tile's segment list: one chain evaluation per distinct segment (few engine calls)
+    groups: dict[tuple, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for tn in np.unique(rows // TN):
+        for tm in np.unique(cols // TM):
+            segs = tuple(segments(int(tm), int(tn)))
+            groups.setdefault(segs, []).append((np.nonzero(rows // TN == tn)[0], np.nonzero(cols // TM == tm)[0]))
+    out = np.zeros((len(rows), len(cols)), np.float64)
+    for segs, blocks in groups.items():
+        ri = np.unique(np.concatenate([b[0] for b in blocks]))
+        ci = np.unique(np.concatenate([b[1] for b in blocks]))
+        parts = [np.asarray(gemm(A[np.ix_(ri, np.arange(a * TK, min(K, b * TK)))], B[a * TK:min(K, b * TK)][:, ci],
+                                 instruction=INSTRUCTION, engine=engine), np.float64) for a, b in segs]
+        total = _evaluate(0 if len(segs) == 1 else tree(len(segs)), parts)
+        for r_idx, c_idx in blocks:
+            out[np.ix_(r_idx, c_idx)] = total[np.ix_(np.searchsorted(ri, r_idx), np.searchsorted(ci, c_idx))]
+    return out.astype(np.float32)
