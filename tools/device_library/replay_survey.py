@@ -104,6 +104,8 @@ def lib_call(c: dict, ops: dict, b: int, engine: str = "auto"):
         A = np.asfortranarray(A)  # a transposed view of contiguous storage, as torch passed it
     if c.get("b_t"):
         B = np.asfortranarray(B)
+    if op in ("matmul", "mm_out", "linear", "addmm"):  # where the samples sit (stream-K kernels depend on it)
+        kw.update(rows=np.asarray(ops["rows"]), cols=np.asarray(ops["cols"]))
     if op == "matmul":
         return lib.matmul, (A, B), kw
     if op == "matmul_bcast":

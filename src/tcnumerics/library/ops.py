@@ -7,7 +7,9 @@ emits ``NotModelledWarning`` ("... not modelled ...") before returning its best 
 Layouts are read from the arrays' strides as torch's memory layout drives cuBLAS: a transposed
 view (Fortran-ordered 2-D array) is the transposed layout.  ``full_shape=(M, N, K)`` (or
 ``(b, M, N, K)``) says the arrays are sampled rows of A / columns of B (whole K) of a larger call:
-the kernel choice depends on the whole shape.
+the kernel choice depends on the whole shape.  ``rows=``/``cols=`` (matmul, linear, addmm) give the sampled
+rows' and columns' places in that call: TF32 stream-K kernels reduce an output differently depending on its
+tile, so sampled calls that run one are flagged unless the places are given.
 
 Example:
     >>> import numpy as np, ml_dtypes
@@ -95,15 +97,29 @@ def _warn(plan: Plan, what: str) -> None:
                       "not bit-exact", NotModelledWarning, stacklevel=3)
 
 
+def _positions(rows, cols, M: int, N: int, fM: int, fN: int):
+    """The sampled rows' and columns' places in the whole call: given, all of them (operands not sampled), or
+    None (unknown: samples of a larger call without ``rows=``/``cols=``)."""
+    def one(idx, n: int, full: int, what: str):
+        if idx is None:
+            return np.arange(n) if n == full else None
+        idx = np.asarray(idx)
+        if idx.shape != (n,) or not np.issubdtype(idx.dtype, np.integer) or (n and (idx.min() < 0 or idx.max() >= full)):
+            raise ValueError(f"{what}: expected {n} integer positions in 0..{full - 1} (one per sampled "
+                             f"{'row of A' if what == 'rows' else 'column of B'}), got {np.shape(idx)}")
+        return idx
+    return one(rows, M, fM, "rows"), one(cols, N, fN, "cols")
+
+
 def _execute(plan: Plan, A3, B3, out: str, *, alpha=1.0, beta=0.0, C3=None, bias=None, scale_a=None,
-             scale_b=None, engine="auto") -> np.ndarray:
+             scale_b=None, engine="auto", rows=None, cols=None) -> np.ndarray:
     res = []
     for i in range(A3.shape[0]):
         a = A3[i]
         b = B3[i] if B3.shape[0] > 1 else B3[0]
         c = None if C3 is None else C3[i]
         res.append(run(plan.structure, a, b, out_format=out, alpha=alpha, beta=beta, C=c, bias=bias,
-                       scale_a=scale_a, scale_b=scale_b, engine=engine))
+                       scale_a=scale_a, scale_b=scale_b, engine=engine, rows=rows, cols=cols))
     return np.stack(res)
 
 
@@ -128,7 +144,7 @@ class _Op:
 
 
 def _prep_matmul(A, B, *, out_dtype=None, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper",
-                 engine: str = "auto"):
+                 engine: str = "auto", rows=None, cols=None):
     """torch.matmul / torch.mm(..., out_dtype=): A [M, K] or [b, M, K], B [K, N] or [b, K, N]."""
     A, B = np.asarray(A), np.asarray(B)
     _check(arch, fp32_precision)
@@ -151,12 +167,15 @@ def _prep_matmul(A, B, *, out_dtype=None, full_shape=None, fp32_precision: str =
     if A.ndim == 3:
         fM = fb * fM if full_shape is not None and len(tuple(full_shape)) == 4 else (
             fM if full_shape is not None else M)
+    if A.ndim == 3 and (rows is not None or cols is not None):
+        raise ValueError("rows, cols: positions are taken for 2-D operands only")
+    r_at, c_at = _positions(rows, cols, M, N, fM, fN)
     call = Call("mm_out" if out != fmt else "matmul", fmt, out, fM, fN, fK, a_t=_transposed(A2), b_t=_transposed(B),
-                prec=fp32_precision)
+                prec=fp32_precision, positions_known=r_at is not None and c_at is not None)
     plan = select(call)
 
     def execute():
-        r = _execute(plan, A2[None], B[None], out, engine=engine)[0]
+        r = _execute(plan, A2[None], B[None], out, engine=engine, rows=r_at, cols=c_at)[0]
         return r.reshape(A.shape[:-1] + (N,)) if A.ndim == 3 else r
     return plan, execute
 
@@ -183,7 +202,7 @@ def _prep_batched(A, B, C, alpha, beta, op, full_shape, fp32_precision, engine, 
 
 
 def _prep_linear(x, W, bias=None, *, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper",
-                 engine: str = "auto"):
+                 engine: str = "auto", rows=None, cols=None):
     """F.linear(x, W, bias): x [M, K] (or [.., K]), W [N, K], bias [N] -- ``x @ W.T + bias``."""
     x, W = np.asarray(x), np.asarray(W)
     _check(arch, fp32_precision)
@@ -205,18 +224,19 @@ def _prep_linear(x, W, bias=None, *, full_shape=None, fp32_precision: str = "hig
             raise ValueError(f"bias: expected shape ({N},), got {bias.shape}")
         bvals = bias.reshape(-1).astype(np.float64)
     # F.linear: cuBLAS sees W as the transposed (TN) operand; a transposed W view is the plain layout
+    r_at, c_at = _positions(rows, cols, M, N, fM, fN)
     call = Call("linear", fmt, fmt, fM, fN, fK, a_t=_transposed(x2), b_t=not _transposed(W), bias=bias is not None,
-                prec=fp32_precision)
+                prec=fp32_precision, positions_known=r_at is not None and c_at is not None)
     plan = select(call)
 
     def execute():
-        r = _execute(plan, x2[None], W.T[None], fmt, bias=bvals, engine=engine)[0]
+        r = _execute(plan, x2[None], W.T[None], fmt, bias=bvals, engine=engine, rows=r_at, cols=c_at)[0]
         return r.reshape(x.shape[:-1] + (N,))
     return plan, execute
 
 
 def _prep_addmm(C, A, B, *, beta=1, alpha=1, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper",
-                engine: str = "auto", out_dtype=None):
+                engine: str = "auto", out_dtype=None, rows=None, cols=None):
     """torch.addmm(C, A, B, beta=, alpha=): ``beta * C + alpha * (A @ B)``; C [M, N] or a row [N]."""
     A, B, C = np.asarray(A), np.asarray(B), np.asarray(C)
     _check(arch, fp32_precision)
@@ -234,12 +254,14 @@ def _prep_addmm(C, A, B, *, beta=1, alpha=1, full_shape=None, fp32_precision: st
         Cb = np.broadcast_to(C.astype(np.float64), (M, N))
     except ValueError:
         raise ValueError(f"C: shape {C.shape} does not broadcast to ({M}, {N})") from None
+    r_at, c_at = _positions(rows, cols, M, N, fM, fN)
     call = Call("addmm", fmt, out, fM, fN, fK, a_t=_transposed(A), b_t=_transposed(B), c_kind=kind,
-                alpha=float(alpha), beta=float(beta), prec=fp32_precision)
+                alpha=float(alpha), beta=float(beta), prec=fp32_precision,
+                positions_known=r_at is not None and c_at is not None)
     plan = select(call)
     bias_vals = Cb[0] if plan.structure.epilogue == "bias" else None
     return plan, lambda: _execute(plan, A[None], B[None], out, alpha=alpha, beta=beta, C3=Cb[None], bias=bias_vals,
-                                  engine=engine)[0]
+                                  engine=engine, rows=r_at, cols=c_at)[0]
 
 
 def _prep_bmm(A, B, *, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper", engine: str = "auto"):

@@ -31,8 +31,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from . import cutlass_half, launches, simt, split_rule, unseen
-from .structure import Structure
+from . import cutlass_half, launches, simt, split_rule, streamk, unseen
+from .structure import StreamK, Structure
 
 PROVENANCE = ("measured on NVIDIA H100 (sm_90), torch 2.11.0+cu130, cuBLAS 13.1.0.3 (op survey, 1,408 calls, and the "
               "captures folded in after it: hopper_measured.json's 'captures')")
@@ -63,6 +63,7 @@ class Call:
     prec: str = "highest"
     scales: str = "tensor"
     fast_accum: bool = False
+    positions_known: bool = True  # the sampled rows / columns' places in the whole call (not part of the key)
 
     def key(self) -> str:
         """The measured table's key: everything that steers cuBLAS's choice."""
@@ -333,34 +334,64 @@ def _cutlass_slices(K: int, S: int) -> tuple[int, ...] | None:
     return (per,) * -(-K // per) if S > 1 and per < K else None
 
 
-def _fp32_launch_structure(c: Call, base: Structure, launch: launches.Launch) -> tuple[Structure | None, bool]:
-    """(structure, guessed) of an FP32/TF32 launch: the families the bit captures identified, with grid z as S;
-    (None, False) where the family's reduction order is not identified."""
+_IN_PLACE_XMMA = ("here: interleaved slices added to the output in order reproduced 8 of 10 captured calls "
+                  "(in place, after a Memset)")
+
+
+def _streamk_structure(c: Call, base: Structure, launch: launches.Launch) -> tuple[Structure, str | None]:
+    """TF32 stream-K (``streamk.py``: 30 of 30 captured calls): the structure, and why it is flagged where it is --
+    an output's value depends on its tile when some tiles are shared and others not, so sampled outputs need
+    their positions (``rows=``/``cols=``), and which tiles are shared then depends on the schedule's band width
+    where the tile grid has several rows and columns (measured at 7 shapes)."""
+    tile = streamk.parse_tile(launch.main)
+    args = (c.M, c.N, c.K, launch.ctas, tile)
+    width = streamk.swizzle_for(*args) if hasattr(streamk, "swizzle_for") else streamk.FITTED_SWIZZLE.get(args[:3])
+    reduce_kernel = any("split_k" in k and k != launch.main for k in launch.kernels)
+    s = base.with_(stream_k=StreamK(c.M, c.N, c.K, launch.ctas, tile, width or 1, reduce_kernel))
+    dependent = streamk.position_dependent(*args) if hasattr(streamk, "position_dependent") else \
+        streamk.plan(*args).shared not in (0, streamk.plan(*args).tiles)
+    if dependent and not c.positions_known:
+        return s, ("the stream-K kernel shares some output tiles among CTAs and not others, so an output's bits "
+                   "depend on its position: pass rows= and cols= (the samples' places in the whole call)")
+    matters = streamk.swizzle_matters(*args) if hasattr(streamk, "swizzle_matters") else \
+        dependent and min(streamk.plan(*args).tiles_m, streamk.plan(*args).tiles_n) > 1
+    if matters and width is None:
+        return s, "which tiles the stream-K schedule shares depends on its band width, not measured at this shape"
+    return s, None
+
+
+def _fp32_launch_structure(c: Call, base: Structure, launch: launches.Launch) -> tuple[Structure | None, str | None]:
+    """(structure, why flagged) of an FP32/TF32 launch: the families the bit captures identified, with grid z as
+    S (why flagged: None where the structure is verified for such launches); (None, None) where the family's
+    reduction order is not identified."""
     name, serial = launch.main, launch.in_place
     if simt.is_simt_kernel(name):
-        return _simt_structure(c, base, launch)[0], False
+        s, verified = _simt_structure(c, base, launch)
+        return s, None if verified else "gemmSN_TN's partial last K tile was never captured"
+    if "sm90_xmma_gemm" in name and "tf32" in name and "segment_k_on" in name and c.b == 1:
+        return _streamk_structure(c, base, launch)
     S = launch.grid_z // c.b if launch.grid_z % c.b == 0 else launch.grid_z  # batched calls: z = batch x S
     reduce = "splitKreduce" in launch.text
     ffma = base.with_(instruction=None, input_rounding=None)
     if "sm90_xmma_gemm" in name and "tf32" in name and "segment_k_off" in name and not serial:
-        return base, False
+        return base, None
     if "sm80_xmma_gemm_f32f32_f32f32" in name:  # in place (after a Memset): 8 of 10 captured calls -> a guess
         return ffma.with_(k_tile=8, split_interleave=S if S > 1 else None,
-                          split_reduce="serial" if serial else "parallel"), serial
+                          split_reduce="serial" if serial else "parallel"), _IN_PLACE_XMMA if serial else None
     if "cutlass_80_simt_sgemm" in name and (reduce or serial or S == 1):
-        return ffma.with_(split_k=_cutlass_slices(c.K, S), split_reduce="serial" if serial else "parallel"), False
+        return ffma.with_(split_k=_cutlass_slices(c.K, S), split_reduce="serial" if serial else "parallel"), None
     if "s1688gemm" in name and (reduce or S == 1) and not serial:
         m = _S1688_TILE.search(name)
         return base.with_(instruction="hopper.mma.m16n8k8.f32.tf32.tf32.f32", input_rounding="rne",
                           k_tile=int(m.group(1)) if m else 32, k_residue="first",
-                          split_k=_cutlass_slices(c.K, S)), False
-    return None, False
+                          split_k=_cutlass_slices(c.K, S)), None
+    return None, None
 
 
 def _fp32_launch_plan(c: Call, base: Structure, launch: launches.Launch) -> Plan:
     """The plan of a measured FP32/TF32 launch: modelled for the identified families, flagged otherwise."""
     short = re.sub(r"^void |^cutlass::Kernel2<", "", launch.main).split("(")[0].split("<")[0].rstrip(">")[:70]
-    s, guessed = _fp32_launch_structure(c, base, launch)
+    s, flagged = _fp32_launch_structure(c, base, launch)
     if s is None:
         split = " with split-K" if launch.grid_z > c.b or launch.in_place else ""
         return Plan(f"{short} (measured launch, structure not identified)", base, False,
@@ -368,9 +399,10 @@ def _fp32_launch_plan(c: Call, base: Structure, launch: launches.Launch) -> Plan
                     "(stream-K, in-place xmma or tensor-op split-K, gemmSN/gemv)", c)
     n = len(s.split_k or ()) or s.split_interleave or 1
     fam = short + (f" split-K x{n}" if n > 1 else "") + (" in place" if launch.in_place else "")
-    if guessed:
-        return Plan(fam + " (structure guessed)", s, False, f"cuBLAS launches {short} in place (after a Memset) "
-                    "here: interleaved slices added to the output in order reproduced 8 of 10 captured calls", c)
+    if s.stream_k is not None:
+        fam = short + f" stream-K ({launch.ctas} CTAs)"
+    if flagged:
+        return Plan(fam + " (not verified here)", s, False, f"cuBLAS launches {short} {flagged}", c)
     return Plan(fam, s, True, LAUNCH_PROVENANCE + short + (f", grid z = {launch.grid_z}" if n > 1 else ""), c)
 
 

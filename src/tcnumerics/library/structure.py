@@ -48,6 +48,20 @@ EPILOGUES = ("plain", "bias", "badd", "bx", "bx_mul", "bias_out")
 
 
 @dataclass(frozen=True)
+class StreamK:
+    """A TF32 stream-K launch (``library.streamk``): the whole call's shape, its CTA count, the kernel's tile
+    (TM, TN, TK), the schedule's band width and whether a separate split-K kernel sums the segments."""
+
+    M: int
+    N: int
+    K: int
+    ctas: int
+    tile: tuple[int, int, int]
+    swizzle: int = 1
+    reduce_kernel: bool = False
+
+
+@dataclass(frozen=True)
 class Structure:
     """One kernel family's reduction and epilogue.
 
@@ -67,6 +81,8 @@ class Structure:
             slice's result is rounded to BF16/FP16 before the FP32 in-order sum).
         simt_kernel: a cuBLAS SIMT small-M kernel's activity name (``gemmSN_{NN,TN}_kernel<...>``) whose FFMA
             summation order ``library.simt`` reproduces; the K reduction is that kernel's, the epilogue as above.
+        stream_k: a TF32 stream-K launch (``StreamK``): an output's reduction depends on its tile (data-parallel
+            or shared by several CTAs, ``library.streamk``), so ``run`` needs the outputs' rows and columns.
     """
 
     family: str
@@ -82,6 +98,7 @@ class Structure:
     split_reduce: str = "parallel"
     split_partial_format: str | None = None
     simt_kernel: str | None = None
+    stream_k: StreamK | None = None
 
     def with_(self, **kw) -> "Structure":
         return replace(self, **kw)
@@ -110,8 +127,19 @@ def _tf32(x: np.ndarray, mode: str) -> np.ndarray:
 
 
 def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b=None,
-               engine: str = "auto") -> np.ndarray:
-    """The FP32 accumulator (float64 holding FP32 values) after the K reduction and split-K sum."""
+               engine: str = "auto", rows=None, cols=None) -> np.ndarray:
+    """The FP32 accumulator (float64 holding FP32 values) after the K reduction and split-K sum.
+
+    ``rows``/``cols``: the positions of A's rows and B's columns in the whole call (default: the first ones);
+    only stream-K kernels depend on them."""
+    if s.stream_k is not None:
+        from .streamk import streamk_tf32  # streamk builds on gemm, not on this module
+
+        sk = s.stream_k
+        r = np.arange(np.shape(A)[0]) if rows is None else np.asarray(rows)
+        c = np.arange(np.shape(B)[1]) if cols is None else np.asarray(cols)
+        return np.asarray(streamk_tf32(A, B, r, c, M=sk.M, N=sk.N, K=sk.K, ctas=sk.ctas, tile=sk.tile,
+                                       swizzle=sk.swizzle, reduce_kernel=sk.reduce_kernel, engine=engine), np.float64)
     if s.simt_kernel:
         from .simt import simt_reduce  # simt builds on this module's epilogue
 
@@ -236,11 +264,12 @@ def epilogue(s: Structure, acc: np.ndarray, out_format: str, *, alpha: float = 1
 
 
 def run(s: Structure, A, B, *, out_format: str, alpha: float = 1.0, beta: float = 0.0, C=None, bias=None,
-        scale_a=None, scale_b=None, engine: str = "auto") -> np.ndarray:
-    """Output of the kernel family ``s`` for ``A @ B`` (then alpha/beta/C/bias as its epilogue applies them)."""
+        scale_a=None, scale_b=None, engine: str = "auto", rows=None, cols=None) -> np.ndarray:
+    """Output of the kernel family ``s`` for ``A @ B`` (then alpha/beta/C/bias as its epilogue applies them);
+    ``rows``/``cols``: where A's rows and B's columns sit in the whole call (stream-K kernels only)."""
     if s.split_reduce == "serial":
         return _serial_split(s, _slice_partials(s, A, B, engine), out_format, alpha, beta, C, bias)
-    acc = accumulate(s, A, B, scale_a, scale_b, engine)
+    acc = accumulate(s, A, B, scale_a, scale_b, engine, rows, cols)
     return epilogue(s, acc, out_format, alpha=alpha, beta=beta, C=C, bias=bias)
 
 
