@@ -15,11 +15,14 @@ i.e. cuBLAS m = torch N, TN along its rows) of ``ipt = ceil(K / TK)`` K-iteratio
   unpaired: s = 3 -> p0 + (p1 + p2); 4 -> (p0 + p1) + (p2 + p3); 6 -> (p0 + p1) + ((p2 + p3) + (p4 + p5)).
   With a separate ``execute_split_k`` kernel after it (captured once: 384x384x65536, 13 segments) the
   partials are instead summed from the last: p0 + (p1 + (... + (p11 + p12))).
-* **Schedule order** (only matters when T > C and the grid has more than one tile row): tiles go in bands
-  of ``swizzle`` consecutive m-tiles (output column tiles); inside band b the n-tile (output row tile)
-  index runs upward for even b, downward for odd b, with the m-tile fastest.  cuBLAS picks the band width
-  per call and it is not visible in the kernel name or the CTA count: the captures needed 2, 4 and 8
-  (``FITTED_SWIZZLE``); it is an argument here.
+* **Schedule order** (only matters when T > C and the grid has more than one tile row and column): the
+  tiles go in bands of W ("swizzle") consecutive tiles of the grid's longer side (m-tiles, the output's
+  column tiles, when ``tiles_m >= tiles_n``; n-tiles otherwise: 16384x4096x14336); inside band b the other
+  index runs upward for even b, downward for odd b, the banded index fastest.  W is not visible in the
+  kernel name; ``swizzle_for`` gives the rule found from the device probe (``probe_tf32_device.py``, 24
+  stream-K shapes on an H100) and the captures: W = base(C) (C = 99 -> 1, 132 -> 2, 120 -> 4), doubled
+  when the band length L (the shorter side in tiles) does not divide r (``FITTED_SWIZZLE``: the widths the
+  captures needed, all reproduced).
 
 Example (one 128 x 128 tile shared by 3 CTAs, K = 96: segments of one 32-element iteration each):
     >>> import numpy as np
@@ -40,7 +43,8 @@ from ..formats import get_format
 from ..gemm import gemm
 
 __all__ = ["StreamKPlan", "plan", "parse_tile", "schedule_index", "segment_lengths", "pair_tree",
-           "streamk_tf32", "tiled_outputs", "FITTED_SWIZZLE"]
+           "streamk_tf32", "tiled_outputs", "swizzle_for", "position_dependent", "swizzle_matters",
+           "FITTED_SWIZZLE", "PROBED_SWIZZLE", "BASE_SWIZZLE"]
 
 _FP32 = get_format("fp32")
 _TF32 = get_format("tf32")
@@ -50,6 +54,24 @@ INSTRUCTION = "hopper.wgmma.m64n8k8.f32.tf32.tf32"
 # (H100, cuBLAS 13.1).  Other captured shapes are reproduced by any width (one tile row, or T <= C).
 FITTED_SWIZZLE = {(448, 5632, 4608): 2, (400, 6144, 6144): 2, (464, 27648, 5120): 4, (1024, 1024, 8192): 4,
                   (864, 5120, 13824): 8, (880, 5120, 13824): 8, (4096, 8192, 4096): 8}
+
+# The device probe (``tools/device_library/probe_tf32_device.py``, H100, cuBLAS 13.1): (M, N, K) -> the
+# power-of-two band widths consistent with the measured shared-tile mask, at shapes where the probe ran
+# ``segment_k_on`` with T > C and a tile grid of several rows and columns (28 of the 51 probed shapes ran
+# ``segment_k_off``).  16384x4096x14336 has more tile rows than columns: its bands cut the rows.
+PROBED_SWIZZLE = {
+    (1024, 1024, 8192): {4}, (1024, 8192, 4096): {1, 2, 4}, (1500, 3072, 768): {1, 2, 4},
+    (1536, 4096, 4096): {4}, (1536, 4096, 8192): {1, 2}, (1536, 8192, 4096): {1, 2, 4},
+    (1536, 8192, 8192): {1, 2, 4}, (16384, 4096, 14336): {8, 16, 32}, (256, 4096, 4096): {1, 2, 4, 8, 16, 32, 64},
+    (365, 32064, 5120): {1, 2, 4, 8, 16, 32, 64, 128}, (384, 5632, 4096): {1}, (384, 5632, 8192): {1},
+    (384, 8192, 8192): {1, 2, 4}, (400, 6144, 6144): {2}, (4096, 8192, 4096): {8, 16, 32}, (448, 5632, 4608): {2},
+    (464, 27648, 5120): {4}, (512, 5632, 4096): {2}, (768, 11008, 4096): {1, 2, 4, 8, 16},
+    (768, 4096, 4096): {1, 2}, (768, 8192, 4096): {1, 2, 4}, (768, 8192, 8192): {1, 2, 4},
+    (864, 5120, 13824): {8, 16}, (880, 5120, 13824): {8, 16}}
+
+# The band width's base per CTA count C of the launch (the CTA counts of all probed and captured T > C launches;
+# 99 is inferred for 384x5632: the only C with 132 mod C = 33 shared tiles, the launch table lacks it).
+BASE_SWIZZLE = {99: 1, 132: 2, 120: 4}
 
 
 def parse_tile(kernel: str) -> tuple[int, int, int]:
@@ -74,6 +96,7 @@ class StreamKPlan:
     shared: int  # r: tiles processed stream-K (the last r of the schedule)
     splits: int  # s: CTAs (segments) per shared tile
     swizzle: int
+    along_n: bool = False  # bands cut the n-tiles (more tile rows than columns), else the m-tiles
 
     @property
     def tiles(self) -> int:
@@ -81,15 +104,16 @@ class StreamKPlan:
 
     def segments(self, tm: int, tn: int) -> list[tuple[int, int]]:
         """Iteration ranges [i0, i1) of tile (tm, tn)'s segments, in K order (one range: not shared)."""
-        order = schedule_index(tm, tn, self.tiles_m, self.tiles_n, self.swizzle)
+        order = schedule_index(tm, tn, self.tiles_m, self.tiles_n, self.swizzle, self.along_n)
         if self.splits <= 1 or order < self.tiles - self.shared:
             return [(0, self.iters)]
         bounds = np.concatenate([[0], np.cumsum(segment_lengths(self.iters, self.splits))])
         return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def plan(M: int, N: int, K: int, ctas: int, tile: tuple[int, int, int], swizzle: int = 1) -> StreamKPlan:
-    """The schedule of an M x N x K call on ``ctas`` CTAs with ``tile`` = (TM, TN, TK).
+def plan(M: int, N: int, K: int, ctas: int, tile: tuple[int, int, int], swizzle: int | None = 1) -> StreamKPlan:
+    """The schedule of an M x N x K call on ``ctas`` CTAs with ``tile`` = (TM, TN, TK); ``swizzle=None``:
+    ``swizzle_for``'s width (ValueError where it is not determined and matters).
 
     >>> p = plan(256, 4096, 4096, 120, (64, 128, 32)); (p.tiles, p.shared, p.splits)
     (128, 8, 15)
@@ -99,15 +123,77 @@ def plan(M: int, N: int, K: int, ctas: int, tile: tuple[int, int, int], swizzle:
     T = tm * tn
     r = T % ctas if T > ctas else T
     s = ctas // r if r else 1
-    return StreamKPlan(tm, tn, -(-K // TK), r, s, swizzle)
+    if swizzle is None:
+        swizzle = swizzle_for(M, N, K, ctas, tile)
+        if swizzle is None:
+            raise ValueError(f"{M}x{N}x{K} on {ctas} CTAs: the schedule's band width is not determined")
+    return StreamKPlan(tm, tn, -(-K // TK), r, s, swizzle, tn > tm)
 
 
-def schedule_index(tm: int, tn: int, tiles_m: int, tiles_n: int, swizzle: int) -> int:
-    """Position of tile (tm, tn) in the schedule: bands of ``swizzle`` m-tiles, n serpentine across bands.
+def _grid(M: int, N: int, K: int, ctas: int, tile: tuple[int, int, int]) -> StreamKPlan:
+    return plan(M, N, K, ctas, tile, 1)
+
+
+def position_dependent(M: int, N: int, K: int, ctas: int, tile: tuple[int, int, int]) -> bool:
+    """True when some but not all tiles are shared by several CTAs: an output's bits depend on its tile.
+
+    >>> position_dependent(256, 4096, 4096, 120, (64, 128, 32)), position_dependent(512, 512, 16384, 108, (64, 256, 32))
+    (True, False)
+    """
+    p = _grid(M, N, K, ctas, tile)
+    # T <= C: every tile shared alike; s = 1: the "shared" tiles are one chain, as the data-parallel ones
+    return p.tiles > ctas and p.shared > 0 and p.splits > 1
+
+
+def swizzle_matters(M: int, N: int, K: int, ctas: int, tile: tuple[int, int, int]) -> bool:
+    """True when position dependent and the tile grid has more than one row and column (the band width
+    then decides which tiles are shared).
+
+    >>> swizzle_matters(256, 4096, 4096, 120, (64, 128, 32)), swizzle_matters(58, 36864, 4608, 132, (128, 128, 32))
+    (True, False)
+    """
+    p = _grid(M, N, K, ctas, tile)
+    return position_dependent(M, N, K, ctas, tile) and p.tiles_m > 1 and p.tiles_n > 1
+
+
+def swizzle_for(M: int, N: int, K: int, ctas: int, tile: tuple[int, int, int]) -> int | None:
+    """The schedule's band width W cuBLAS uses for this launch; None where the evidence does not determine it.
+
+    Rule (fits all 24 probed stream-K masks and the 7 captured shapes that need a width, see the tests):
+    W = ``BASE_SWIZZLE[ctas]`` (C = 99 -> 1, 132 -> 2, 120 -> 4), doubled when the band length L (the grid's
+    shorter side in tiles, which each band spans) does not divide the shared-tile count r.  Where the
+    width does not change any output (``swizzle_matters`` False) it is 1.  None: an unseen C, a square tile
+    grid (which side the bands cut is unmeasured), or the doubling at C = 99 or 132 (never observed); also
+    where "L divides r" and "L divides C" (the same on all evidence) disagree.
+
+    >>> swizzle_for(1024, 1024, 8192, 120, (64, 128, 32)), swizzle_for(864, 5120, 13824, 120, (128, 128, 32))
+    (4, 8)
+    >>> swizzle_for(448, 5632, 4608, 132, (128, 128, 32)), swizzle_for(58, 36864, 4608, 132, (128, 128, 32))
+    (2, 1)
+    """
+    if not swizzle_matters(M, N, K, ctas, tile):
+        return 1
+    p = _grid(M, N, K, ctas, tile)
+    if p.tiles_m == p.tiles_n or ctas not in BASE_SWIZZLE:
+        return None
+    length = min(p.tiles_m, p.tiles_n)
+    doubled = p.shared % length != 0
+    if doubled != (ctas % length != 0) or (doubled and ctas != 120):
+        return None
+    return BASE_SWIZZLE[ctas] * (2 if doubled else 1)
+
+
+def schedule_index(tm: int, tn: int, tiles_m: int, tiles_n: int, swizzle: int, along_n: bool = False) -> int:
+    """Position of tile (tm, tn) in the schedule: bands of ``swizzle`` m-tiles, n serpentine across bands
+    (``along_n``: bands of n-tiles, m serpentine).
 
     >>> [schedule_index(m, n, 4, 2, 2) for n in range(2) for m in range(4)]
     [0, 1, 6, 7, 2, 3, 4, 5]
+    >>> [schedule_index(m, n, 2, 4, 2, along_n=True) for n in range(4) for m in range(2)]
+    [0, 2, 1, 3, 6, 4, 7, 5]
     """
+    if along_n:  # the same walk with the roles of the two sides swapped
+        tm, tn, tiles_m, tiles_n = tn, tm, tiles_n, tiles_m
     band = tm // swizzle
     width = min(swizzle, tiles_m - band * swizzle)
     row = tn if band % 2 == 0 else tiles_n - 1 - tn
@@ -152,13 +238,14 @@ def _evaluate(tree, partials: list[np.ndarray]) -> np.ndarray:
 
 
 def streamk_tf32(A, B, rows, cols, *, M: int, N: int, K: int, ctas: int, tile: tuple[int, int, int],
-                 swizzle: int = 1, reduce_kernel: bool = False, engine: str = "auto") -> np.ndarray:
+                 swizzle: int | None = 1, reduce_kernel: bool = False, engine: str = "auto") -> np.ndarray:
     """FP32 outputs of the TF32 stream-K kernel for A rows [R, K] and B columns [K, C] of an M x N x K call.
 
     ``rows``/``cols``: the output rows (0..M-1) and columns (0..N-1) the given A rows and B columns are
     (they decide each output's tile); ``ctas``: the launch's CTA count; ``tile``: (TM, TN, TK) from the
-    kernel name; ``swizzle``: the schedule's band width (see the module docstring); ``reduce_kernel``:
-    an ``execute_split_k`` kernel follows (partials summed from the last).  Returns float32 [R, C].
+    kernel name; ``swizzle``: the schedule's band width (see the module docstring; None: ``swizzle_for``'s);
+    ``reduce_kernel``: an ``execute_split_k`` kernel follows (partials summed from the last).
+    Returns float32 [R, C].
     """
     A, B = np.asarray(A, np.float32), np.asarray(B, np.float32)
     rows, cols = np.asarray(rows), np.asarray(cols)
