@@ -339,24 +339,25 @@ _IN_PLACE_XMMA = ("here: interleaved slices added to the output in order reprodu
 
 
 def _streamk_structure(c: Call, base: Structure, launch: launches.Launch) -> tuple[Structure, str | None]:
-    """TF32 stream-K (``streamk.py``: 30 of 30 captured calls): the structure, and why it is flagged where it is --
+    """TF32 stream-K (``streamk.py``: 31 of 31 captured calls): the structure, and why it is flagged where it is --
     an output's value depends on its tile when some tiles are shared and others not, so sampled outputs need
     their positions (``rows=``/``cols=``), and which tiles are shared then depends on the schedule's band width
-    where the tile grid has several rows and columns (measured at 7 shapes)."""
+    where the tile grid has several rows and columns (``streamk.swizzle_for``: fitted on 24 probed and 7 captured
+    shapes, undetermined at CTA counts never probed)."""
     tile = streamk.parse_tile(launch.main)
     args = (c.M, c.N, c.K, launch.ctas, tile)
-    width = streamk.swizzle_for(*args) if hasattr(streamk, "swizzle_for") else streamk.FITTED_SWIZZLE.get(args[:3])
+    width = streamk.swizzle_for(*args)
     reduce_kernel = any("split_k" in k and k != launch.main for k in launch.kernels)
     s = base.with_(stream_k=StreamK(c.M, c.N, c.K, launch.ctas, tile, width or 1, reduce_kernel))
-    dependent = streamk.position_dependent(*args) if hasattr(streamk, "position_dependent") else \
-        streamk.plan(*args).shared not in (0, streamk.plan(*args).tiles)
-    if dependent and not c.positions_known:
+    if streamk.position_dependent(*args) and not c.positions_known:
         return s, ("the stream-K kernel shares some output tiles among CTAs and not others, so an output's bits "
                    "depend on its position: pass rows= and cols= (the samples' places in the whole call)")
-    matters = streamk.swizzle_matters(*args) if hasattr(streamk, "swizzle_matters") else \
-        dependent and min(streamk.plan(*args).tiles_m, streamk.plan(*args).tiles_n) > 1
-    if matters and width is None:
-        return s, "which tiles the stream-K schedule shares depends on its band width, not measured at this shape"
+    if width is None and streamk.swizzle_matters(*args):
+        return s, "which tiles the stream-K schedule shares depends on its band width, not determined at this shape"
+    p = streamk.plan(*args)
+    if streamk.position_dependent(*args) and launch.ctas % p.shared:
+        return s, ("the stream-K segment count CTAs // shared tiles was wrong at 1 of 7 measured shapes (768 x 11008 x "
+                   "4096) where the shared tiles do not divide the CTAs")
     return s, None
 
 
