@@ -15,11 +15,42 @@ in FP32; FP32 inputs use FFMA (one rounding per term).  Each term below is ``acc
   L = 16): K is dealt to ``L`` lanes element by element (k goes to lane ``k mod L``); each lane cuts its
   elements into consecutive groups of 16 (one 256-element K tile of the CTA), each group a fresh FFMA
   chain from +0 added to the lane's accumulator in order; the L lane results are summed in lane order.
-  (Every captured TN call had K a multiple of 256: how a partial last tile is dealt is not measured.)
+  A partial last tile is dealt the same way (device probe, K = 1000: 2048/2048 FPRev queries exact).
+
+The gemv kernels (FPRev device probe ``tools/device_library/probe_simt_device.py``, H100, then the captures).
+For torch's ``[1, K] @ [K, N]`` the kernel computes N outputs, each a K-dot; ``lanes`` (threads per output)
+is a launch choice, ``2**L / rows per CTA`` with ``rows = next_pow2(ceil(N / (ctas / grid_z)))`` (``L``: the
+template's log2 of the CTA size; ``gemvx_lanes``):
+
+* ``internal::gemvx::kernel<I, I, ..., false, true, false, false, L, false>`` (matrix not transposed:
+  torch.matmul's ``[1, K] @ [K, N]``): element k goes to lane ``(k // W) % lanes`` (``W = 64`` for int
+  indices, ``W = 1`` for the long-index instantiation); each lane one FFMA chain in K order (no fresh
+  tiles); the lanes reduced by a halving tree (lane i + lane i + n/2, n/2 = lanes/2, ..., 1: shared memory).
+  With ``splitKreduce`` (grid z = S > 1) each of S slices of ``ceil(K / S)`` (rounded up to 4) is such a
+  dot from +0 and the reduce kernel sums the slices in order, ``((s0 + s1) + s2) ...``, then the epilogue.
+* ``gemvx::kernel<..., false, true, true, false, L, false>`` (transposed: F.linear's weight, bmm with N = 1):
+  ``lanes`` lanes per output (a warp for L = 7), element k to lane ``(k // W) % lanes`` with ``W = 1``
+  (L = 7) or ``W = 8`` (L = 6: only K = 64 measured), one FFMA chain per lane, a halving (xor-shuffle)
+  tree.  A bias joins after the reduction: ``cvt(fma(1, bias, acc))`` (bias into lane 0 first: rejected).
+* ``gemvNSP_kernel<..., 1, 32, 4, 1024, false>``: 32 lanes, runs of 4 consecutive elements per lane
+  (lane ``(k // 4) % 32``), one chain per lane, halving tree (only K = 64 measured).
+* ``gemv2T_kernel_val<int, int, h, h, h, float, 128, 16, 4, 4, ..>``: 16 lanes (k to lane ``k % 16``),
+  each lane's consecutive groups of 32 elements (one 512-element K tile) fresh FFMA chains from +0 added to
+  the lane's accumulator in order, the 16 lanes summed in lane order (as gemmSN_TN with 32-element groups).
+* ``sgemm_largek_lds64<tA, tB, ...>`` (after ``Memset`` + ``scal_kernel``): grid z = S slices of
+  ``ceil(K / S)`` rounded up to 8 (the last shorter); each slice one FFMA chain in K order; the slices are
+  added into the zeroed output strictly in slice order (semaphores: deterministic, no atomics race):
+  ``((0 + s0) + s1) + ...``; F.linear's bias is added by the separate epilogue kernel afterwards.
+
+Not identified: ``gemvx::kernel<..., true, true, false, false, 7, false>`` (``std::enable_if<true>``,
+BF16 calls only): every candidate order reproduces its 3 captured BF16 calls, so ``is_simt_kernel`` is False.
 
 Evidence (calls whose sampled outputs all reproduce bit-exactly / captured calls with an FP32 output,
 the only ones that can tell orders apart): NN 19/19 (P = 4: K = 7..11008; P = 2: K = 7..1600), TN 4/4
-(K = 768..11008); the BF16/FP16-output calls (22 more) reproduce too.
+(K = 768..11008); the BF16/FP16-output calls (22 more) reproduce too.  gemv families (probe queries exact;
+captured calls exact at 16 x 16 samples / FP32-output captured calls): gemvx N 6 shapes (all queries) and
+11/11 FP32 + 4/4 BF16/FP16 calls; gemvx T 2 shapes, 4/4 FP32 + 2/2 BF16/FP16; gemvNSP 64/64, 2/2;
+gemv2T 50257/50257 queries, 2/2 FP16 calls (indistinguishable); largek 5120/5120 queries, 5/5 FP32 calls.
 
     >>> import numpy as np
     >>> name = "void gemmSN_NN_kernel<float, 256, 4, 2, 8, 4, 4, false, cublasGemvTensorStridedBatched<float const>>"
@@ -28,6 +59,11 @@ the only ones that can tell orders apart): NN 19/19 (P = 4: K = 7..11008; P = 2:
     [[9.0, 9.0, 9.0], [9.0, 9.0, 9.0]]
     >>> [list(map(list, t)) for t in gemmsn_nn_tiles(600, 4)]
     [[[0, 128], [128, 150]], [[150, 278], [278, 300]], [[300, 428], [428, 450]], [[450, 578], [578, 600]]]
+    >>> gx = "internal::gemvx::kernel<int, int, float, float, float, float, false, true, false, false, 9, false, x>"
+    >>> gemvx_lanes(gx, 28672, 224), modelled(gx, 768)
+    (4, True)
+    >>> simt_reduce(gx, np.ones((1, 300), np.float32), np.ones((300, 2), np.float32), lanes=4).tolist()
+    [[300.0, 300.0]]
 """
 
 from __future__ import annotations
@@ -42,6 +78,12 @@ from .structure import Structure, epilogue as _epilogue
 
 _SN = re.compile(r"gemmSN_(NN|TN)_kernel<float, (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (true|false)")
 _BLOCK = 1 << 21  # products per column block (float64): bounds the working set of large calls
+_T = r"[^,<>]+"  # one type argument
+_GEMVX = re.compile(rf"gemvx::kernel<(int|long), (?:int|long), {_T}, {_T}, {_T}, {_T}, (true|false), (true|false), "
+                    r"(true|false), (true|false), (\d+), (true|false)")
+_NSP = re.compile(rf"gemvNSP_kernel<{_T}, {_T}, {_T}, {_T}, (\d+), (\d+), (\d+), (\d+), (true|false)")
+_G2T = re.compile(rf"gemv2T_kernel_val<{_T}, {_T}, {_T}, {_T}, {_T}, {_T}, (\d+), (\d+), (\d+), (\d+), ")
+_LARGEK = re.compile(r"sgemm_largek_lds64<(true|false), (true|false), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)>")
 
 
 @dataclass(frozen=True)
@@ -79,9 +121,76 @@ def parse(kernel_name: str) -> SimtKernel:
     return SimtKernel(layout, bs, p1, p2, p3, nb)
 
 
+def _gemvx(kernel_name: str):
+    """(long indices, transposed, log2 CTA size) of an identified gemvx activity name, else None."""
+    m = _GEMVX.search(kernel_name)
+    if m is None or m.group(2) != "false":  # the first flag true (std::enable_if<true>): not identified
+        return None
+    return m.group(1) == "long", m.group(4) == "true", int(m.group(6))
+
+
+def family(kernel_name: str) -> str | None:
+    """The SIMT family of an activity name: gemmSN_NN, gemmSN_TN, gemvx_N, gemvx_T, gemvNSP, gemv2T, largek.
+
+    >>> family("void sgemm_largek_lds64<false, false, 6, 3, 4, 5, 2, 64>(float*, ...)")
+    'largek'
+    """
+    m = _SN.search(kernel_name)
+    if m is not None:
+        return f"gemmSN_{m.group(1)}"
+    g = _gemvx(kernel_name)
+    if g is not None:
+        return "gemvx_T" if g[1] else "gemvx_N"
+    for fam, rx in (("gemvNSP", _NSP), ("gemv2T", _G2T), ("largek", _LARGEK)):
+        if rx.search(kernel_name):
+            return fam
+    return None
+
+
 def is_simt_kernel(kernel_name: str) -> bool:
-    """Whether ``simt_reduce`` models this kernel."""
-    return _SN.search(kernel_name) is not None
+    """Whether ``simt_reduce`` models this kernel (gemmSN, identified gemvx / gemvNSP / gemv2T, largek)."""
+    return family(kernel_name) is not None
+
+
+def modelled(kernel_name: str, K: int, slices: int = 1) -> bool:
+    """Whether the kernel's summation structure was verified bit-exactly (device probe and captures) for
+    this K (``slices``: the split-K grid z of gemvx + splitKreduce, whose slice rounding is pinned only
+    where ``ceil(K / slices)`` is a multiple of 4).
+
+    >>> modelled("void gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4, true, x>", 1000)
+    True
+    >>> modelled("void gemvNSP_kernel<float, float, float, float, 1, 32, 4, 1024, false, x>", 256)
+    False
+    """
+    fam = family(kernel_name)
+    if fam in ("gemmSN_NN", "gemmSN_TN", "largek"):
+        return True
+    if fam == "gemvx_N":
+        return slices <= 1 or -(-K // slices) % 4 == 0
+    if fam == "gemvx_T":
+        return slices <= 1 and (_gemvx(kernel_name)[2] >= 7 or K == 64)
+    if fam == "gemvNSP":
+        return tuple(map(int, _NSP.search(kernel_name).groups()[:4])) == (1, 32, 4, 1024) and K <= 64
+    if fam == "gemv2T":
+        return tuple(map(int, _G2T.search(kernel_name).groups())) == (128, 16, 4, 4) and K % 512 == 0
+    return False
+
+
+def gemvx_lanes(kernel_name: str, n_out: int, ctas: int) -> int:
+    """Threads per output of a gemvx launch: ``2**L / rows``, rows per CTA the power of two covering
+    ``n_out`` outputs with ``ctas`` CTAs (per matrix: the launch's CTAs / grid z, batch or split slices).
+
+    >>> gemvx_lanes("gemvx::kernel<int, int, float, float, float, float, false, true, true, false, 7, false, x>",
+    ...             1024, 256)
+    32
+    """
+    g = _gemvx(kernel_name)
+    if g is None:
+        raise ValueError(f"not an identified gemvx kernel: {kernel_name[:120]!r}")
+    rows = 1
+    while rows * ctas < n_out:
+        rows *= 2
+    return max(1, (1 << g[2]) // rows)
 
 
 def gemmsn_nn_tiles(K: int, threads: int, tile: int | None = None) -> list[list[tuple[int, int]]]:
@@ -130,20 +239,96 @@ def _nn(P: np.ndarray, kern: SimtKernel) -> np.ndarray:
 
 
 def _tn(P: np.ndarray, kern: SimtKernel) -> np.ndarray:
-    K, lanes, g = P.shape[2], kern.k_threads, kern.tile
-    per_lane = -(-K // lanes)
-    groups = -(-per_lane // g)
-    k = np.arange(groups * g * lanes).reshape(groups, g, lanes)  # k = lane + lanes * (position in lane)
+    return _lane_groups(P, kern.k_threads, kern.tile)  # k = lane + lanes * (position in lane)
+
+
+def _dealt(K: int, lanes: int, run: int, offset: int = 0) -> np.ndarray:
+    """[lanes, L] K positions per lane in chain order: element k to lane ``(k // run) % lanes`` (-1: none)."""
+    owner = (np.arange(K) // run) % lanes
+    cols = [np.flatnonzero(owner == t) + offset for t in range(lanes)]
+    idx = -np.ones((lanes, max([1] + [len(c) for c in cols])), np.int64)
+    for t, c in enumerate(cols):
+        idx[t, : len(c)] = c
+    return idx
+
+
+def _halving(x: np.ndarray, axis: int) -> np.ndarray:
+    """FP32 halving tree along ``axis``: element i + element i + n/2, repeated (n padded with +0 to even)."""
+    x = np.moveaxis(np.asarray(x, np.float64), axis, -1)
+    while x.shape[-1] > 1:
+        if x.shape[-1] % 2:
+            x = np.concatenate([x, np.zeros(x.shape[:-1] + (1,))], axis=-1)
+        h = x.shape[-1] // 2
+        x = (x[..., :h].astype(np.float32) + x[..., h:].astype(np.float32)).astype(np.float64)
+    return x[..., 0]
+
+
+def _lane_groups(P: np.ndarray, lanes: int, group: int) -> np.ndarray:
+    """gemmSN_TN / gemv2T: k to lane ``k % lanes``, each lane's consecutive ``group`` elements a fresh chain
+    added to the lane's accumulator in order, the lanes summed in lane order."""
+    K = P.shape[2]
+    groups = -(-(-(-K // lanes)) // group)
+    k = np.arange(groups * group * lanes).reshape(groups, group, lanes)
     idx = np.where(k < K, k, -1).transpose(2, 0, 1)  # [lane, group, position]
     partial = _chains(P, idx)  # [R, C, lanes, groups]
     per_lane_acc = _sum32(np.concatenate([np.zeros(partial.shape[:3] + (1,)), partial], axis=3), 3)
     return _sum32(per_lane_acc, 2)
 
 
-def simt_reduce(kernel_name: str, A, B) -> np.ndarray:
+def _slice_starts(K: int, per: int) -> list[int]:
+    return list(range(0, K, per))
+
+
+def _gemvx_reduce(P: np.ndarray, kernel_name: str, lanes: int, slices: int) -> np.ndarray:
+    long_idx, trans, lg = _gemvx(kernel_name)
+    K = P.shape[2]
+    run = (8 if lg <= 6 else 1) if trans else (1 if long_idx else 64)
+    per = -(-(-(-K // max(1, slices))) // 4) * 4 if slices > 1 else K
+    dealt = [_dealt(min(per, K - s0), lanes, run, s0) for s0 in _slice_starts(K, per)]
+    L = max(d.shape[1] for d in dealt)
+    idx = -np.ones((len(dealt), lanes, L), np.int64)
+    for i, d in enumerate(dealt):
+        idx[i, :, : d.shape[1]] = d
+    parts = _halving(_chains(P, idx), 3)  # [R, C, slices]: every slice's lanes at once
+    return _sum32(parts, 2)  # splitKreduce: the slices in order
+
+
+def _largek(P: np.ndarray, slices: int) -> np.ndarray:
+    K = P.shape[2]
+    per = -(-(-(-K // slices)) // 8) * 8
+    k = np.arange(0, len(_slice_starts(K, per)) * per).reshape(-1, per)
+    parts = _chains(P, np.where(k < K, k, -1))  # [R, C, slices], one chain each
+    return _sum32(parts, 2)  # added into the zeroed output in slice order
+
+
+def _reduce(P: np.ndarray, kernel_name: str, fam: str, lanes: int | None, slices: int) -> np.ndarray:
+    if fam.startswith("gemmSN"):
+        kern = parse(kernel_name)
+        return _nn(P, kern) if kern.layout == "NN" else _tn(P, kern)
+    if fam.startswith("gemvx"):
+        if lanes is None:
+            raise ValueError("gemvx: pass lanes= (gemvx_lanes from the launch's CTA count)")
+        return _gemvx_reduce(P, kernel_name, lanes, slices)
+    if fam == "gemvNSP":
+        _, nsp_lanes, run, _ = map(int, _NSP.search(kernel_name).groups()[:4])
+        return _halving(_chains(P, _dealt(P.shape[2], nsp_lanes, run)), 2)
+    if fam == "gemv2T":
+        lanes2t = int(_G2T.search(kernel_name).group(2))
+        return _lane_groups(P, lanes2t, 512 // lanes2t)
+    if slices < 1:
+        raise ValueError("largek: pass slices= (the launch's grid z)")
+    return _largek(P, slices)
+
+
+def simt_reduce(kernel_name: str, A, B, *, lanes: int | None = None, slices: int = 1) -> np.ndarray:
     """The FP32 accumulators [R, C] (float64 holding FP32 values) the kernel computes for ``A`` [R, K] rows
-    and ``B`` [K, C] columns (any rows / columns of the call: the order depends only on K)."""
-    kern = parse(kernel_name)
+    and ``B`` [K, C] columns (any rows / columns of the call: the order depends only on K and the launch).
+
+    ``lanes``: gemvx's threads per output (``gemvx_lanes``); ``slices``: the split-K grid z of gemvx +
+    splitKreduce or of sgemm_largek_lds64 (required there)."""
+    fam = family(kernel_name)
+    if fam is None:
+        raise ValueError(f"not a modelled SIMT kernel: {kernel_name[:120]!r}")
     a = np.asarray(A, np.float64)
     b = np.asarray(B, np.float64)
     if a.shape[1] != b.shape[0]:
@@ -155,21 +340,23 @@ def simt_reduce(kernel_name: str, A, B) -> np.ndarray:
     out = []
     for c0 in range(0, b.shape[1], step):
         P = a[:, None, :] * b[:, c0:c0 + step].T[None, :, :]  # exact: 24 + 24 bits in float64
-        out.append(_nn(P, kern) if kern.layout == "NN" else _tn(P, kern))
+        out.append(_reduce(P, kernel_name, fam, lanes, slices))
     return np.concatenate(out, axis=1) if out else np.zeros((R, 0))
 
 
 def simt_gemm(kernel_name: str, A, B, *, out_format: str, alpha: float = 1.0, beta: float = 0.0, C=None,
-              bias=None) -> np.ndarray:
+              bias=None, lanes: int | None = None, slices: int = 1) -> np.ndarray:
     """The kernel's output: ``simt_reduce`` then ``cvt(fma(beta, C, alpha * acc))`` (a bias is C with
-    beta = 1, as torch passes it to cuBLAS) in the output format.
+    beta = 1, as torch passes it to cuBLAS; gemvx and gemv2T add it after the reduction, largek in its
+    separate epilogue kernel: the same rounding) in the output format.  (largek with beta != 0 scales C
+    in place before the slices add into it: not captured, not modelled here.)
 
     >>> name = "gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4, true, x>"
     >>> simt_gemm(name, np.ones((1, 4), np.float32), np.ones((4, 2), np.float32), out_format="fp32",
     ...           bias=np.array([0.5, 1.0])).tolist()
     [[4.5, 5.0]]
     """
-    acc = simt_reduce(kernel_name, A, B)
+    acc = simt_reduce(kernel_name, A, B, lanes=lanes, slices=slices)
     if bias is not None:
         C, beta = np.broadcast_to(np.asarray(bias, np.float64).reshape(1, -1), acc.shape), 1.0
     if C is None or beta == 0:
