@@ -247,24 +247,34 @@ def _cutlass_half_launch_plan(c: Call, base: Structure, launch: launches.Launch)
 
 
 def _simt_structure(c: Call, base: Structure, launch: launches.Launch) -> tuple[Structure, bool]:
-    """(structure, verified) of a gemmSN launch: the kernel's own FFMA order (``simt.py``; 40 of 40 captured calls
-    bit-exact), its epilogue ``cvt(fma(beta, C, alpha * acc))`` (one rounding: C joins as beta * C, also at beta = 1).
-    Verified for gemmSN_NN at any K and gemmSN_TN at K a multiple of 256 (how TN deals a partial last 256-element
-    tile was never captured)."""
+    """(structure, verified) of a SIMT launch (``simt.py``: gemmSN 40/40, gemv / largek 71/71 captured calls, and
+    device probes): the kernel's own FFMA order, the launch's threads per output (gemvx) and K slices (grid z of
+    largek and of gemvx + splitKreduce), the epilogue ``cvt(fma(beta, C, alpha * acc))`` (C joins as beta * C,
+    also at beta = 1).  Verified where ``simt.modelled`` says the order was pinned for that K; the gemv and largek
+    epilogues only at alpha = 1 and without C (largek scales C in place before the slices add into it)."""
+    name, fam = launch.main, simt.family(launch.main)
+    per_matrix_z = launch.grid_z // c.b if c.b > 1 and launch.grid_z % c.b == 0 else launch.grid_z
+    slices = per_matrix_z if fam == "largek" or (fam == "gemvx_N" and "splitKreduce" in launch.text) else 1
+    lanes = None
+    if fam in ("gemvx_N", "gemvx_T"):
+        lanes = simt.gemvx_lanes(name, c.N if c.M == 1 else c.M, max(1, launch.ctas // max(1, launch.grid_z)))
     epi = {"badd": "bx"}.get(epilogue_of(c), epilogue_of(c))
     s = base.with_(instruction=None, input_rounding=None, split_k=None, split_interleave=None, epilogue=epi,
-                   simt_kernel=launch.main)
-    return s, simt.parse(launch.main).layout == "NN" or c.K % 256 == 0
+                   simt_kernel=name, simt_lanes=lanes, simt_slices=slices)
+    plain_epilogue = c.alpha == 1 and epi in ("plain", "bias")
+    return s, simt.modelled(name, c.K, slices) and (fam.startswith("gemmSN") or plain_epilogue)
 
 
 def _simt_launch_plan(c: Call, base: Structure, launch: launches.Launch) -> Plan:
     s, verified = _simt_structure(c, base, launch)
-    short = launch.main.split("<")[0].replace("void ", "")
+    short = simt.family(launch.main) or launch.main.split("<")[0].replace("void ", "")
     if not verified:
-        return Plan(short + " (partial K tile guessed)", s, False, f"cuBLAS launches {short} here; its order is "
-                    "identified for K a multiple of 256 only (the partial last tile's lanes are a guess)", c)
-    return Plan(short + " (FFMA tiles, ordered thread sum)", s, True, LAUNCH_PROVENANCE + f"{short}; its FFMA order "
-                "identified from 40 captured gemmSN calls (tools/device_library/probe_simt.py)", c)
+        return Plan(short + " (order not pinned here)", s, False, f"cuBLAS launches {short} here; its summation "
+                    "order was pinned by captures and device probes only for other K, slice counts or epilogues", c)
+    return Plan(short + f" (FFMA lanes{f' x{s.simt_lanes}' if s.simt_lanes else ''}"
+                f"{f', {s.simt_slices} slices' if s.simt_slices > 1 else ''})", s, True,
+                LAUNCH_PROVENANCE + f"{short}; its FFMA order identified from captures and device probes "
+                "(tools/device_library/probe_simt.py, probe_simt_device.py)", c)
 
 
 def _nvjet_launch_plan(c: Call, base: Structure, launch: launches.Launch, tile: int) -> Plan:
@@ -368,7 +378,7 @@ def _fp32_launch_structure(c: Call, base: Structure, launch: launches.Launch) ->
     name, serial = launch.main, launch.in_place
     if simt.is_simt_kernel(name):
         s, verified = _simt_structure(c, base, launch)
-        return s, None if verified else "gemmSN_TN's partial last K tile was never captured"
+        return s, None if verified else "its summation order was pinned only for other K, slices or epilogues"
     if "sm90_xmma_gemm" in name and "tf32" in name and "segment_k_on" in name and c.b == 1:
         return _streamk_structure(c, base, launch)
     S = launch.grid_z // c.b if launch.grid_z % c.b == 0 else launch.grid_z  # batched calls: z = batch x S

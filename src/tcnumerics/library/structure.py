@@ -79,8 +79,10 @@ class Structure:
         split_partial_format: the workspace type of parallel split-K partials when it is not FP32
             (``splitKreduce_kernel<32, 16, int, __nv_bfloat16, ...>`` after CUTLASS 2.x kernels: each
             slice's result is rounded to BF16/FP16 before the FP32 in-order sum).
-        simt_kernel: a cuBLAS SIMT small-M kernel's activity name (``gemmSN_{NN,TN}_kernel<...>``) whose FFMA
-            summation order ``library.simt`` reproduces; the K reduction is that kernel's, the epilogue as above.
+        simt_kernel: a cuBLAS SIMT small-M / M = 1 kernel's activity name (gemmSN, gemvx, gemvNSP, gemv2T,
+            sgemm_largek) whose FFMA summation order ``library.simt`` reproduces, with its launch's threads per
+            output (``simt_lanes``, gemvx) and K slices (``simt_slices``, split gemvx and largek); the K
+            reduction is that kernel's, the epilogue as above.
         stream_k: a TF32 stream-K launch (``StreamK``): an output's reduction depends on its tile (data-parallel
             or shared by several CTAs, ``library.streamk``), so ``run`` needs the outputs' rows and columns.
     """
@@ -98,6 +100,8 @@ class Structure:
     split_reduce: str = "parallel"
     split_partial_format: str | None = None
     simt_kernel: str | None = None
+    simt_lanes: int | None = None
+    simt_slices: int = 1
     stream_k: StreamK | None = None
 
     def with_(self, **kw) -> "Structure":
@@ -143,7 +147,7 @@ def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b
     if s.simt_kernel:
         from .simt import simt_reduce  # simt builds on this module's epilogue
 
-        return simt_reduce(s.simt_kernel, A, B)
+        return simt_reduce(s.simt_kernel, A, B, lanes=s.simt_lanes, slices=s.simt_slices)
     if s.instruction is None:
         return _sum_in_order(ffma_partials(s, A, B))
     if s.input_rounding:
