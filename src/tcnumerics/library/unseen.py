@@ -181,6 +181,9 @@ def neighbours(kd: KindData, M: int, N: int, K: int, b: int, k: int, w_m: float,
     and their distances ``w_m |dlog2 M| + |dlog2 N| + |dlog2 K|``."""
     d = w_m * np.abs(kd.lm - math.log2(max(M, 1))) + np.abs(kd.ln - math.log2(N)) + np.abs(kd.lk - math.log2(K))
     bad = kd.b != b
+    # operands whose K or N is not a multiple of 8 are misaligned for TMA: cuBLAS then runs other kernel families,
+    # so only launches of the same alignment class vote
+    bad |= ((kd.N % 8 == 0) != (N % 8 == 0)) | ((kd.K % 8 == 0) != (K % 8 == 0))
     if hide is not None:
         bad |= (kd.N == hide[0]) & (kd.K == hide[1])
     d = np.where(bad, np.inf, d)
