@@ -97,11 +97,15 @@ def test_flagged_survey_calls_warn(call_id):
 HOLDOUT2 = os.path.join(HERE, "..", "vectors", "library", "hopper_op_holdout2_h100.npz")
 
 
+LATER = [os.path.join(HERE, "..", "vectors", "library", f"hopper_op_{name}_h100.npz")
+         for name in ("holdout", "holdout2", "holdout3", "holdout4", "holdout5", "ksample", "ksample2", "ksample3")]
+
+
 def _holdout_ids(n: int):
-    """(capture, id) of up to ``n`` calls of each later capture present (holdout: folded into the table since
-    issue 15's fold; holdout2: held out until it is folded in too)."""
+    """(capture, id) of up to ``n`` calls of each later capture present (the held-out sets 1-5, each replayed
+    once before it was folded into the tables, and the kernel-survey samples)."""
     picked = []
-    for path in (HOLDOUT, HOLDOUT2):
+    for path in LATER:
         if not os.path.exists(path):
             continue
         with np.load(path, allow_pickle=False) as z:
