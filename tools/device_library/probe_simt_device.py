@@ -121,7 +121,7 @@ def run_device(outdir: str) -> int:
 
 def subtree_sizes(path: str) -> dict[int, np.ndarray]:
     """{anchor i: [K] subtree size at which j meets i (-1 unprobed)} from one shape's npz (first row)."""
-    z = np.load(path)
+    z = np.load(path, allow_pickle=False)
     K, small = int(z["K"]), float(z["small"])
     q, vals = z["queries"], z["out"]
     res: dict[int, np.ndarray] = {}
