@@ -150,3 +150,32 @@ def test_half_in_place_split_rounds_to_the_output_type_between_slices():
     serial = parallel.with_(split_reduce="serial")
     assert float(run(parallel, A, B, out_format="bf16")[0, 0]) == 1.0078125  # bf16(1 + 3 * 2^-9)
     assert float(run(serial, A, B, out_format="bf16")[0, 0]) == 1.0  # 2^-9 is below half a BF16 ulp each time
+
+
+def test_stream_k_outputs_depend_on_their_tile_so_samples_give_their_positions():
+    """TF32 stream-K (holdout4's 256 x 4096 x 4096, 120 CTAs): the last 8 of 128 tiles are shared by 15 CTAs each,
+    the rest run one chain, so an output's bits depend on where it sits; sampled calls pass rows=/cols=."""
+    from tcnumerics.library import streamk
+
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((2, 4096)).astype(np.float32)
+    B = rng.standard_normal((4096, 2)).astype(np.float32)
+    kw = dict(full_shape=(256, 4096, 4096), fp32_precision="high")
+    blind = lib.matmul.plan(A, B, **kw)
+    assert not blind.modelled and "rows=" in blind.reason
+    sk = lib.matmul.plan(A, B, rows=np.array([0, 1]), cols=np.array([0, 1]), **kw).structure.stream_k
+    p = streamk.plan(256, 4096, 4096, sk.ctas, sk.tile, sk.swizzle)
+    tiles = [(tm, tn) for tm in range(p.tiles_m) for tn in range(p.tiles_n)]
+    shared = next(t for t in tiles if len(p.segments(*t)) > 1)
+    alone = next(t for t in tiles if len(p.segments(*t)) == 1)
+    TM, TN, _ = sk.tile
+
+    def at(tile):
+        rows, cols = np.array([tile[1] * TN, tile[1] * TN + 1]), np.array([tile[0] * TM, tile[0] * TM + 1])
+        plan = lib.matmul.plan(A, B, rows=rows, cols=cols, **kw)
+        assert plan.modelled, plan.reason
+        return lib.matmul(A, B, rows=rows, cols=cols, **kw)
+
+    assert not np.array_equal(at(shared).view(np.uint32), at(alone).view(np.uint32))
+    with pytest.raises(ValueError, match="rows: expected 2 integer positions"):
+        lib.matmul(A, B, rows=np.array([0, 256]), cols=np.array([0, 1]), **kw)
