@@ -350,6 +350,29 @@ def holdout5_calls(n_per_kind: int = 28) -> list[dict]:
     return _held_out_set(MODELS5, TOKENS5, "5", seen, n_per_kind)
 
 
+MODELS6 = {  # none of these in any earlier list; drawn 2026-11-26 after holdout 5's replay, with the method settled
+    "gemma2-27b": (4608, 36864, 256000, 8192, 128), "bloom-7b1": (4096, 16384, 250880, 12288, 128),
+    "opt-13b": (5120, 20480, 50272, 15360, 128), "gpt-neo-2.7b": (2560, 10240, 50257, 7680, 128),
+    "stablelm-3b": (2560, 6912, 50304, 7680, 80), "deepseek-llm-67b": (8192, 22016, 102400, 10240, 128),
+    "persimmon-8b": (4096, 16384, 262144, 12288, 64), "xverse-13b": (5120, 13824, 100534, 15360, 128),
+    "h2o-danube-1.8b": (2560, 6912, 32000, 3840, 80), "tinyllama-1.1b": (2048, 5632, 32000, 2560, 64),
+}
+TOKENS6 = (1, 3, 4, 9, 11, 18, 21, 26, 35, 48, 70, 110, 160, 250, 350, 600, 700, 900, 1100, 1500, 2200, 3100, 4500,
+           7500, 10000, 12500)
+
+
+def holdout6_calls(n_per_kind: int = 28) -> list[dict]:
+    """A sixth held-out set, drawn after holdout 5 was replayed and the method settled (commit after the k-NN
+    alignment fix): ten more models, the same kinds.
+
+    >>> cs = holdout6_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
+    (True, True)
+    """
+    seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls() + holdout2_calls() + holdout3_calls()
+            + holdout4_calls() + holdout5_calls()}
+    return _held_out_set(MODELS6, TOKENS6, "6", seen, n_per_kind)
+
+
 ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
     "3": ((32, 420, 420, 128), (32, 420, 128, 420), (71, 257, 257, 64), (71, 257, 64, 257), (40, 1, 1337, 128),
           (40, 1, 128, 1337), (56, 999, 999, 128), (32, 80, 80, 80)),
@@ -357,9 +380,11 @@ ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
           (64, 1, 128, 2900), (56, 181, 181, 128), (36, 90, 90, 64)),
     "5": ((32, 480, 480, 128), (32, 480, 128, 480), (16, 640, 640, 256), (16, 640, 256, 640), (64, 1, 1800, 128),
           (48, 1, 128, 2600), (96, 150, 150, 128), (24, 300, 300, 64)),
+    "6": ((36, 350, 350, 128), (36, 350, 128, 350), (32, 600, 600, 128), (32, 600, 128, 600), (64, 1, 2200, 128),
+          (40, 1, 128, 3100), (64, 110, 110, 128), (32, 250, 250, 80)),
 }
 ATTENTION_BADD = {"3": ((32, 257, 257, 80), (16, 130, 64, 130)), "4": ((36, 365, 365, 64), (40, 90, 128, 90)),
-                  "5": ((32, 200, 200, 128), (40, 96, 128, 96))}
+                  "5": ((32, 200, 200, 128), (40, 96, 128, 96)), "6": ((32, 160, 160, 128), (64, 70, 128, 70))}
 
 
 def _held_out_set(models: dict, tokens: tuple, tag: str, seen: set, n_per_kind: int) -> list[dict]:
