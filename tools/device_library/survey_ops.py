@@ -165,8 +165,8 @@ def self_check(log) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=0)
-    ap.add_argument("--set", choices=("survey", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "ksample",
-                                      "ksample2", "ksample3"), default="survey",
+    ap.add_argument("--set", choices=("survey", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6",
+                                      "ksample", "ksample2", "ksample3"), default="survey",
                     help="which call list to run")
     ap.add_argument("--dry-list", action="store_true", help="print the call list's size and kinds, run nothing")
     args = ap.parse_args()
