@@ -304,12 +304,12 @@ def _bracketed(c: Call) -> bool:
     return S is not None and "disagree" not in how
 
 
-def _unseen_plan(c: Call, base: Structure, tile: int) -> Plan | None:
+def _unseen_plan(c: Call, base: Structure, tile: int, frontier: bool = True) -> Plan | None:
     """An unmeasured call not bracketed by agreeing launches of its own (N, K) (``_bracketed``): the launch
     ``unseen.predict_launch`` predicts from the nearest measured shapes, planned as a measured launch would be,
     and flagged (leave-pair-out on the table: the bits-relevant kernel class and split count right for ~87% of
     launches).  None where the predicted kernel is not an nvjet, gemmSN, CUTLASS 2.x or FP32/TF32 launch."""
-    if _bracketed(c) or _frontier_modelled(c):
+    if _bracketed(c) or (frontier and _frontier_modelled(c)):
         return None
     launch = unseen.predict_launch(c)
     if launch is None:
@@ -488,7 +488,7 @@ def _select_half(c: Call) -> Plan:
     if tabled is not None:
         return tabled
     if not aligned or min(c.N, c.K) < 8:
-        predicted = _unseen_plan(c, base, 64)
+        predicted = _unseen_plan(c, base, 64, frontier=False)  # the no-split frontier is the aligned nvjet kernel's
         if predicted is not None:
             return predicted
         fam = "CUTLASS 2.x / gemmSN fallback (misaligned or tiny)"
