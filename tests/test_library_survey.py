@@ -98,7 +98,8 @@ HOLDOUT2 = os.path.join(HERE, "..", "vectors", "library", "hopper_op_holdout2_h1
 
 
 LATER = [os.path.join(HERE, "..", "vectors", "library", f"hopper_op_{name}_h100.npz")
-         for name in ("holdout", "holdout2", "holdout3", "holdout4", "holdout5", "ksample", "ksample2", "ksample3")]
+         for name in ("holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "ksample", "ksample2",
+                      "ksample3")]
 
 
 def _holdout_ids(n: int):

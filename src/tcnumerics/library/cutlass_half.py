@@ -143,7 +143,7 @@ def in_place(launch) -> bool:
 EVIDENCE: dict[str, tuple[int, int]] = {
     "bf16 s16816 parallel-bf16 plain": (3, 3),  # S 2, 3, 9; K 2560..11008
     "bf16 s16816 parallel-fp32 plain": (1, 1),  # S 9; K 14336
-    "bf16 s16816 serial plain": (3, 3),  # S 2; K 4096..7168
+    "bf16 s16816 serial plain": (4, 4),  # S 2, 3; K 4096..7168 (S = 3, K = 5120: holdout6, where the slice rules differ)
     "bf16 s16816 unsplit bx": (1, 1),  # K 1280
     "bf16 s16816 unsplit plain": (8, 8),  # K 128..2560
     "bf16 s1688 parallel-bf16 bias_out": (1, 1),  # S 3; K 333 (survey 363, no structure identified before)
@@ -227,7 +227,11 @@ def cutlass_half_structure(call, base: Structure, launch) -> tuple[Structure | N
         s = s.with_(split_k=parallel_slices(call.K, S), split_partial_format=half,
                     epilogue="bias_out" if half and epi == "bias" else epi)
     elif S > 1 and in_place(launch):
-        s = s.with_(split_k=serial_slices(call.K, S, tile), split_reduce="serial")
+        # CUTLASS 2.x sm80 (s16816) in place cuts ceil(K / S) rounded to 8 like the parallel kernels (holdout6's
+        # 70 x 20480 x 5120, S = 3: 1712-element slices; whole K-tiles, 1728, miss 90 of 256 outputs); the sm75
+        # kernels cut whole K-tiles (the two captured calls where the rules differ)
+        slices = parallel_slices(call.K, S) if f["op"] == "s16816" else serial_slices(call.K, S, tile)
+        s = s.with_(split_k=slices, split_reduce="serial")
     elif S > 1:
         return s, False  # grid z > 1 without a reduce kernel or a Memset: never captured
     return s, verified(family_label(call.fmt, f, s))

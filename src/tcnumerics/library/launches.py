@@ -1,6 +1,6 @@
 """What cuBLAS launches for a torch GEMM call on Hopper: the measured launch table.
 
-``hopper_launches.npz`` holds, for 877,380 calls (three kernel surveys: every projection of 75 published
+``hopper_launches.npz`` holds, for 877,500 calls (three kernel surveys: every projection of 75 published
 model configurations x token counts 1..16384, a log-spaced (M, N, K) grid and a denser one at decode and mid
 token counts, attention bmm, FP32/TF32 and FP8, every op kind of ``library.ops``; plus the bit captures'
 calls), the kernels torch.profiler saw in launch order and the main kernel's launch grid.  The grid is what makes this table a measurement of the *numerics*, not only of the kernel
