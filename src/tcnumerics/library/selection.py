@@ -344,8 +344,9 @@ def _cutlass_slices(K: int, S: int) -> tuple[int, ...] | None:
     return (per,) * -(-K // per) if S > 1 and per < K else None
 
 
-_IN_PLACE_XMMA = ("here: interleaved slices added to the output in order reproduced 8 of 10 captured calls "
-                  "(in place, after a Memset)")
+_IN_PLACE_XMMA = ("here, in place (after a Memset): its slices land in the order their CTAs finish -- slice order for "
+                  "32 of 35 captured calls (every grid spanning several waves), another order where the grid may fit "
+                  "in one (tools/device_library/probe_xmma_inplace.py)")
 
 
 def _streamk_structure(c: Call, base: Structure, launch: launches.Launch) -> tuple[Structure, str | None]:
