@@ -299,3 +299,49 @@ def kernel_sample_calls3(every: int = 700) -> list[dict]:
     True
     """
     return [c for c in kernel_calls3() if zlib.crc32(f"sample3{c['id']}".encode()) % every == 0]
+
+
+# --- the fourth kernel survey (2026-11-26): what holdouts 5 and 6 missed -- transposed layouts, misaligned
+# vocabulary widths, FP32/TF32 at larger shapes -- over every model of every list ---------------------------------
+VOCAB_ODD = (50257, 49155, 32001, 100534, 122753, 50265, 65025, 92553, 151655, 128257)
+
+
+def kernel_calls4() -> list[dict]:
+    """The fourth kernel survey: transposed-view matmuls (BF16/FP16) and misaligned (odd) vocabulary projections at
+    every model's shapes, and FP32/TF32 matmuls between 2**35 and 2**37 MACs.
+
+    >>> cs = kernel_calls4(); len(cs) > 50000, len({c["id"] for c in cs}) == len(cs)
+    (True, True)
+    """
+    from survey_calls import MODELS4, MODELS5, MODELS6
+
+    allm = dict(DENSE_MODELS, **MORE_MODELS, **MODELS4, **MODELS3_SURVEY, **MODELS5, **MODELS6)
+    nk = model_projections(allm)
+    hiddens = sorted({h for h, *_ in allm.values()})
+    rng = random.Random("kernels4")
+    some = lambda pool, n: rng.sample(pool, min(n, len(pool)))  # noqa: E731
+    base = sorted({(m, n, k) for n, k in nk for m in TOKENS if _fits(m, n, k)})
+    odd = sorted({(m, v, h) for v in VOCAB_ODD for h in hiddens for m in TOKENS if _fits(m, v, h)})
+    big32 = sorted({(m, n, k) for n, k in nk for m in TOKENS + TOKENS_MORE
+                    if _fits(m, n, k, macs=2 ** 37) and not _fits(m, n, k, macs=2 ** 35)})
+    kinds = [("matmul", "bf16", some(base, 14000), dict(a_t=True, b_t=False)),
+             ("matmul", "bf16", some(base, 14000), dict(a_t=False, b_t=True)),
+             ("matmul", "fp16", some(base, 8000), dict(a_t=True, b_t=False)),
+             ("matmul", "fp16", some(base, 8000), dict(a_t=False, b_t=True)),
+             ("linear", "bf16", odd, dict(bias=True)), ("linear", "bf16", odd, dict(bias=False)),
+             ("linear", "fp16", odd, dict(bias=False)), ("matmul", "bf16", odd, {}),
+             ("mm_out", "bf16", odd, dict(out_dtype="fp32")),
+             ("matmul", "fp32", some(big32, 5000), dict(prec="high")),
+             ("matmul", "fp32", some(big32, 5000), dict(prec="highest"))]
+    per_kind = []
+    for op, fmt, pool, kw in kinds:
+        r = random.Random(f"4{op}{fmt}{sorted(kw.items())}")
+        per_kind.append([(op, fmt, s, kw) for s in r.sample(pool, len(pool))])
+    calls: list[dict] = []
+    add = _adder(calls, "kernels4")
+    for i in range(max(len(p) for p in per_kind)):
+        for p in per_kind:
+            if i < len(p):
+                op, fmt, s, kw = p[i]
+                add(op, fmt, *s, **kw)
+    return calls
