@@ -1,10 +1,11 @@
 """What cuBLAS launches for a torch GEMM call on Hopper: the measured launch table.
 
-``hopper_launches.npz`` holds, for 877,500 calls (three kernel surveys: every projection of 75 published
+``hopper_launches.npz`` holds, for 954,005 calls (four kernel surveys: every projection of 75 published
 model configurations x token counts 1..16384, a log-spaced (M, N, K) grid and a denser one at decode and mid
-token counts, attention bmm, FP32/TF32 and FP8, every op kind of ``library.ops``; plus the bit captures'
-calls), the kernels torch.profiler saw in launch order and the main kernel's launch grid.  The grid is what makes this table a measurement of the *numerics*, not only of the kernel
-name: nvjet split-K kernels launch ``tiles x S`` CTAs (tiles of the kernel's tile shape, rounded up to its
+token counts, attention bmm, FP32/TF32 and FP8, transposed views and odd vocabulary widths over 95
+configurations, every op kind of ``library.ops``; plus the bit captures' calls), the kernels torch.profiler
+saw in launch order and the main kernel's launch grid.  The grid is what makes this table a measurement of
+the *numerics*, not only of the kernel name: nvjet split-K kernels launch ``tiles x S`` CTAs (tiles of the kernel's tile shape, rounded up to its
 cluster) while that stays within one wave (132 CTAs, 120 for clusters of 4 or 8), so the slice count S
 is read off the grid -- it reproduced every sampled output bit of all 338 such captured calls; CUTLASS
 and xmma split-K kernels put S in grid z (docs/gemm.md, "The launch table").
@@ -63,7 +64,7 @@ def is_gemm_kernel(name: str) -> bool:
 
 
 # A launch's shape packed into one int64 (N: 18 bits, K: 17, batch: 10, M: 15), so each call kind's launches are one
-# sorted array: exact lookups and "the same N, K at other token counts" are binary searches, not an 877k-entry dict.
+# sorted array: exact lookups and "the same N, K at other token counts" are binary searches, not a 954k-entry dict.
 _M_BITS, _B_BITS, _K_BITS, _N_BITS = 15, 10, 17, 18
 
 
