@@ -54,6 +54,32 @@ def _fits(M: int, N: int, K: int, b: int = 1, macs: int = MAX_MACS) -> bool:
     return b * M * N * K <= macs and b * max(M * K, K * N, M * N) <= MAX_OPERAND
 
 
+def _round_robin(per_kind: list[list[tuple]], salt: str) -> list[dict]:
+    """The calls of every kind's list interleaved (one of each kind in turn, so a run cut short still covers every
+    kind evenly); ids and operand seeds from ``salt``.  Items are (op, fmt, (M, N, K) or (b, M, N, K), options)."""
+    calls: list[dict] = []
+    add = _adder(calls, salt)
+    for i in range(max(len(p) for p in per_kind)):
+        for p in per_kind:
+            if i < len(p):
+                op, fmt, s, kw = p[i]
+                if op in ("bmm", "baddbmm"):
+                    b, M, N, K = s
+                    add(op, fmt, M, N, K, b=b, **kw)
+                else:
+                    add(op, fmt, *s, **kw)
+    return calls
+
+
+def _shuffled(kinds, prefix: str) -> list[list[tuple]]:
+    """Each (op, fmt, shapes, options) kind's shapes in a seeded random order (seed: ``prefix`` and the kind)."""
+    out = []
+    for op, fmt, pool, kw in kinds:
+        r = random.Random(f"{prefix}{op}{fmt}{sorted(kw.items())}")
+        out.append([(op, fmt, sh, kw) for sh in r.sample(pool, len(pool))])
+    return out
+
+
 def model_projections(models: dict) -> list[tuple[int, int]]:
     """(N, K) of every projection: fused QKV, attention out, FFN up, gate+up fused, down, LM head."""
     nk = set()
@@ -93,27 +119,12 @@ def kernel_calls() -> list[dict]:
         ("scaled_mm", "e4m3", fp8, dict(b_fmt="e4m3", scales="rowwise", fast_accum=True, out_dtype="bf16")),
         ("scaled_mm", "e4m3", fp8, dict(b_fmt="e4m3", scales="rowwise", fast_accum=False, out_dtype="bf16")),
     ]
-    per_kind = []
-    for op, fmt, pool, kw in kinds:
-        rng = random.Random(f"{op}{fmt}{sorted(kw.items())}")
-        per_kind.append([(op, fmt, s, kw) for s in rng.sample(pool, len(pool))])
+    per_kind = _shuffled(kinds, "")
     att = attention_shapes(DENSE_MODELS)
     rng = random.Random("bmm")
     per_kind.append([("bmm", "bf16", s, {}) for s in rng.sample(att, len(att)) if _fits(s[1], s[2], s[3], s[0])])
     per_kind.append([("bmm", "fp16", s, {}) for s in rng.sample(att, len(att)) if _fits(s[1], s[2], s[3], s[0])])
-    calls: list[dict] = []
-    add = _adder(calls, "kernels")
-    longest = max(len(p) for p in per_kind)
-    for i in range(longest):  # round robin over kinds: a cut-short run still covers every kind evenly
-        for p in per_kind:
-            if i < len(p):
-                op, fmt, s, kw = p[i]
-                if op == "bmm":
-                    b, M, N, K = s
-                    add(op, fmt, M, N, K, b=b, **kw)
-                else:
-                    add(op, fmt, *s, **kw)
-    return calls
+    return _round_robin(per_kind, "kernels")
 
 
 def kernel_sample_calls(every: int = 400) -> list[dict]:
@@ -211,26 +222,12 @@ def kernel_calls2() -> list[dict]:
         ("mm_out", "fp16", some(base, 8000), dict(out_dtype="fp32")),
         ("addmm", "fp16", some(base, 8000), dict(beta=1, alpha=1, c_1d=True)),
     ]
-    per_kind = []
-    for op, fmt, pool, kw in kinds:
-        r = random.Random(f"2{op}{fmt}{sorted(kw.items())}")
-        per_kind.append([(op, fmt, s, kw) for s in r.sample(pool, len(pool))])
+    per_kind = _shuffled(kinds, "2")
     att = attention_shapes(allm)
     for fmt in ("bf16", "fp16"):
         per_kind.append([("baddbmm", fmt, s, dict(beta=1, alpha=0.125)) for s in att if _fits(s[1], s[2], s[3], s[0])])
     per_kind.append([("bmm", "fp32", s, dict(prec="high")) for s in att if _fits(s[1], s[2], s[3], s[0], 2 ** 35)])
-    calls: list[dict] = []
-    add = _adder(calls, "kernels2")
-    for i in range(max(len(p) for p in per_kind)):
-        for p in per_kind:
-            if i < len(p):
-                op, fmt, s, kw = p[i]
-                if op in ("bmm", "baddbmm"):
-                    b, M, N, K = s
-                    add(op, fmt, M, N, K, b=b, **kw)
-                else:
-                    add(op, fmt, *s, **kw)
-    return calls
+    return _round_robin(per_kind, "kernels2")
 
 
 # --- the third kernel survey: holdout 4's models (development data since), more published configurations, and a
@@ -269,11 +266,8 @@ def kernel_calls3() -> list[dict]:
     kinds = [("linear", "bf16", dict(bias=True)), ("linear", "bf16", dict(bias=False)), ("matmul", "bf16", {}),
              ("linear", "fp16", dict(bias=True)), ("linear", "fp16", dict(bias=False)), ("matmul", "fp16", {}),
              ("mm_out", "bf16", dict(out_dtype="fp32")), ("addmm", "bf16", dict(beta=1, alpha=1, c_1d=True))]
-    per_kind = []
-    for lane, pool in enumerate(lanes):
-        for op, fmt, kw in kinds:
-            r = random.Random(f"3{lane}{op}{fmt}{sorted(kw.items())}")
-            per_kind.append([(op, fmt, s, kw) for s in r.sample(pool, len(pool))])
+    per_kind = [p for lane, pool in enumerate(lanes) for p in _shuffled([(op, fmt, pool, kw) for op, fmt, kw in kinds],
+                                                                         f"3{lane}")]
     models_small = sorted(s for s in model_shapes - seen if _fits(*s, macs=2 ** 35))
     r = random.Random("3fp32")
     for prec in ("high", "highest"):
@@ -282,14 +276,7 @@ def kernel_calls3() -> list[dict]:
     for scales, fast in (("tensor", False), ("rowwise", True)):
         per_kind.append([("scaled_mm", "e4m3", s, dict(b_fmt="e4m3", scales=scales, fast_accum=fast, out_dtype="bf16"))
                          for s in r.sample(fp8, len(fp8))])
-    calls: list[dict] = []
-    add = _adder(calls, "kernels3")
-    for i in range(max(len(p) for p in per_kind)):
-        for p in per_kind:
-            if i < len(p):
-                op, fmt, s, kw = p[i]
-                add(op, fmt, *s, **kw)
-    return calls
+    return _round_robin(per_kind, "kernels3")
 
 
 def kernel_sample_calls3(every: int = 700) -> list[dict]:
@@ -333,15 +320,4 @@ def kernel_calls4() -> list[dict]:
              ("mm_out", "bf16", odd, dict(out_dtype="fp32")),
              ("matmul", "fp32", some(big32, 5000), dict(prec="high")),
              ("matmul", "fp32", some(big32, 5000), dict(prec="highest"))]
-    per_kind = []
-    for op, fmt, pool, kw in kinds:
-        r = random.Random(f"4{op}{fmt}{sorted(kw.items())}")
-        per_kind.append([(op, fmt, s, kw) for s in r.sample(pool, len(pool))])
-    calls: list[dict] = []
-    add = _adder(calls, "kernels4")
-    for i in range(max(len(p) for p in per_kind)):
-        for p in per_kind:
-            if i < len(p):
-                op, fmt, s, kw = p[i]
-                add(op, fmt, *s, **kw)
-    return calls
+    return _round_robin(_shuffled(kinds, "4"), "kernels4")
