@@ -143,7 +143,8 @@ def kernel_sample_calls2(measured: int = 540000) -> list[dict]:
     (transposed views, addmm with a full C, baddbmm, FP32 linear/bmm, FP8 type mixes and FP32 output): the check
     that their measured launches' plans replay bit-exactly.
 
-    >>> 250 < len(kernel_sample_calls2()) < 700
+    >>> len(kernel_sample_calls2())  # the calls hopper_op_ksample2_h100.npz holds
+    900
     True
     """
     main = {("linear", "bf16"), ("linear", "fp16"), ("matmul", "bf16"), ("matmul", "fp16"), ("mm_out", "bf16")}
