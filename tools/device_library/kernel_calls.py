@@ -145,7 +145,6 @@ def kernel_sample_calls2(measured: int = 540000) -> list[dict]:
 
     >>> len(kernel_sample_calls2())  # the calls hopper_op_ksample2_h100.npz holds
     900
-    True
     """
     main = {("linear", "bf16"), ("linear", "fp16"), ("matmul", "bf16"), ("matmul", "fp16"), ("mm_out", "bf16")}
     out = []
