@@ -28,7 +28,10 @@ import time
 
 import torch
 
+import numpy as np
+
 import survey_ops
+from dense_calls import DENSE_SETS
 from kernel_survey import SETS, _empty_operand
 
 OUT = os.environ.get("OUT", "/tmp/survey_out")
@@ -70,10 +73,11 @@ class Driver:
         self.check(self.cu.cuGraphGetNodes(ctypes.c_void_p(graph), arr, ctypes.byref(n)), "cuGraphGetNodes")
         nodes = [int(a or 0) for a in arr]
         e = ctypes.c_size_t(0)
-        get_edges = self.cu.cuGraphGetEdges_v2
+        get_edges = self.cu.cuGraphGetEdges_v2  # with edge data: cuBLAS's programmatic-launch edges carry some
         self.check(get_edges(ctypes.c_void_p(graph), None, None, None, ctypes.byref(e)), "cuGraphGetEdges_v2")
         src, dst = (ctypes.c_void_p * e.value)(), (ctypes.c_void_p * e.value)()
-        self.check(get_edges(ctypes.c_void_p(graph), src, dst, None, ctypes.byref(e)), "cuGraphGetEdges_v2")
+        data = (ctypes.c_uint64 * e.value)()  # CUgraphEdgeData: 8 bytes
+        self.check(get_edges(ctypes.c_void_p(graph), src, dst, data, ctypes.byref(e)), "cuGraphGetEdges_v2")
         nxt = {int(s or 0): int(d or 0) for s, d in zip(src, dst)}
         if len(nxt) != len(nodes) - 1 or len(set(nxt.values())) != len(nxt):
             raise RuntimeError("captured graph is not one chain")
@@ -133,13 +137,16 @@ def activities(drv: Driver, graph: int, marker: int, n_calls: int) -> dict[int, 
 
 
 def capture_chunk(drv: Driver, calls: list[dict], stream: torch.cuda.Stream) -> tuple[dict, dict]:
-    """Capture ``calls`` into one graph: ({call id: [(name, grid, block)]}, {call id: error})."""
+    """Capture ``calls`` into one graph: ({call id: [(name, grid, block)]}, {call id: error}).
+
+    A raw stream capture in relaxed mode, unknown to torch: its caching allocator serves the operands as
+    usual (cudaMalloc is allowed in relaxed mode) and reuses what each call frees, since nothing runs."""
     marker = torch.empty(2 * len(calls) + 2, dtype=torch.uint8, device="cuda")
-    base = marker.data_ptr()
-    errors = {}
-    g = torch.cuda.CUDAGraph(keep_graph=True)
+    base, errors = marker.data_ptr(), {}
+    graph = ctypes.c_void_p()
     with torch.cuda.stream(stream):
-        g.capture_begin(capture_error_mode="relaxed")
+        drv.check(drv.cu.cuStreamBeginCapture_v2(ctypes.c_void_p(stream.cuda_stream), ctypes.c_int(2)),
+                  "cuStreamBeginCapture")
         try:
             for i, c in enumerate(calls):
                 drv.memset8(base + 2 * i, 0, stream.cuda_stream)
@@ -153,12 +160,13 @@ def capture_chunk(drv: Driver, calls: list[dict], stream: torch.cuda.Stream) -> 
                     errors[c["id"]] = f"{type(exc).__name__}: {exc}"[:300]
             drv.memset8(base + 2 * len(calls), 0, stream.cuda_stream)
         finally:
-            g.capture_end()
+            rc = drv.cu.cuStreamEndCapture(ctypes.c_void_p(stream.cuda_stream), ctypes.byref(graph))
             torch.set_float32_matmul_precision("highest")
+    drv.check(rc, "cuStreamEndCapture")
     try:
-        acts = activities(drv, g.raw_cuda_graph(), base, len(calls))
+        acts = activities(drv, graph.value, base, len(calls))
     finally:
-        g.reset()
+        drv.cu.cuGraphDestroy(graph)
     return {calls[i]["id"]: a for i, a in acts.items() if calls[i]["id"] not in errors}, errors
 
 
@@ -197,6 +205,7 @@ def survey_set(name: str, calls: list[dict], deadline: float, chunk: int, log) -
                 except Exception as exc1:
                     errs[c["id"]] = f"capture: {type(exc1).__name__}: {exc1}"[:300]
         errors.update(errs)
+        torch.cuda.empty_cache()  # operands of many sizes: keep the cached blocks of parallel processes bounded
         for i, lst in acts.items():
             done[i] = [[intern(n), g, b] for n, g, b in lst]
         ran += len(part)
@@ -210,7 +219,9 @@ def survey_set(name: str, calls: list[dict], deadline: float, chunk: int, log) -
 def demangle(names: list[str]) -> list[str]:
     """Names as torch.profiler prints them (C++ symbols demangled; nvjet and xmma names are plain already)."""
     tool = shutil.which("c++filt") or shutil.which("cu++filt")
-    if tool is None or not names:
+    if not names:
+        return names
+    if tool is None:
         raise FileNotFoundError("neither c++filt nor cu++filt is installed")
     res = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, check=True)
     out = res.stdout.rstrip("\n").split("\n")
@@ -261,6 +272,59 @@ def compare(graph_path: str, profiler_paths: list[str]) -> int:
     return 1 if differ else 0
 
 
+def _is_gemm_kernel():
+    """``tcnumerics.library.launches.is_gemm_kernel``, loaded without the package (the device needs only numpy)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "src", "tcnumerics", "library", "launches.py")
+    spec = importlib.util.spec_from_file_location("_launches", path)
+    mod = importlib.util.module_from_spec(spec)
+    import sys
+    sys.modules["_launches"] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod.is_gemm_kernel
+
+
+def write_npz(res: dict, path: str, first_id: int, n_calls: int, max_name: int = 240) -> None:
+    """A dense set's result as arrays (the launch table's row fields, per call id ``first_id + i``): the
+    activity-name signature index, the main kernel's CTA count and grid z; -1 where the call has no result."""
+    is_gemm = _is_gemm_kernel()
+    sigs: dict[str, int] = {}
+    sig = np.full(n_calls, -1, np.int32)
+    ctas = np.zeros(n_calls, np.int32)
+    gz = np.zeros(n_calls, np.int16)
+    for i, acts in res["calls"].items():
+        names = [res["names"][a[0]][:max_name] for a in acts]
+        main = next((a for a, n in zip(acts, names) if is_gemm(n)), acts[0])
+        grid = main[1] or [1, 1, 1]
+        j = int(i) - first_id
+        sig[j] = sigs.setdefault(" | ".join(names), len(sigs))
+        ctas[j], gz[j] = grid[0] * grid[1] * grid[2], grid[2]
+    np.savez_compressed(path, first_id=first_id, sig=sig, ctas=ctas, grid_z=gz, signatures=np.array(list(sigs)),
+                        errors=json.dumps(res["errors"]), env=json.dumps(res["env"]), seconds=res["seconds"])
+
+
+def merge_npz(paths: list[str], out: str, total: int) -> dict:
+    """One array file for a dense set from its slices' files (``write_npz``): signatures re-indexed into one
+    table; calls no slice ran keep signature -1."""
+    sigs: dict[str, int] = {}
+    sig = np.full(total, -1, np.int32)
+    ctas = np.zeros(total, np.int32)
+    gz = np.zeros(total, np.int16)
+    errors, seconds, env = {}, [], None
+    for p in paths:
+        with np.load(p, allow_pickle=False) as z:
+            first, s = int(z["first_id"]), z["sig"]
+            remap = np.array([sigs.setdefault(str(x), len(sigs)) for x in z["signatures"]] + [-1], np.int32)
+            sig[first:first + len(s)] = remap[s]  # -1 indexes the appended -1
+            ctas[first:first + len(s)], gz[first:first + len(s)] = z["ctas"], z["grid_z"]
+            errors.update(json.loads(str(z["errors"])))
+            seconds.append(float(z["seconds"]))
+            env = str(z["env"])
+    np.savez_compressed(out, first_id=0, sig=sig, ctas=ctas, grid_z=gz, signatures=np.array(list(sigs)),
+                        errors=json.dumps(errors), env=env, seconds=max(seconds))
+    return dict(calls=total, ran=int((sig >= 0).sum()), errors=len(errors), slowest_slice_s=max(seconds))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sets", default="kernels5")
@@ -271,7 +335,16 @@ def main() -> int:
                     "<set>_from<N>.json.gz")
     ap.add_argument("--compare", nargs="+", metavar="FILE", help="on the CPU: a graph result file, then the profiler "
                     "result files of the same set; prints how many calls' launches agree")
+    ap.add_argument("--merge", metavar="DIR", help="merge DIR/graph_<set>*.npz of each --sets set into "
+                    "$OUT/<set>.npz")
     args = ap.parse_args()
+    if args.merge:
+        import glob
+        for name in args.sets.split(","):
+            paths = sorted(glob.glob(os.path.join(args.merge, f"graph_{name}.npz")) +
+                           glob.glob(os.path.join(args.merge, f"graph_{name}_from*.npz")))
+            print(name, merge_npz(paths, os.path.join(OUT, f"{name}.npz"), len(DENSE_SETS[name]())), flush=True)
+        return 0
     if args.compare:
         return compare(args.compare[0], args.compare[1:])
     survey_ops.hashed_gpu = _empty_operand  # values never steer cuBLAS's choice
@@ -290,9 +363,14 @@ def main() -> int:
     for entry in args.sets.split(","):  # SET, or SET@STEP: every STEP-th call of it (a sample of a large set)
         name, _, step = entry.partition("@")
         step = int(step or 1)
-        calls = SETS[name]()[args.start:]
-        if args.limit:
-            calls = calls[:args.limit]
+        if name in DENSE_SETS:  # arrays; only this slice's dicts are built
+            if step > 1:
+                raise SystemExit("a dense set is sliced with --start/--limit, not sampled with @STEP")
+            calls = DENSE_SETS[name]().calls(args.start, args.start + args.limit if args.limit else None)
+        else:
+            calls = SETS[name]()[args.start:]
+            if args.limit:
+                calls = calls[:args.limit]
         calls = calls[::step]
         res = survey_set(name, calls, deadline, args.chunk, lambda m: print(m, flush=True))
         try:
@@ -302,8 +380,11 @@ def main() -> int:
             res["demangled"] = False
         res["env"] = dict(env, demangled=res.pop("demangled"))
         stem = name + (f"_from{args.start}" if args.start else "") + (f"_step{step}" if step > 1 else "")
-        with gzip.open(os.path.join(out_dir, f"graph_{stem}.json.gz"), "wt") as fh:
-            json.dump(res, fh)
+        if name in DENSE_SETS:
+            write_npz(res, os.path.join(out_dir, f"graph_{stem}.npz"), args.start, len(calls))
+        else:
+            with gzip.open(os.path.join(out_dir, f"graph_{stem}.json.gz"), "wt") as fh:
+                json.dump(res, fh)
     return 0
 
 

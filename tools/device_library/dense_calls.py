@@ -1,0 +1,148 @@
+"""The dense kernel surveys (2026-11-26, second session): cuBLAS's choice read off CUDA-graph captures
+(``graph_survey.py``, ~10x the profiler's rate and no kernel runs, so no limit on a call's MACs).
+
+Two lists:
+
+* ``dense_model_calls`` -- every projection (N, K) of the 95 published configurations the earlier surveys
+  used, at (nearly) every token count: 1..256 each, then every 8 to 4,096 and every 64 to 16,384 for the
+  main kinds; a coarser ladder for the rest.  A call of a known model at any token count then lies between
+  two measured ones at most 8 (64 above 4,096) apart.
+* ``dense_grid_calls`` -- model-like (N, K) pairs for models no list names: one side a hidden size (multiples
+  of 128 up to 8,192, of 512 to 16,384), the other any multiple of 256 up to 32,768 (odd multiples of 128 up to
+  16,384, multiples of 1,024 to 65,536), at 52 token counts.
+* ``dense_attention_calls`` -- attention bmm at every model's (heads, head dim) and sequence lengths every 1
+  to 256, every 8 to 4,096.
+
+    >>> len(M_FULL), len(M_COARSE), len(M_GRID)
+    (928, 256, 52)
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from kernel_calls import DENSE_MODELS, MODELS3_SURVEY, MORE_MODELS, model_projections
+
+M_FULL = tuple(range(1, 257)) + tuple(range(264, 4097, 8)) + tuple(range(4160, 16385, 64))
+M_COARSE = tuple(range(1, 65)) + tuple(range(72, 257, 8)) + tuple(range(288, 4097, 32)) + tuple(range(4352, 16385, 256))
+M_GRID = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224,
+          256, 320, 384, 448, 512, 640, 768, 896, 1024, 1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096, 5120, 6144,
+          7168, 8192, 10240, 12288, 14336, 16384)
+MAX_OPERAND = 2 ** 29  # elements: a 1 GiB BF16 operand; nothing runs, but every operand is allocated
+
+BF16, FP16 = "bf16", "fp16"
+FP8_TENSOR_FAST = dict(b_fmt="e4m3", scales="tensor", fast_accum=True, out_dtype="bf16")
+FP8_ROW_FAST = dict(b_fmt="e4m3", scales="rowwise", fast_accum=True, out_dtype="bf16")
+MAIN_KINDS = [("matmul", BF16, {}), ("linear", BF16, dict(bias=True)), ("linear", BF16, dict(bias=False)),
+              ("mm_out", BF16, dict(out_dtype="fp32")), ("addmm", BF16, dict(beta=1, alpha=1, c_1d=True)),
+              ("scaled_mm", "e4m3", FP8_TENSOR_FAST), ("scaled_mm", "e4m3", FP8_ROW_FAST)]
+MORE_KINDS = [("linear", FP16, dict(bias=True)), ("linear", FP16, dict(bias=False)), ("matmul", FP16, {}),
+              ("scaled_mm", "e4m3", dict(FP8_TENSOR_FAST, fast_accum=False)),
+              ("scaled_mm", "e4m3", dict(FP8_ROW_FAST, fast_accum=False)),
+              ("scaled_mm", "e4m3", dict(FP8_TENSOR_FAST, b_fmt="e5m2", fast_accum=False)),
+              ("scaled_mm", "e4m3", dict(FP8_TENSOR_FAST, out_dtype="fp32")),
+              ("matmul", "fp32", dict(prec="high")), ("matmul", "fp32", dict(prec="highest")),
+              ("matmul", BF16, dict(a_t=True, b_t=False)), ("matmul", BF16, dict(a_t=False, b_t=True)),
+              ("addmm", BF16, dict(beta=0.5, alpha=1, c_1d=False)), ("addmm", BF16, dict(beta=1, alpha=0.5, c_1d=False))]
+
+
+def all_models() -> dict:
+    """The 95 configurations of the earlier surveys (holdouts 3-6's models included: development data since)."""
+    from survey_calls import MODELS4, MODELS5, MODELS6
+    return dict(DENSE_MODELS, **MORE_MODELS, **MODELS4, **MODELS3_SURVEY, **MODELS5, **MODELS6)
+
+
+class DenseSet:
+    """A large call list kept as arrays: kinds (op, fmt, options) and one row per call (kind index, b, M, N, K)
+    in a seeded random order (so every slice, as parallel processes take it, holds every kind and shape size
+    alike).  A call's id is its position; ``calls(start, stop)`` builds the dicts ``survey_ops.build`` takes
+    for one slice only (operand seeds are 0: the kernel surveys run on uninitialised operands)."""
+
+    def __init__(self, kinds: list[tuple[str, str, dict]], rows: np.ndarray, salt: str) -> None:
+        self.kinds = kinds
+        self.rows = rows[np.random.default_rng(zlib.crc32(salt.encode())).permutation(len(rows))]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def calls(self, start: int = 0, stop: int | None = None) -> list[dict]:
+        out = []
+        for i, (k, b, M, N, K) in enumerate(self.rows[start:stop].tolist(), start):
+            op, fmt, kw = self.kinds[k]
+            c = dict(op=op, fmt=fmt, M=M, N=N, K=K, prec="highest")
+            c.update(kw, id=i, seed_a=0, seed_b=0, seed_c=0)
+            if op == "bmm":
+                c["b"] = b
+            out.append(c)
+        return out
+
+
+def _rows(kinds: list, shapes: np.ndarray, first_kind: int = 0) -> np.ndarray:
+    """(kind, b, M, N, K) rows: every kind at every shape it accepts (FP8: N, K multiples of 16) that fits."""
+    b, M, N, K = shapes.T
+    fits = b * np.maximum(np.maximum(M * K, K * N), M * N) <= MAX_OPERAND
+    out = []
+    for j, (op, _, _) in enumerate(kinds):
+        ok = fits & ((N % 16 == 0) & (K % 16 == 0) if op == "scaled_mm" else True)
+        out.append(np.column_stack([np.full(int(ok.sum()), first_kind + j), shapes[ok]]))
+    return np.concatenate(out)
+
+
+def _shapes(pairs, ms) -> np.ndarray:
+    """(1, M, N, K) for every (N, K) pair x token count."""
+    nk = np.array(sorted(pairs), dtype=np.int64)
+    ms = np.array(ms, dtype=np.int64)
+    return np.column_stack([np.ones(len(nk) * len(ms), np.int64), np.tile(ms, len(nk)),
+                            np.repeat(nk[:, 0], len(ms)), np.repeat(nk[:, 1], len(ms))])
+
+
+def dense_model_calls() -> DenseSet:
+    """The 95 configurations' projections at 928 token counts (main kinds) or 256 (the others).
+
+    >>> ds = dense_model_calls(); len(ds) > 2_000_000, ds.calls(0, 1)[0]["id"]
+    (True, 0)
+    """
+    nk = model_projections(all_models())
+    rows = np.concatenate([_rows(MAIN_KINDS, _shapes(nk, M_FULL)),
+                           _rows(MORE_KINDS, _shapes(nk, M_COARSE), len(MAIN_KINDS))])
+    return DenseSet(MAIN_KINDS + MORE_KINDS, rows, "dense-models")
+
+
+HIDDEN = tuple(range(512, 8193, 128)) + tuple(range(8704, 16385, 512))
+FREE = tuple(range(256, 32769, 256)) + tuple(range(33792, 65537, 1024))
+M_GRID_MORE = M_GRID[::2]
+
+
+def dense_grid_pairs() -> list[tuple[int, int]]:
+    """(N, K) pairs shaped like a model's projections: (free, hidden) and (hidden, free)."""
+    return sorted({(f, h) for f in FREE for h in HIDDEN} | {(h, f) for f in FREE for h in HIDDEN})
+
+
+def dense_grid_calls(kinds: str = "main") -> DenseSet:
+    """``dense_grid_pairs`` x ``M_GRID`` for the main kinds (``kinds="main"``), or x every other token count of it
+    for FP16, FP32 and the FP8 variants (``"more"``).
+
+    >>> len(dense_grid_pairs()) > 20000
+    True
+    """
+    ks, ms = (MAIN_KINDS, M_GRID) if kinds == "main" else (MORE_KINDS[:9], M_GRID_MORE)
+    return DenseSet(ks, _rows(ks, _shapes(dense_grid_pairs(), ms)), f"dense-grid-{kinds}")
+
+
+def dense_attention_calls() -> DenseSet:
+    """Attention bmm (scores [b, S, d] @ [b, d, S], context [b, S, S] @ [b, S, d]; BF16 and FP16) at every
+    model's (heads x batch 1, 2, 4; head dim) and sequence lengths 1..256, every 8 to 4,096."""
+    seqs = tuple(range(1, 257)) + tuple(range(264, 4097, 8))
+    bd = sorted({(batch * (h // hd), hd) for h, _, _, _, hd in all_models().values() for batch in (1, 2, 4)})
+    shapes = set()
+    for b, hd in bd:
+        for s in seqs:
+            shapes |= {(b, s, s, hd), (b, s, hd, s)} if s > 1 else {(b, 1, 1024, hd), (b, 1, hd, 1024)}
+    kinds = [("bmm", BF16, {}), ("bmm", FP16, {})]
+    return DenseSet(kinds, _rows(kinds, np.array(sorted(shapes), dtype=np.int64)), "dense-attention")
+
+
+DENSE_SETS = {"dense_models": dense_model_calls, "dense_grid": lambda: dense_grid_calls("main"),
+              "dense_grid_more": lambda: dense_grid_calls("more"), "dense_attention": dense_attention_calls}
