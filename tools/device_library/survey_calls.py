@@ -373,6 +373,29 @@ def holdout6_calls(n_per_kind: int = 28) -> list[dict]:
     return _held_out_set(MODELS6, TOKENS6, "6", seen, n_per_kind)
 
 
+MODELS7 = {  # none of these in any earlier list; drawn 2026-11-26 (second session) before the dense surveys' data were read
+    "falcon3-7b": (3072, 23040, 131072, 5120, 256), "deepseek-coder-1.3b": (2048, 5504, 32256, 6144, 128),
+    "gemma3-1b": (1152, 6912, 262144, 1536, 256), "smollm2-360m": (960, 2560, 49152, 1600, 64),
+    "stablelm2-12b": (5120, 13824, 100352, 7680, 160), "nemotron-mini-4b": (3072, 9216, 256000, 5120, 128),
+    "aya23-8b": (4096, 14336, 256000, 6144, 128), "qwen1.5-4b": (2560, 6912, 151936, 7680, 128),
+    "baichuan2-7b": (4096, 11008, 125696, 12288, 128), "granite-3b-code": (2560, 10240, 49152, 7680, 80),
+}
+TOKENS7 = (1, 2, 5, 7, 13, 15, 22, 29, 37, 50, 90, 130, 190, 270, 400, 550, 750, 1000, 1400, 2800, 3800, 5500, 8192,
+           11000, 13000, 16000)
+
+
+def holdout7_calls(n_per_kind: int = 28) -> list[dict]:
+    """A seventh held-out set, drawn after the CUDA-graph kernel surveys ran and before their data were read:
+    ten more models (two with hidden sizes off every multiple of 128 the dense grid holds), the same kinds.
+
+    >>> cs = holdout7_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
+    (True, True)
+    """
+    seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls() + holdout2_calls() + holdout3_calls()
+            + holdout4_calls() + holdout5_calls() + holdout6_calls()}
+    return _held_out_set(MODELS7, TOKENS7, "7", seen, n_per_kind)
+
+
 ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
     "3": ((32, 420, 420, 128), (32, 420, 128, 420), (71, 257, 257, 64), (71, 257, 64, 257), (40, 1, 1337, 128),
           (40, 1, 128, 1337), (56, 999, 999, 128), (32, 80, 80, 80)),
@@ -382,9 +405,12 @@ ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
           (48, 1, 128, 2600), (96, 150, 150, 128), (24, 300, 300, 64)),
     "6": ((36, 350, 350, 128), (36, 350, 128, 350), (32, 600, 600, 128), (32, 600, 128, 600), (64, 1, 2200, 128),
           (40, 1, 128, 3100), (64, 110, 110, 128), (32, 250, 250, 80)),
+    "7": ((32, 444, 444, 160), (32, 444, 160, 444), (12, 700, 700, 256), (12, 700, 256, 700), (64, 1, 2500, 128),
+          (32, 1, 128, 1900), (24, 140, 140, 128), (15, 300, 300, 64)),
 }
 ATTENTION_BADD = {"3": ((32, 257, 257, 80), (16, 130, 64, 130)), "4": ((36, 365, 365, 64), (40, 90, 128, 90)),
-                  "5": ((32, 200, 200, 128), (40, 96, 128, 96)), "6": ((32, 160, 160, 128), (64, 70, 128, 70))}
+                  "5": ((32, 200, 200, 128), (40, 96, 128, 96)), "6": ((32, 160, 160, 128), (64, 70, 128, 70)),
+                  "7": ((32, 180, 180, 128), (48, 75, 128, 75))}
 
 
 def _held_out_set(models: dict, tokens: tuple, tag: str, seen: set, n_per_kind: int) -> list[dict]:
