@@ -7,7 +7,6 @@ hidden: the new predictor must get more (epilogue, S) / kernel-class right than 
 
 import os
 import sys
-import time
 from functools import lru_cache
 
 import pytest
@@ -58,17 +57,15 @@ def test_measured_neighbours_of_a_hidden_pair_exclude_it():
     assert list(d) == sorted(d)
 
 
-def test_predicted_launch_is_consistent_and_fast():
+def test_predicted_launch_is_consistent():
     c = Call("mm_out", "bf16", "fp32", 64, 7168, 19200)
     L = unseen.predict_launch(c, hide=(c.N, c.K))
     S = launches.nvjet_split_count(L, c)
     assert L.main.startswith("nvjet") and "splitK" in L.main and S and S > 1
     assert "splitKreduce" in L.text or L.in_place  # the voter's whole launch: reduction or in-place memset
-    unseen.predict_launch(Call("matmul", "bf16", "bf16", 5, 5000, 7000))
-    t = time.perf_counter()
-    for i in range(50):
-        unseen.predict_launch(Call("matmul", "bf16", "bf16", 1 + 37 * i, 5000 + 8 * i, 7000))
-    assert (time.perf_counter() - t) / 50 < 5e-3
+    for i in range(5):  # the same call, the same prediction (speed: benchmarks, not tests)
+        c = Call("matmul", "bf16", "bf16", 1 + 37 * i, 5000 + 8 * i, 7000)
+        assert unseen.predict_launch(c) == unseen.predict_launch(c)
 
 
 def test_unknown_kind_or_batch_gives_none():

@@ -1,10 +1,13 @@
 """What cuBLAS launches for a torch GEMM call on Hopper: the measured launch table.
 
-``hopper_launches.npz`` holds, for 954,005 calls (four kernel surveys: every projection of 75 published
-model configurations x token counts 1..16384, a log-spaced (M, N, K) grid and a denser one at decode and mid
-token counts, attention bmm, FP32/TF32 and FP8, transposed views and odd vocabulary widths over 95
-configurations, every op kind of ``library.ops``; plus the bit captures' calls), the kernels torch.profiler
-saw in launch order and the main kernel's launch grid.  The grid is what makes this table a measurement of
+``hopper_launches.npz`` holds, for 15,859,505 calls, the kernels cuBLAS launched in order and the main
+kernel's launch grid: four profiled kernel surveys (every projection of 75 published model configurations x
+token counts 1..16384, a log-spaced (M, N, K) grid, attention bmm, FP32/TF32 and FP8, transposed views and odd
+vocabulary widths over 95 configurations, every op kind of ``library.ops``; plus the bit captures' calls) and
+the dense surveys read off CUDA-graph captures (``tools/device_library/graph_survey.py``: the 95 configurations'
+projections at 928 token counts, a model-shaped (N, K) grid of 22,431 pairs at 52, attention bmm at every
+sequence length to 256 and every 8 to 4,096).  It is stored as runs along M (``KindRuns``), one call kind
+loaded when first asked for.  The grid is what makes this table a measurement of
 the *numerics*, not only of the kernel name: nvjet split-K kernels launch ``tiles x S`` CTAs (tiles of the kernel's tile shape, rounded up to its
 cluster) while that stays within one wave (132 CTAs, 120 for clusters of 4 or 8), so the slice count S
 is read off the grid -- it reproduced every sampled output bit of all 338 such captured calls; CUTLASS
@@ -63,9 +66,10 @@ def is_gemm_kernel(name: str) -> bool:
     return not name.startswith(("Memset", "Memcpy")) and not re.search(r"scal_kernel|scal_64addr|splitKreduce|at::native::", name)
 
 
-# A launch's shape packed into one int64 (N: 18 bits, K: 17, batch: 10, M: 15), so each call kind's launches are one
-# sorted array: exact lookups and "the same N, K at other token counts" are binary searches, not a 954k-entry dict.
+# A launch's shape packed into one int64 (N: 18 bits, K: 17, batch: 10, M: 15), so each call kind's runs are one
+# sorted array: exact lookups and "the same N, K at other token counts" are binary searches, not a dict of millions.
 _M_BITS, _B_BITS, _K_BITS, _N_BITS = 15, 10, 17, 18
+_NVJET_PARAMS = re.compile(r"nvjet_sm90_[a-z]+_(\d+)x(\d+)_\d+x\d+_(\d+)x(\d+)_")
 
 
 def _pack(M: int, N: int, K: int, b: int) -> int | None:
@@ -74,50 +78,146 @@ def _pack(M: int, N: int, K: int, b: int) -> int | None:
     return ((N << _K_BITS | K) << _B_BITS | b) << _M_BITS | M
 
 
+def _tiles(p: np.ndarray, M, N, b):
+    """Output tiles of nvjet kernels with (tile N, tile M, cluster x, cluster y) rows ``p`` over N x M, rounded to
+    whole clusters (numpy-friendly; 1 for other kernels' zero rows)."""
+    tm, tn, cx, cy = (np.maximum(p[..., i], 1) for i in range(4))
+    return -(-(-(-N // tm)) // cx) * cx * (-(-(-(-M // tn)) // cy) * cy) * b
+
+
+@dataclass
+class KindRuns:
+    """One call kind's measured launches as runs along M (``tools/device_library/launch_runs.py``): run i covers
+    the token counts ``first M, first M + m_step[i], ..., m_last[i]`` at one (N, K, batch), all measured, with one
+    activity signature, grid z and CTA rule -- ``value`` CTAs (mode 0) or ``value`` CTAs per nvjet output tile
+    (mode 1).  A token count inside a run but off its step was not measured."""
+
+    keys: np.ndarray  # _pack(first M, N, K, b), sorted
+    m_last: np.ndarray
+    m_step: np.ndarray
+    sig: np.ndarray
+    grid_z: np.ndarray
+    cta_mode: np.ndarray
+    cta_value: np.ndarray
+    params: np.ndarray  # per run: the nvjet kernel's (tile N, tile M, cluster x, cluster y), zeros otherwise
+    _points: tuple | None = None
+
+    def ctas(self, i, M, N, b):
+        """The main kernel's CTA count of run(s) ``i`` at token count ``M`` (numpy-friendly)."""
+        per_tile = self.cta_mode[i] == 1
+        return np.where(per_tile, _tiles(self.params[i], M, N, b) * self.cta_value[i], self.cta_value[i])
+
+    def points(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every run's first and last launch as (packed key, signature, CTAs, grid z) arrays: the measured points
+        the k-nearest-neighbour prediction (``unseen.py``) votes with."""
+        if self._points is None:
+            first = self.keys & ((1 << _M_BITS) - 1)
+            both = np.flatnonzero(self.m_last != first)
+            i = np.concatenate([np.arange(len(self.keys)), both])
+            M = np.concatenate([first, self.m_last[both].astype(np.int64)])
+            base = self.keys[i] >> _M_BITS
+            b, N = base & ((1 << _B_BITS) - 1), base >> (_B_BITS + _K_BITS)
+            keys = base << _M_BITS | M
+            order = np.argsort(keys, kind="stable")
+            i, keys, M, N, b = i[order], keys[order], M[order], N[order], b[order]
+            self._points = (keys, self.sig[i], self.ctas(i, M, N, b).astype(np.int64), self.grid_z[i].astype(np.int64))
+        return self._points
+
+    def __len__(self) -> int:
+        """How many launches (not runs)."""
+        first = self.keys & ((1 << _M_BITS) - 1)
+        return int(((self.m_last - first) // self.m_step + 1).sum())
+
+
+class _Kinds(dict):
+    """Call kind -> ``KindRuns``, each read from the table file the first time it is asked for (a kind's runs
+    are up to ~1M rows; most sessions touch a few kinds)."""
+
+    def __init__(self, path: str, names: list[str], signature_params: np.ndarray) -> None:
+        super().__init__()
+        self._path, self._index, self._params = path, {n: i for i, n in enumerate(names)}, signature_params
+
+    def __missing__(self, kind: str) -> KindRuns:
+        i = self._index[kind]  # KeyError for a kind the table lacks, as a dict would
+        with np.load(self._path, allow_pickle=False) as z:
+            a = {f: z[f"k{i}_{f}"] for f in ("N", "K", "b", "m_first", "m_last", "m_step", "sig", "grid_z",
+                                               "cta_mode", "cta_value")}
+        key = ((a["N"].astype(np.int64) << _K_BITS | a["K"]) << _B_BITS | a["b"]) << _M_BITS | a["m_first"]
+        runs = KindRuns(key, a["m_last"].astype(np.int64), a["m_step"].astype(np.int64), a["sig"],
+                        a["grid_z"], a["cta_mode"], a["cta_value"].astype(np.int64), self._params[a["sig"]])
+        self[kind] = runs
+        return runs
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._index
+
+    def get(self, kind, default=None):
+        return self[kind] if kind in self._index else default
+
+    def names(self) -> list[str]:
+        return list(self._index)
+
+
+def _signature_params(signatures: list[str]) -> np.ndarray:
+    out = np.zeros((len(signatures), 4), np.int64)
+    for i, s in enumerate(signatures):
+        m = _NVJET_PARAMS.search(s)
+        if m:
+            out[i] = [int(x) for x in m.groups()]
+    return out
+
+
 def _table() -> dict:
     global _TABLE
     if _TABLE is None:
         _TABLE = {}
         if os.path.exists(_PATH):
             with np.load(_PATH, allow_pickle=False) as z:
-                t = {k: z[k] for k in z.files}
-            key = ((t["N"].astype(np.int64) << _K_BITS | t["K"]) << _B_BITS | t["b"]) << _M_BITS | t["M"]
-            kinds = {}
-            for i, name in enumerate(str(k) for k in t["kinds"]):
-                rows = np.flatnonzero(t["kind"] == i)
-                order = rows[np.argsort(key[rows], kind="stable")]
-                kinds[name] = (key[order], t["signature"][order], t["ctas"][order], t["grid_z"][order])
-            _TABLE = {"kinds": kinds, "signatures": [str(x) for x in t["signatures"]],
-                      "grid": (t["grid_m"].tolist(), t["grid_nk"].tolist()) if "grid_m" in t else ([], [])}
+                names, sigs = [str(k) for k in z["kinds"]], [str(x) for x in z["signatures"]]
+                grid = (z["grid_m"].tolist(), z["grid_nk"].tolist())
+                count = int(z["launch_count"])
+            _TABLE = {"kinds": _Kinds(_PATH, names, _signature_params(sigs)), "signatures": sigs, "grid": grid,
+                      "launch_count": count}
     return _TABLE
+
+
+def _run_at(runs: KindRuns, key: int) -> int | None:
+    """The run holding packed shape ``key`` (measured there), or None."""
+    i = int(np.searchsorted(runs.keys, key, side="right")) - 1
+    if i < 0 or runs.keys[i] >> _M_BITS != key >> _M_BITS:
+        return None
+    first, M = int(runs.keys[i]) & ((1 << _M_BITS) - 1), key & ((1 << _M_BITS) - 1)
+    return i if M <= runs.m_last[i] and (M - first) % runs.m_step[i] == 0 else None
 
 
 def measured_launch(c: Call) -> Launch | None:
     """The launch measured for exactly this call kind and shape, or None."""
     t = _table()
-    arrays, key = t.get("kinds", {}).get(c.kind()), _pack(c.M, c.N, c.K, c.b)
-    if arrays is None or key is None:
+    runs, key = t.get("kinds", {}).get(c.kind()), _pack(c.M, c.N, c.K, c.b)
+    if runs is None or key is None:
         return None
-    keys, sig, ctas, gz = arrays
-    i = int(np.searchsorted(keys, key))
-    if i == len(keys) or keys[i] != key:
+    i = _run_at(runs, key)
+    if i is None:
         return None
-    return Launch(tuple(t["signatures"][sig[i]].split(" | ")), int(ctas[i]), int(gz[i]))
+    return Launch(tuple(t["signatures"][runs.sig[i]].split(" | ")), int(runs.ctas(i, c.M, c.N, c.b)),
+                  int(runs.grid_z[i]))
 
 
 def measured_token_counts(c: Call) -> list[int]:
     """The token counts M measured for this call kind at the call's N, K and batch (sorted)."""
-    arrays, base = _table().get("kinds", {}).get(c.kind()), _pack(0, c.N, c.K, c.b)
-    if arrays is None or base is None:
+    runs, base = _table().get("kinds", {}).get(c.kind()), _pack(0, c.N, c.K, c.b)
+    if runs is None or base is None:
         return []
-    keys = arrays[0]
-    lo, hi = np.searchsorted(keys, [base, base + (1 << _M_BITS)])
-    return (keys[lo:hi] & ((1 << _M_BITS) - 1)).tolist()
+    lo, hi = np.searchsorted(runs.keys, [base, base + (1 << _M_BITS)])
+    out: list[int] = []
+    for i in range(lo, hi):
+        out += range(int(runs.keys[i]) & ((1 << _M_BITS) - 1), int(runs.m_last[i]) + 1, int(runs.m_step[i]))
+    return out
 
 
 def launch_count() -> int:
     """How many launches the table holds."""
-    return sum(len(a[0]) for a in _table().get("kinds", {}).values())
+    return _table().get("launch_count", 0)
 
 
 def nvjet_tiles(name: str, c: Call) -> int | None:

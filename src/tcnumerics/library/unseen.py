@@ -123,8 +123,8 @@ def kind_data(kind: str) -> KindData | None:
     return hit[1]
 
 
-def _decode(t: dict, arrays: tuple) -> KindData:
-    keys, sig, ctas, gz = arrays
+def _decode(t: dict, runs: launches.KindRuns) -> KindData:
+    keys, sig, ctas, gz = runs.points()
     M, b = keys & _M_MASK, keys >> 15 & _B_MASK
     K, N = keys >> 25 & _K_MASK, keys >> 42
     uniq, inv = np.unique(sig, return_inverse=True)
@@ -233,7 +233,7 @@ def predict_launch(c: Call, params: Params = Params(), hide: tuple[int, int] | N
         return None
     j, S = got
     t = launches._table()
-    _, sig, ctas, gz = t["kinds"][c.kind()]
+    _, sig, ctas, gz = t["kinds"][c.kind()].points()
     r = int(kd.row[j])
     kernels = tuple(t["signatures"][sig[r]].split(" | "))
     p = kd.tiles[kd.main[j]]
