@@ -144,5 +144,38 @@ def dense_attention_calls() -> DenseSet:
     return DenseSet(kinds, _rows(kinds, np.array(sorted(shapes), dtype=np.int64)), "dense-attention")
 
 
+def dense_model_more_calls() -> DenseSet:
+    """The third dense survey: the kinds ``dense_model_calls`` took at 256 token counts (FP16, FP32/TF32, FP8
+    variants, transposed views, addmm with alpha/beta) at the rest of the 928."""
+    nk = model_projections(all_models())
+    rest = sorted(set(M_FULL) - set(M_COARSE))
+    return DenseSet(MORE_KINDS, _rows(MORE_KINDS, _shapes(nk, rest)), "dense-models-more")
+
+
+def dense_attention_more_calls() -> DenseSet:
+    """Attention bmm (BF16, FP16) at batch x heads 1..64 and every 8 to 128, head dims 64, 80, 96, 128, 160, 256 and
+    the sequence lengths of ``dense_attention_calls``."""
+    seqs = tuple(range(1, 257)) + tuple(range(264, 4097, 8))
+    shapes = set()
+    for b in tuple(range(1, 65)) + tuple(range(72, 129, 8)):
+        for hd in (64, 80, 96, 128, 160, 256):
+            for s in seqs:
+                shapes |= {(b, s, s, hd), (b, s, hd, s)} if s > 1 else {(b, 1, 1024, hd), (b, 1, hd, 1024)}
+    kinds = [("bmm", BF16, {}), ("bmm", FP16, {})]
+    return DenseSet(kinds, _rows(kinds, np.array(sorted(shapes), dtype=np.int64)), "dense-attention-more")
+
+
+def dense_grid_extra_calls() -> DenseSet:
+    """FP32 and TF32 matmuls at the grid's other 26 token counts, and transposed-view BF16 matmuls at all 52."""
+    fp32 = [("matmul", "fp32", dict(prec="high")), ("matmul", "fp32", dict(prec="highest"))]
+    layouts = [("matmul", BF16, dict(a_t=True, b_t=False)), ("matmul", BF16, dict(a_t=False, b_t=True))]
+    pairs = dense_grid_pairs()
+    other = sorted(set(M_GRID) - set(M_GRID_MORE))
+    rows = np.concatenate([_rows(fp32, _shapes(pairs, other)), _rows(layouts, _shapes(pairs, M_GRID), len(fp32))])
+    return DenseSet(fp32 + layouts, rows, "dense-grid-extra")
+
+
 DENSE_SETS = {"dense_models": dense_model_calls, "dense_grid": lambda: dense_grid_calls("main"),
-              "dense_grid_more": lambda: dense_grid_calls("more"), "dense_attention": dense_attention_calls}
+              "dense_grid_more": lambda: dense_grid_calls("more"), "dense_attention": dense_attention_calls,
+              "dense_models_more": dense_model_more_calls, "dense_attention_more": dense_attention_more_calls,
+              "dense_grid_extra": dense_grid_extra_calls}

@@ -396,6 +396,29 @@ def holdout7_calls(n_per_kind: int = 28) -> list[dict]:
     return _held_out_set(MODELS7, TOKENS7, "7", seen, n_per_kind)
 
 
+MODELS8 = {  # none of these in any earlier list; drawn 2026-11-26 after holdout 7's replay, before the third dense survey
+    "mistral-7b-v0.3": (4096, 14336, 32768, 6144, 128), "olmo-1b": (2048, 8192, 50304, 6144, 128),
+    "phi-1.5": (2048, 8192, 51200, 6144, 64), "internlm2-7b": (4096, 14336, 92544, 6144, 128),
+    "ministral-8b": (4096, 12288, 131072, 6144, 128), "bloom-1b7": (2048, 8192, 250880, 6144, 128),
+    "codegen-2b": (2560, 10240, 51200, 7680, 80), "cerebras-gpt-6.7b": (4096, 16384, 50257, 12288, 128),
+    "yi-6b": (4096, 11008, 64000, 5120, 128), "phi3-small": (4096, 14336, 100352, 6144, 128),
+}
+TOKENS8 = (1, 3, 6, 9, 12, 19, 26, 31, 44, 61, 77, 120, 170, 230, 310, 450, 620, 850, 1150, 1600, 2300, 3300, 4600,
+           6500, 9500, 15000)
+
+
+def holdout8_calls(n_per_kind: int = 28) -> list[dict]:
+    """An eighth held-out set, drawn after holdout 7's replay and before the third dense survey's data were read:
+    ten more models (common dimensions, new vocabularies), new token counts, the same kinds.
+
+    >>> cs = holdout8_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
+    (True, True)
+    """
+    seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls() + holdout2_calls() + holdout3_calls()
+            + holdout4_calls() + holdout5_calls() + holdout6_calls() + holdout7_calls()}
+    return _held_out_set(MODELS8, TOKENS8, "8", seen, n_per_kind)
+
+
 ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
     "3": ((32, 420, 420, 128), (32, 420, 128, 420), (71, 257, 257, 64), (71, 257, 64, 257), (40, 1, 1337, 128),
           (40, 1, 128, 1337), (56, 999, 999, 128), (32, 80, 80, 80)),
@@ -407,10 +430,13 @@ ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
           (40, 1, 128, 3100), (64, 110, 110, 128), (32, 250, 250, 80)),
     "7": ((32, 444, 444, 160), (32, 444, 160, 444), (12, 700, 700, 256), (12, 700, 256, 700), (64, 1, 2500, 128),
           (32, 1, 128, 1900), (24, 140, 140, 128), (15, 300, 300, 64)),
+    "8": ((32, 390, 390, 128), (32, 390, 128, 390), (40, 555, 555, 80), (40, 555, 80, 555), (32, 1, 3000, 128),
+          (64, 1, 128, 1300), (16, 222, 222, 64), (32, 850, 850, 128)),
 }
 ATTENTION_BADD = {"3": ((32, 257, 257, 80), (16, 130, 64, 130)), "4": ((36, 365, 365, 64), (40, 90, 128, 90)),
                   "5": ((32, 200, 200, 128), (40, 96, 128, 96)), "6": ((32, 160, 160, 128), (64, 70, 128, 70)),
-                  "7": ((32, 180, 180, 128), (48, 75, 128, 75))}
+                  "7": ((32, 180, 180, 128), (48, 75, 128, 75)),
+                  "8": ((32, 210, 210, 128), (32, 95, 128, 95))}
 
 
 def _held_out_set(models: dict, tokens: tuple, tag: str, seen: set, n_per_kind: int) -> list[dict]:
