@@ -203,8 +203,10 @@ def measured_launch(c: Call) -> Launch | None:
                   int(runs.grid_z[i]))
 
 
-def measured_token_counts(c: Call) -> list[int]:
-    """The token counts M measured for this call kind at the call's N, K and batch (sorted)."""
+def measured_token_counts(c: Call, same_alignment: bool = False) -> list[int]:
+    """The token counts M measured for this call kind at the call's N, K and batch (sorted); ``same_alignment``:
+    only those in the call's TMA alignment class where M is A's contiguous side (A passed transposed: cuBLAS runs
+    other kernel families when it is not a multiple of 8)."""
     runs, base = _table().get("kinds", {}).get(c.kind()), _pack(0, c.N, c.K, c.b)
     if runs is None or base is None:
         return []
@@ -212,6 +214,8 @@ def measured_token_counts(c: Call) -> list[int]:
     out: list[int] = []
     for i in range(lo, hi):
         out += range(int(runs.keys[i]) & ((1 << _M_BITS) - 1), int(runs.m_last[i]) + 1, int(runs.m_step[i]))
+    if same_alignment and c.a_t:
+        out = [m for m in out if (m % 8 == 0) == (c.M % 8 == 0)]
     return out
 
 
@@ -257,7 +261,7 @@ def bracketing_launches(c: Call) -> tuple[list[tuple[Call, Launch | None]], str]
     """Measured launches around an unmeasured call, and how they were found: the same (N, K) at the token
     counts either side of M; else the corners of the surveyed (M, N, K) grid cell holding the call."""
     t = _table()
-    ms = measured_token_counts(c)
+    ms = measured_token_counts(c, same_alignment=True)
     if ms:
         return [(cc, measured_launch(cc)) for cc in (_with_shape(c, m, c.N, c.K) for m in _bracket(c.M, ms))], \
             "the same N and K at the nearest measured token counts"

@@ -295,7 +295,7 @@ def _nvjet_launch_plan(c: Call, base: Structure, launch: launches.Launch, tile: 
 def _bracketed(c: Call) -> bool:
     """The same N, K measured at token counts on both sides of M whose launches agree (nvjet: on the split): the
     bracketing rules decide there; one-sided or disagreeing brackets leave the call to the k-NN prediction."""
-    ms = launches.measured_token_counts(c)
+    ms = launches.measured_token_counts(c, same_alignment=True)
     if not ms or not ms[0] < c.M < ms[-1]:
         return False
     if c.fmt == "fp32":

@@ -181,7 +181,7 @@ def split_for(kd: KindData, j: int, M: int, N: int, K: int, b: int, params: Para
 
 
 def neighbours(kd: KindData, M: int, N: int, K: int, b: int, k: int, w_m: float,
-               hide: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+               hide: tuple[int, int] | None = None, m_aligned_class: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The k measured launches nearest (M, N, K) (same batch; ``hide``: an (N, K) pair left out), nearest first,
     and their distances ``w_m |dlog2 M| + |dlog2 N| + |dlog2 K|``."""
     d = w_m * np.abs(kd.lm - math.log2(max(M, 1))) + np.abs(kd.ln - math.log2(N)) + np.abs(kd.lk - math.log2(K))
@@ -189,6 +189,8 @@ def neighbours(kd: KindData, M: int, N: int, K: int, b: int, k: int, w_m: float,
     # operands whose K or N is not a multiple of 8 are misaligned for TMA: cuBLAS then runs other kernel families,
     # so only launches of the same alignment class vote
     bad |= ((kd.N % 8 == 0) != (N % 8 == 0)) | ((kd.K % 8 == 0) != (K % 8 == 0))
+    if m_aligned_class:  # A passed transposed: its contiguous side is M
+        bad |= (kd.M % 8 == 0) != (M % 8 == 0)
     if hide is not None:
         bad |= (kd.N == hide[0]) & (kd.K == hide[1])
     d = np.where(bad, np.inf, d)
@@ -200,9 +202,9 @@ def neighbours(kd: KindData, M: int, N: int, K: int, b: int, k: int, w_m: float,
 
 
 def predict_index(kd: KindData, M: int, N: int, K: int, b: int, params: Params = Params(),
-                  hide: tuple[int, int] | None = None) -> tuple[int, int] | None:
+                  hide: tuple[int, int] | None = None, m_aligned_class: bool = False) -> tuple[int, int] | None:
     """(row of the neighbour whose kernel wins the vote, predicted S); None without neighbours."""
-    idx, d = neighbours(kd, M, N, K, b, params.k, params.w_m, hide)
+    idx, d = neighbours(kd, M, N, K, b, params.k, params.w_m, hide, m_aligned_class)
     if not len(idx):
         return None
     j = vote(kd, idx, d, params.vote_on)
@@ -228,7 +230,7 @@ def predict_launch(c: Call, params: Params = Params(), hide: tuple[int, int] | N
     kd = kind_data(c.kind())
     if kd is None:
         return None
-    got = predict_index(kd, c.M, c.N, c.K, c.b, params, hide)
+    got = predict_index(kd, c.M, c.N, c.K, c.b, params, hide, m_aligned_class=c.a_t)
     if got is None:
         return None
     j, S = got
