@@ -419,6 +419,29 @@ def holdout8_calls(n_per_kind: int = 28) -> list[dict]:
     return _held_out_set(MODELS8, TOKENS8, "8", seen, n_per_kind)
 
 
+MODELS9 = {  # none of these in any earlier list; drawn 2026-11-26 after holdout 8's replay, with the method settled (b38b377)
+    "vicuna-13b": (5120, 13824, 32000, 15360, 128), "xgen-7b": (4096, 11008, 51200, 12288, 128),
+    "openllama-3b": (3200, 8640, 32000, 9600, 100), "redpajama-3b": (2560, 10240, 50432, 7680, 80),
+    "stablecode-3b": (2560, 6912, 50304, 7680, 80), "codellama-13b": (5120, 13824, 32016, 15360, 128),
+    "qwen2.5-coder-1.5b": (1536, 8960, 151936, 2048, 128), "deepseek-math-7b": (4096, 11008, 102400, 12288, 128),
+    "pythia-1.4b": (2048, 8192, 50304, 6144, 128), "falcon-180b": (14848, 59392, 65024, 15872, 64),
+}
+TOKENS9 = (1, 4, 8, 11, 16, 23, 34, 47, 63, 81, 100, 144, 210, 333, 512, 700, 960, 1300, 1900, 2600, 4000, 5200, 7000,
+           9000, 12000, 16384)
+
+
+def holdout9_calls(n_per_kind: int = 28) -> list[dict]:
+    """A ninth held-out set, drawn after holdout 8's replay with the method settled: ten more models (one with a
+    hidden size of 3200 and head dim 100, one far larger than any surveyed), the same kinds.
+
+    >>> cs = holdout9_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
+    (True, True)
+    """
+    seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls() + holdout2_calls() + holdout3_calls()
+            + holdout4_calls() + holdout5_calls() + holdout6_calls() + holdout7_calls() + holdout8_calls()}
+    return _held_out_set(MODELS9, TOKENS9, "9", seen, n_per_kind)
+
+
 ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
     "3": ((32, 420, 420, 128), (32, 420, 128, 420), (71, 257, 257, 64), (71, 257, 64, 257), (40, 1, 1337, 128),
           (40, 1, 128, 1337), (56, 999, 999, 128), (32, 80, 80, 80)),
@@ -432,11 +455,14 @@ ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
           (32, 1, 128, 1900), (24, 140, 140, 128), (15, 300, 300, 64)),
     "8": ((32, 390, 390, 128), (32, 390, 128, 390), (40, 555, 555, 80), (40, 555, 80, 555), (32, 1, 3000, 128),
           (64, 1, 128, 1300), (16, 222, 222, 64), (32, 850, 850, 128)),
+    "9": ((32, 512, 512, 128), (32, 512, 128, 512), (32, 300, 300, 100), (32, 300, 100, 300), (40, 1, 2048, 128),
+          (232, 1, 64, 700), (16, 128, 128, 128), (24, 1000, 1000, 64)),
 }
 ATTENTION_BADD = {"3": ((32, 257, 257, 80), (16, 130, 64, 130)), "4": ((36, 365, 365, 64), (40, 90, 128, 90)),
                   "5": ((32, 200, 200, 128), (40, 96, 128, 96)), "6": ((32, 160, 160, 128), (64, 70, 128, 70)),
                   "7": ((32, 180, 180, 128), (48, 75, 128, 75)),
-                  "8": ((32, 210, 210, 128), (32, 95, 128, 95))}
+                  "8": ((32, 210, 210, 128), (32, 95, 128, 95)),
+                  "9": ((32, 256, 256, 128), (40, 60, 128, 60))}
 
 
 def _held_out_set(models: dict, tokens: tuple, tag: str, seen: set, n_per_kind: int) -> list[dict]:

@@ -1,0 +1,11 @@
+#!/bin/bash
+# Held-out capture 9 (2026-11-26, second session, after holdout 8): bits (survey_ops.py) and launches (graph_survey.py), drawn before
+# the dense surveys' data were read; replayed once, when the method using them is settled.
+set -o pipefail
+export PYTHONPATH=src:tools/device_library PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/log.txt
+timeout 200 python3 tools/device_library/survey_ops.py --set holdout9 2>&1 | grep -v USDT | tail -2 | tee -a $OUT/log.txt
+timeout 120 python3 tools/device_library/graph_survey.py --sets holdout9 --budget 60 2>&1 | grep -v USDT | tail -2 | tee -a $OUT/log.txt
+mv $OUT/kernels/graph_holdout9.json.gz $OUT/kernels/holdout9.json.gz
+tar czf $OUT/holdout9.tgz -C $OUT holdout9 kernels && rm -r $OUT/holdout9 $OUT/kernels
+ls -la $OUT
