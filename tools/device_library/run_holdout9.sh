@@ -1,6 +1,6 @@
 #!/bin/bash
-# Held-out capture 9 (2026-11-26, second session, after holdout 8): bits (survey_ops.py) and launches (graph_survey.py), drawn before
-# the dense surveys' data were read; replayed once, when the method using them is settled.
+# Held-out capture 9 (2026-11-26, second session): bits (survey_ops.py) and launches (graph_survey.py) of ten more models,
+# drawn after holdout 8's replay with the method settled; replayed once.
 set -o pipefail
 export PYTHONPATH=src:tools/device_library PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/log.txt
