@@ -1,12 +1,12 @@
 """What cuBLAS launches for a torch GEMM call on Hopper: the measured launch table.
 
-``hopper_launches.npz`` holds, for 15,859,505 calls, the kernels cuBLAS launched in order and the main
+``hopper_launches.npz`` holds, for 21,872,070 calls, the kernels cuBLAS launched in order and the main
 kernel's launch grid: four profiled kernel surveys (every projection of 75 published model configurations x
 token counts 1..16384, a log-spaced (M, N, K) grid, attention bmm, FP32/TF32 and FP8, transposed views and odd
 vocabulary widths over 95 configurations, every op kind of ``library.ops``; plus the bit captures' calls) and
 the dense surveys read off CUDA-graph captures (``tools/device_library/graph_survey.py``: the 95 configurations'
-projections at 928 token counts, a model-shaped (N, K) grid of 22,431 pairs at 52, attention bmm at every
-sequence length to 256 and every 8 to 4,096).  It is stored as runs along M (``KindRuns``), one call kind
+projections at 928 token counts, a model-shaped (N, K) grid of 22,431 pairs at 52, attention bmm at batch x heads
+1..128, six head dims and every sequence length to 256, every 8 to 4,096).  It is stored as runs along M (``KindRuns``), one call kind
 loaded when first asked for.  The grid is what makes this table a measurement of
 the *numerics*, not only of the kernel name: nvjet split-K kernels launch ``tiles x S`` CTAs (tiles of the kernel's tile shape, rounded up to its
 cluster) while that stays within one wave (132 CTAs, 120 for clusters of 4 or 8), so the slice count S
