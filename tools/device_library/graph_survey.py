@@ -32,6 +32,7 @@ import numpy as np
 
 import survey_ops
 from dense_calls import DENSE_SETS
+import kernel_survey
 from kernel_survey import SETS, _empty_operand
 
 OUT = os.environ.get("OUT", "/tmp/survey_out")
@@ -171,32 +172,19 @@ def capture_chunk(drv: Driver, calls: list[dict], stream: torch.cuda.Stream) -> 
 
 
 def survey_set(name: str, calls: list[dict], deadline: float, chunk: int, log) -> dict:
+    """``kernel_survey.survey_set`` with each chunk captured into a graph instead of profiled."""
     drv = Driver()
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):  # this stream's cuBLAS/cuBLASLt workspaces exist before any capture
         x = torch.ones(64, 64, device="cuda", dtype=torch.bfloat16)
         torch.nn.functional.linear(x, x, x[0]), torch.matmul(x, x), torch.matmul(x.float(), x.float())
     stream.synchronize()
-    names: list[str] = []
-    index: dict[str, int] = {}
-    done, errors, ran = {}, {}, 0
 
-    def intern(n: str) -> int:
-        if n not in index:
-            index[n] = len(names)
-            names.append(n)
-        return index[n]
-
-    t0 = time.time()
-    for start in range(0, len(calls), chunk):
-        if time.time() > deadline:
-            log(f"{name}: budget reached after {ran} of {len(calls)} calls")
-            break
-        part = calls[start:start + chunk]
+    def run(part: list[dict]) -> tuple[dict, dict]:
         try:
             acts, errs = capture_chunk(drv, part, stream)
         except Exception as exc:  # the capture itself broke: one graph per call, so one bad call costs only itself
-            log(f"  chunk at {start}: {type(exc).__name__}: {exc}"[:300] + "; capturing its calls one by one")
+            log(f"  chunk at id {part[0]['id']}: {type(exc).__name__}: {exc}"[:300] + "; capturing its calls one by one")
             acts, errs = {}, {}
             for c in part:
                 try:
@@ -204,16 +192,10 @@ def survey_set(name: str, calls: list[dict], deadline: float, chunk: int, log) -
                     acts.update(a), errs.update(e)
                 except Exception as exc1:
                     errs[c["id"]] = f"capture: {type(exc1).__name__}: {exc1}"[:300]
-        errors.update(errs)
         torch.cuda.empty_cache()  # operands of many sizes: keep the cached blocks of parallel processes bounded
-        for i, lst in acts.items():
-            done[i] = [[intern(n), g, b] for n, g, b in lst]
-        ran += len(part)
-        if (start // chunk) % 20 == 0 or ran == len(calls):
-            log(f"{name}: {ran}/{len(calls)} calls, {len(done)} with activities, {len(errors)} errors "
-                f"({time.time() - t0:.0f} s)")
-    return dict(set=name, ran=ran, total=len(calls), names=names, calls=done, errors=errors,
-                seconds=round(time.time() - t0, 1))
+        return acts, errs
+
+    return kernel_survey.survey_set(name, calls, deadline, chunk, log, run=run, log_every=20)
 
 
 def demangle(names: list[str]) -> list[str]:

@@ -101,7 +101,11 @@ def run_chunk(calls: list[dict], log) -> tuple[dict, dict]:
     return {i: [(n, g, b) for _, n, g, b in a] for i, a in acts.items()}, errors
 
 
-def survey_set(name: str, calls: list[dict], deadline: float, chunk: int, log) -> dict:
+def survey_set(name: str, calls: list[dict], deadline: float, chunk: int, log, run=None,
+               log_every: int = 1) -> dict:
+    """Every call of ``calls`` in chunks until ``deadline``; ``run(part) -> ({id: [(name, grid, block)]}, {id:
+    error})`` measures one chunk (default: under torch.profiler, ``run_chunk``).  Activity names are interned."""
+    run = run or (lambda part: run_chunk(part, log))
     names: list[str] = []
     index: dict[str, int] = {}
     done, errors, ran = {}, {}, 0
@@ -118,14 +122,16 @@ def survey_set(name: str, calls: list[dict], deadline: float, chunk: int, log) -
             log(f"{name}: budget reached after {ran} of {len(calls)} calls")
             break
         part = calls[start:start + chunk]
-        acts, errs = run_chunk(part, log)
+        acts, errs = run(part)
         errors.update(errs)
         for i, lst in acts.items():
             done[i] = [[intern(n), g, b] for n, g, b in lst]
         ran += len(part)
-        log(f"{name}: {ran}/{len(calls)} calls, {len(done)} with activities, {len(errors)} errors "
-            f"({time.time() - t0:.0f} s)")
-    return dict(set=name, ran=ran, total=len(calls), names=names, calls=done, errors=errors)
+        if (start // chunk) % log_every == 0 or ran == len(calls):
+            log(f"{name}: {ran}/{len(calls)} calls, {len(done)} with activities, {len(errors)} errors "
+                f"({time.time() - t0:.0f} s)")
+    return dict(set=name, ran=ran, total=len(calls), names=names, calls=done, errors=errors,
+                seconds=round(time.time() - t0, 1))
 
 
 def main() -> int:
