@@ -301,8 +301,7 @@ def holdout3_calls(n_per_kind: int = 28) -> list[dict]:
     >>> cs = holdout3_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
     (True, True)
     """
-    seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls() + holdout2_calls()}
-    return _held_out_set(MODELS3, TOKENS3, "3", seen, n_per_kind)
+    return _held_out_set(MODELS3, TOKENS3, "3", _shapes_before(3), n_per_kind)
 
 
 MODELS4 = {  # none of these in any earlier list (bit captures or kernel surveys)
@@ -323,8 +322,7 @@ def holdout4_calls(n_per_kind: int = 28) -> list[dict]:
     >>> cs = holdout4_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
     (True, True)
     """
-    seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls() + holdout2_calls() + holdout3_calls()}
-    return _held_out_set(MODELS4, TOKENS4, "4", seen, n_per_kind)
+    return _held_out_set(MODELS4, TOKENS4, "4", _shapes_before(4), n_per_kind)
 
 
 MODELS5 = {  # none of these in any earlier list (bit captures, kernel surveys 1-3); drawn 2026-11-26, sealed until the end
@@ -345,9 +343,7 @@ def holdout5_calls(n_per_kind: int = 28) -> list[dict]:
     >>> cs = holdout5_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
     (True, True)
     """
-    seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls() + holdout2_calls() + holdout3_calls()
-            + holdout4_calls()}
-    return _held_out_set(MODELS5, TOKENS5, "5", seen, n_per_kind)
+    return _held_out_set(MODELS5, TOKENS5, "5", _shapes_before(5), n_per_kind)
 
 
 MODELS6 = {  # none of these in any earlier list; drawn 2026-11-26 after holdout 5's replay, with the method settled
@@ -368,9 +364,7 @@ def holdout6_calls(n_per_kind: int = 28) -> list[dict]:
     >>> cs = holdout6_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
     (True, True)
     """
-    seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls() + holdout2_calls() + holdout3_calls()
-            + holdout4_calls() + holdout5_calls()}
-    return _held_out_set(MODELS6, TOKENS6, "6", seen, n_per_kind)
+    return _held_out_set(MODELS6, TOKENS6, "6", _shapes_before(6), n_per_kind)
 
 
 MODELS7 = {  # none of these in any earlier list; drawn 2026-11-26 (second session) before the dense surveys' data were read
@@ -391,9 +385,7 @@ def holdout7_calls(n_per_kind: int = 28) -> list[dict]:
     >>> cs = holdout7_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
     (True, True)
     """
-    seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls() + holdout2_calls() + holdout3_calls()
-            + holdout4_calls() + holdout5_calls() + holdout6_calls()}
-    return _held_out_set(MODELS7, TOKENS7, "7", seen, n_per_kind)
+    return _held_out_set(MODELS7, TOKENS7, "7", _shapes_before(7), n_per_kind)
 
 
 MODELS8 = {  # none of these in any earlier list; drawn 2026-11-26 after holdout 7's replay, before the third dense survey
@@ -414,9 +406,7 @@ def holdout8_calls(n_per_kind: int = 28) -> list[dict]:
     >>> cs = holdout8_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
     (True, True)
     """
-    seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls() + holdout2_calls() + holdout3_calls()
-            + holdout4_calls() + holdout5_calls() + holdout6_calls() + holdout7_calls()}
-    return _held_out_set(MODELS8, TOKENS8, "8", seen, n_per_kind)
+    return _held_out_set(MODELS8, TOKENS8, "8", _shapes_before(8), n_per_kind)
 
 
 MODELS9 = {  # none of these in any earlier list; drawn 2026-11-26 after holdout 8's replay, with the method settled (b38b377)
@@ -437,9 +427,7 @@ def holdout9_calls(n_per_kind: int = 28) -> list[dict]:
     >>> cs = holdout9_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
     (True, True)
     """
-    seen = {(c["M"], c["N"], c["K"]) for c in survey_calls() + holdout_calls() + holdout2_calls() + holdout3_calls()
-            + holdout4_calls() + holdout5_calls() + holdout6_calls() + holdout7_calls() + holdout8_calls()}
-    return _held_out_set(MODELS9, TOKENS9, "9", seen, n_per_kind)
+    return _held_out_set(MODELS9, TOKENS9, "9", _shapes_before(9), n_per_kind)
 
 
 ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
@@ -463,6 +451,12 @@ ATTENTION_BADD = {"3": ((32, 257, 257, 80), (16, 130, 64, 130)), "4": ((36, 365,
                   "7": ((32, 180, 180, 128), (48, 75, 128, 75)),
                   "8": ((32, 210, 210, 128), (32, 95, 128, 95)),
                   "9": ((32, 256, 256, 128), (40, 60, 128, 60))}
+
+
+def _shapes_before(n: int) -> set[tuple[int, int, int]]:
+    """(M, N, K) of the op survey and held-out sets 1 .. n - 1: what held-out set n leaves out."""
+    earlier = [survey_calls, holdout_calls] + [globals()[f"holdout{i}_calls"] for i in range(2, n)]
+    return {(c["M"], c["N"], c["K"]) for f in earlier for c in f()}
 
 
 def _held_out_set(models: dict, tokens: tuple, tag: str, seen: set, n_per_kind: int) -> list[dict]:
