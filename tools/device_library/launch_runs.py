@@ -15,12 +15,10 @@ token count inside a run but off its step was *not* measured, and stays a predic
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 from numba import njit
 
-_NVJET = re.compile(r"nvjet_sm90_[a-z]+_(\d+)x(\d+)_(\d+)x\d+_(\d+)x(\d+)_")
+from tcnumerics.library.launches import signature_params, tiles_of
 
 
 @njit(cache=True)
@@ -49,27 +47,10 @@ def run_starts(new_group: np.ndarray, choice: np.ndarray, M: np.ndarray) -> tupl
     return _starts(np.asarray(new_group, np.bool_), np.asarray(choice, np.int64), np.asarray(M, np.int64))
 
 
-def nvjet_params(signatures: list[str]) -> np.ndarray:
-    """Per signature: the main nvjet kernel's (tile N, tile M, cluster x, cluster y), zeros for other kernels."""
-    out = np.zeros((len(signatures), 4), np.int64)
-    for i, s in enumerate(signatures):
-        m = _NVJET.search(s)
-        if m:
-            tm, tn, _, cx, cy = (int(x) for x in m.groups())
-            out[i] = tm, tn, cx, cy
-    return out
-
-
-def tiles(p: np.ndarray, M, N, b):
-    """Output tiles of the nvjet kernels with parameters ``p`` (rows of ``nvjet_params``) over N x M, rounded to
-    whole clusters (numpy-friendly)."""
-    tm, tn, cx, cy = (np.maximum(p[..., i], 1) for i in range(4))
-    return -(-(-(-N // tm)) // cx) * cx * (-(-(-(-M // tn)) // cy) * cy) * b
-
-
 def cta_rule(p: np.ndarray, M, N, b, ctas) -> tuple[np.ndarray, np.ndarray]:
-    """(mode, value) per launch: mode 1 -- nvjet, ``value`` CTAs per tile; mode 0 -- ``value`` CTAs."""
-    t = tiles(p, M, N, b)
+    """(mode, value) per launch (``p``: rows of ``launches.signature_params``): mode 1 -- nvjet, ``value`` CTAs per
+    tile; mode 0 -- ``value`` CTAs."""
+    t = tiles_of(p, M, N, b)
     per_tile = (p[:, 0] > 0) & (ctas % t == 0)
     return per_tile.astype(np.int8), np.where(per_tile, ctas // t, ctas)
 
@@ -78,7 +59,7 @@ def encode(kind, N, K, b, M, sig, ctas, gz, signatures: list[str]) -> dict:
     """Rows (one launch each) -> run arrays sorted by (kind, N, K, b, first M)."""
     order = np.lexsort((M, b, K, N, kind))
     kind, N, K, b, M, sig, ctas, gz = (np.asarray(a)[order] for a in (kind, N, K, b, M, sig, ctas, gz))
-    mode, value = cta_rule(nvjet_params(signatures)[sig], M, N, b, ctas)
+    mode, value = cta_rule(signature_params(signatures)[sig], M, N, b, ctas)
     new_group = np.ones(len(M), bool)
     new_group[1:] = (kind[1:] != kind[:-1]) | (N[1:] != N[:-1]) | (K[1:] != K[:-1]) | (b[1:] != b[:-1])
     _, choice = np.unique(np.column_stack([sig, gz, mode, value]), axis=0, return_inverse=True)

@@ -69,7 +69,6 @@ def is_gemm_kernel(name: str) -> bool:
 # A launch's shape packed into one int64 (N: 18 bits, K: 17, batch: 10, M: 15), so each call kind's runs are one
 # sorted array: exact lookups and "the same N, K at other token counts" are binary searches, not a dict of millions.
 _M_BITS, _B_BITS, _K_BITS, _N_BITS = 15, 10, 17, 18
-_NVJET_PARAMS = re.compile(r"nvjet_sm90_[a-z]+_(\d+)x(\d+)_\d+x\d+_(\d+)x(\d+)_")
 
 
 def _pack(M: int, N: int, K: int, b: int) -> int | None:
@@ -78,7 +77,7 @@ def _pack(M: int, N: int, K: int, b: int) -> int | None:
     return ((N << _K_BITS | K) << _B_BITS | b) << _M_BITS | M
 
 
-def _tiles(p: np.ndarray, M, N, b):
+def tiles_of(p: np.ndarray, M, N, b):
     """Output tiles of nvjet kernels with (tile N, tile M, cluster x, cluster y) rows ``p`` over N x M, rounded to
     whole clusters (numpy-friendly; 1 for other kernels' zero rows)."""
     tm, tn, cx, cy = (np.maximum(p[..., i], 1) for i in range(4))
@@ -105,7 +104,7 @@ class KindRuns:
     def ctas(self, i, M, N, b):
         """The main kernel's CTA count of run(s) ``i`` at token count ``M`` (numpy-friendly)."""
         per_tile = self.cta_mode[i] == 1
-        return np.where(per_tile, _tiles(self.params[i], M, N, b) * self.cta_value[i], self.cta_value[i])
+        return np.where(per_tile, tiles_of(self.params[i], M, N, b) * self.cta_value[i], self.cta_value[i])
 
     def points(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every run's first and last launch as (packed key, signature, CTAs, grid z) arrays: the measured points
@@ -158,12 +157,14 @@ class _Kinds(dict):
         return list(self._index)
 
 
-def _signature_params(signatures: list[str]) -> np.ndarray:
+def signature_params(signatures: list[str]) -> np.ndarray:
+    """Per activity signature: its nvjet kernel's (tile N, tile M, cluster x, cluster y), zeros for other kernels."""
     out = np.zeros((len(signatures), 4), np.int64)
     for i, s in enumerate(signatures):
-        m = _NVJET_PARAMS.search(s)
+        m = _NVJET.search(s)
         if m:
-            out[i] = [int(x) for x in m.groups()]
+            tm, tn, _, cx, cy = (int(x) for x in m.groups())
+            out[i] = tm, tn, cx, cy
     return out
 
 
@@ -176,7 +177,7 @@ def _table() -> dict:
                 names, sigs = [str(k) for k in z["kinds"]], [str(x) for x in z["signatures"]]
                 grid = (z["grid_m"].tolist(), z["grid_nk"].tolist())
                 count = int(z["launch_count"])
-            _TABLE = {"kinds": _Kinds(_PATH, names, _signature_params(sigs)), "signatures": sigs, "grid": grid,
+            _TABLE = {"kinds": _Kinds(_PATH, names, signature_params(sigs)), "signatures": sigs, "grid": grid,
                       "launch_count": count}
     return _TABLE
 
