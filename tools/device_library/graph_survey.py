@@ -12,7 +12,7 @@ is the one a run would make -- which ``--compare`` checks against the profiler's
 
 Writes the same ``$OUT/kernels/<set>.json.gz`` as ``kernel_survey.py`` (names, calls, errors, env), so
 ``export_kernels.py`` packs either.  Kernel names are the drivers' (mangled) names, demangled by ``c++filt`` or
-``cu++filt`` where either is installed (else ``demangle_file`` does it on the CPU afterwards).
+``cu++filt`` (both are on the device; without either the file says ``demangled: false``).
 """
 
 from __future__ import annotations
@@ -210,18 +210,6 @@ def demangle(names: list[str]) -> list[str]:
     if len(out) != len(names):
         raise RuntimeError(f"{tool} returned {len(out)} names for {len(names)}")
     return out
-
-
-def demangle_file(path: str) -> None:
-    """Demangle a result file's names in place (a survey run where no demangler was installed)."""
-    with gzip.open(path, "rt") as fh:
-        res = json.load(fh)
-    if not res["env"].get("demangled", True):
-        res["names"] = demangle(res["names"])
-        res["env"]["demangled"] = True
-        with gzip.open(path + ".tmp", "wt") as fh:
-            json.dump(res, fh)
-        os.replace(path + ".tmp", path)
 
 
 def _gemm_part(res: dict, acts: list) -> list:

@@ -122,11 +122,6 @@ class KindRuns:
             self._points = (keys, self.sig[i], self.ctas(i, M, N, b).astype(np.int64), self.grid_z[i].astype(np.int64))
         return self._points
 
-    def __len__(self) -> int:
-        """How many launches (not runs)."""
-        first = self.keys & ((1 << _M_BITS) - 1)
-        return int(((self.m_last - first) // self.m_step + 1).sum())
-
 
 class _Kinds(dict):
     """Call kind -> ``KindRuns``, each read from the table file the first time it is asked for (a kind's runs
