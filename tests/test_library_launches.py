@@ -55,6 +55,20 @@ def test_table_loads_with_the_survey_launches():
     assert launches.launch_count() > 300_000
 
 
+def test_table_lists_every_kind_before_any_is_loaded():
+    """The kinds load on first use; listing them must not depend on which were used (fit_unseen.py once found
+    none: a dict iterates only the entries it holds)."""
+    import numpy as np
+
+    fresh = launches._load(launches._PATH)
+    with np.load(launches._PATH, allow_pickle=False) as z:
+        stored = [str(k) for k in z["kinds"]]
+    assert list(fresh["kinds"]) == list(fresh["kinds"].keys()) == stored and len(fresh["kinds"]) == len(stored)
+    assert stored[0] in fresh["kinds"] and "no|such|kind" not in fresh["kinds"]
+    first = next(iter(fresh["kinds"].items()))
+    assert first[0] == stored[0] and first[1].points()[0].size > 0
+
+
 def test_short_m_long_k_linear_reads_split_8_off_the_grid():
     c = Call("linear", "bf16", "bf16", 16, 1024, 14336, b_t=True)
     L = launches.measured_launch(c)

@@ -148,6 +148,23 @@ class _Kinds(dict):
     def get(self, kind, default=None):
         return self[kind] if kind in self._index else default
 
+    # iteration and size are over every kind of the table, loaded or not (a dict's own would show only those
+    # already loaded); items()/values() load each kind in turn
+    def __iter__(self):
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def keys(self):
+        return self._index.keys()
+
+    def values(self):
+        return (self[k] for k in self._index)
+
+    def items(self):
+        return ((k, self[k]) for k in self._index)
+
     def names(self) -> list[str]:
         return list(self._index)
 
@@ -163,17 +180,20 @@ def signature_params(signatures: list[str]) -> np.ndarray:
     return out
 
 
+def _load(path: str) -> dict:
+    """The launch table at ``path``: its index now, each kind's runs when first asked for."""
+    with np.load(path, allow_pickle=False) as z:
+        names, sigs = [str(k) for k in z["kinds"]], [str(x) for x in z["signatures"]]
+        grid = (z["grid_m"].tolist(), z["grid_nk"].tolist())
+        count = int(z["launch_count"])
+    return {"kinds": _Kinds(path, names, signature_params(sigs)), "signatures": sigs, "grid": grid,
+            "launch_count": count}
+
+
 def _table() -> dict:
     global _TABLE
     if _TABLE is None:
-        _TABLE = {}
-        if os.path.exists(_PATH):
-            with np.load(_PATH, allow_pickle=False) as z:
-                names, sigs = [str(k) for k in z["kinds"]], [str(x) for x in z["signatures"]]
-                grid = (z["grid_m"].tolist(), z["grid_nk"].tolist())
-                count = int(z["launch_count"])
-            _TABLE = {"kinds": _Kinds(_PATH, names, signature_params(sigs)), "signatures": sigs, "grid": grid,
-                      "launch_count": count}
+        _TABLE = _load(_PATH) if os.path.exists(_PATH) else {}
     return _TABLE
 
 
