@@ -26,12 +26,11 @@ import torch
 
 import survey_ops
 from kernel_calls import kernel_calls, kernel_calls2, kernel_calls3, kernel_calls4
-from survey_calls import holdout2_calls, holdout3_calls, holdout4_calls, holdout5_calls, holdout6_calls, holdout7_calls, holdout8_calls, holdout9_calls, holdout_calls, survey_calls
+from survey_calls import SURVEY_SETS
 
 OUT = os.environ.get("OUT", "/tmp/survey_out")
-SETS = {"survey": survey_calls, "holdout": holdout_calls, "holdout2": holdout2_calls, "holdout3": holdout3_calls,
-        "holdout4": holdout4_calls, "holdout5": holdout5_calls, "holdout6": holdout6_calls, "holdout7": holdout7_calls, "holdout8": holdout8_calls, "holdout9": holdout9_calls, "kernels": kernel_calls, "kernels2": kernel_calls2,
-        "kernels3": kernel_calls3, "kernels4": kernel_calls4}
+SETS = {**SURVEY_SETS, "kernels": kernel_calls, "kernels2": kernel_calls2, "kernels3": kernel_calls3,
+        "kernels4": kernel_calls4}
 GPU_CATS = ("kernel", "gpu_memset", "gpu_memcpy")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# A held-out capture (2026-11-26, second session: holdout7, holdout8, holdout9): bits (survey_ops.py) and launches
+# A held-out capture (2026-11-26: holdout7 to holdout10): bits (survey_ops.py) and launches
 # (graph_survey.py) of the set named by $1, into $OUT/$1.tgz; replayed once, when the method is settled.
 set -o pipefail
 SET=${1:?usage: run_holdout_graph.sh SET}

@@ -430,6 +430,27 @@ def holdout9_calls(n_per_kind: int = 28) -> list[dict]:
     return _held_out_set(MODELS9, TOKENS9, "9", _shapes_before(9), n_per_kind)
 
 
+MODELS10 = {  # none of these in any earlier list; drawn 2026-11-26 (third session) with the method settled (pair-indexed k-NN)
+    "phi-2": (2560, 10240, 51200, 7680, 80), "dbrx-expert": (6144, 10752, 100352, 8192, 128),
+    "granite-20b-code": (6144, 24576, 49152, 6400, 128), "smollm-135m": (576, 1536, 49152, 960, 64),
+    "jais-13b": (5120, 13653, 84992, 15360, 128), "orion-14b": (5120, 15360, 84608, 15360, 128),
+    "aquila2-7b": (4096, 11008, 100008, 12288, 128), "skywork-13b": (4608, 12288, 65519, 13824, 128),
+    "bluelm-7b": (4096, 11008, 100096, 12288, 128), "aya-expanse-32b": (8192, 24576, 256000, 10240, 128),
+}
+TOKENS10 = (1, 2, 3, 5, 7, 10, 14, 20, 28, 39, 55, 75, 105, 140, 205, 290, 410, 580, 820, 1160, 1640, 2350, 3200,
+            4700, 6600, 9300)
+
+
+def holdout10_calls(n_per_kind: int = 28) -> list[dict]:
+    """A tenth held-out set, drawn after holdout 9 was folded in and the neighbour search was re-indexed: ten
+    more models (an FFN of 13653 and vocabularies of 65519 and 100008, off every multiple of 8), the same kinds.
+
+    >>> cs = holdout10_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
+    (True, True)
+    """
+    return _held_out_set(MODELS10, TOKENS10, "10", _shapes_before(10), n_per_kind)
+
+
 ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
     "3": ((32, 420, 420, 128), (32, 420, 128, 420), (71, 257, 257, 64), (71, 257, 64, 257), (40, 1, 1337, 128),
           (40, 1, 128, 1337), (56, 999, 999, 128), (32, 80, 80, 80)),
@@ -445,12 +466,15 @@ ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
           (64, 1, 128, 1300), (16, 222, 222, 64), (32, 850, 850, 128)),
     "9": ((32, 512, 512, 128), (32, 512, 128, 512), (32, 300, 300, 100), (32, 300, 100, 300), (40, 1, 2048, 128),
           (232, 1, 64, 700), (16, 128, 128, 128), (24, 1000, 1000, 64)),
+    "10": ((32, 460, 460, 80), (32, 460, 80, 460), (40, 820, 820, 128), (40, 820, 128, 820), (64, 1, 1640, 128),
+           (48, 1, 128, 2350), (9, 205, 205, 64), (28, 600, 600, 128)),
 }
 ATTENTION_BADD = {"3": ((32, 257, 257, 80), (16, 130, 64, 130)), "4": ((36, 365, 365, 64), (40, 90, 128, 90)),
                   "5": ((32, 200, 200, 128), (40, 96, 128, 96)), "6": ((32, 160, 160, 128), (64, 70, 128, 70)),
                   "7": ((32, 180, 180, 128), (48, 75, 128, 75)),
                   "8": ((32, 210, 210, 128), (32, 95, 128, 95)),
-                  "9": ((32, 256, 256, 128), (40, 60, 128, 60))}
+                  "9": ((32, 256, 256, 128), (40, 60, 128, 60)),
+                  "10": ((32, 290, 290, 128), (36, 105, 128, 105))}
 
 
 def _shapes_before(n: int) -> set[tuple[int, int, int]]:
@@ -503,3 +527,7 @@ def _held_out_set(models: dict, tokens: tuple, tag: str, seen: set, n_per_kind: 
         add("scaled_mm", "e4m3", M, N, K, b_fmt="e5m2", scales="tensor", fast_accum=False, out_dtype="bf16")
         add("scaled_mm", "e4m3", M, N, K, b_fmt="e4m3", scales="tensor", fast_accum=True, out_dtype="fp32")
     return calls
+
+
+HELD_OUT = {"holdout": holdout_calls, **{f"holdout{i}": globals()[f"holdout{i}_calls"] for i in range(2, 11)}}
+SURVEY_SETS = {"survey": survey_calls, **HELD_OUT}  # the op survey and every held-out set, by name

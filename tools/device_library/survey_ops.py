@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from inputs import FIELD_BITS, hashed_bits, hashed_values
 from kernel_calls import kernel_sample_calls, kernel_sample_calls2, kernel_sample_calls3
-from survey_calls import holdout2_calls, holdout3_calls, holdout4_calls, holdout5_calls, holdout6_calls, holdout7_calls, holdout8_calls, holdout9_calls, holdout_calls, survey_calls
+from survey_calls import SURVEY_SETS
 
 OUT = os.environ.get("OUT", "/tmp/survey_out")
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "e4m3": torch.float8_e4m3fn,
@@ -165,19 +165,17 @@ def self_check(log) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=0)
-    ap.add_argument("--set", choices=("survey", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "holdout7", "holdout8", "holdout9",
-                                      "ksample", "ksample2", "ksample3"), default="survey",
-                    help="which call list to run")
+    sets = {**SURVEY_SETS, "ksample": kernel_sample_calls, "ksample2": kernel_sample_calls2,
+            "ksample3": kernel_sample_calls3}
+    ap.add_argument("--set", choices=tuple(sets), default="survey", help="which call list to run")
     ap.add_argument("--dry-list", action="store_true", help="print the call list's size and kinds, run nothing")
     args = ap.parse_args()
-    calls = {"survey": survey_calls, "holdout": holdout_calls, "holdout2": holdout2_calls,
-             "holdout3": holdout3_calls, "holdout4": holdout4_calls, "holdout5": holdout5_calls, "holdout6": holdout6_calls, "holdout7": holdout7_calls, "holdout8": holdout8_calls, "holdout9": holdout9_calls, "ksample": kernel_sample_calls,
-             "ksample2": kernel_sample_calls2, "ksample3": kernel_sample_calls3}[args.set]()
+    calls = sets[args.set]()
     if args.dry_list:
         from collections import Counter
         print(len(calls), "calls:", dict(Counter(c["op"] + ":" + c["fmt"] for c in calls)))
         return 0
-    two_files = args.set in ("holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "holdout7", "holdout8", "holdout9", "ksample", "ksample2", "ksample3")  # later sets: the two data files only, in a folder of their own
+    two_files = args.set not in ("survey", "holdout")  # later sets: the two data files only, in a folder of their own
     out_dir = os.path.join(OUT, args.set) if two_files else OUT
     os.makedirs(out_dir, exist_ok=True)
     lines = []
