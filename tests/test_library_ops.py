@@ -102,6 +102,10 @@ def test_full_shape_changes_the_plan_and_is_checked():
         lib.matmul.plan(A, B, full_shape=(2, 2, 16384))
 
 
+def _fp8(shape):
+    return np.zeros(shape, ml_dtypes.float8_e4m3fn)
+
+
 @pytest.mark.parametrize("call,match", [
     (lambda: lib.matmul(np.ones((2, 3), np.int8), np.ones((3, 2), np.int8)), "expected bfloat16"),
     (lambda: lib.matmul(_rand((2, 3)), _rand((4, 2))), "expected"),
@@ -109,6 +113,10 @@ def test_full_shape_changes_the_plan_and_is_checked():
     (lambda: lib.matmul(_rand((2, 3)), _rand((3, 2)), fp32_precision="low"), "fp32_precision"),
     (lambda: lib.linear(_rand((2, 3)), _rand((4, 3)), _rand((5,))), "bias"),
     (lambda: lib.matmul(_rand((2, 8)), _rand((8, 2)), out_dtype="int8"), "out_dtype"),
+    # torch refuses these on the device (holdout10's 3200 x 5120 x 13653 call): K, then N, not divisible by 16
+    (lambda: lib.scaled_mm(_fp8((4, 24)), _fp8((24, 16)), 1.0, 1.0), "divisible by 16"),
+    (lambda: lib.scaled_mm(_fp8((4, 32)), _fp8((32, 40)), 1.0, 1.0), "divisible by 16"),
+    (lambda: lib.scaled_mm.plan(_fp8((4, 32)), _fp8((32, 16)), 1.0, 1.0, full_shape=(64, 40, 32)), "divisible by 16"),
 ])
 def test_bad_input_is_a_clear_error(call, match):
     with pytest.raises((ValueError, TypeError), match=match):

@@ -295,6 +295,8 @@ def _prep_scaled_mm(A, B, scale_a, scale_b, *, out_dtype="bf16", use_fast_accum:
     M, K = A.shape
     N = B.shape[1]
     fb, fM, fN, fK = _shape(full_shape, False, M, N, K, 1)
+    if fK % 16 or fN % 16:  # torch refuses these on the device (holdout10: K = 13653), so there is no result to model
+        raise ValueError(f"A, B: torch._scaled_mm needs K and N divisible by 16, got {fM} x {fN} x {fK} (M x N x K)")
     sa, sb = np.asarray(scale_a, np.float64), np.asarray(scale_b, np.float64)
     kind = "tensor" if sa.size == 1 and sb.size == 1 else (
         "blockwise" if sa.ndim == 2 and sa.shape[1] == -(-K // 128) and sa.shape[1] != 1 else "rowwise")
