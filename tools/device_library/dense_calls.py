@@ -175,7 +175,33 @@ def dense_grid_extra_calls() -> DenseSet:
     return DenseSet(fp32 + layouts, rows, "dense-grid-extra")
 
 
+MISALIGNED_BASES = tuple(sorted({64 * round(96 * 1.25 ** i / 64) for i in range(37)}))
+PARTNERS = (512, 768, 1024, 1536, 2048, 2560, 3072, 4096, 5120, 6144, 7168, 8192, 12288, 16384)
+
+
+def misaligned_pairs() -> list[tuple[int, int]]:
+    """(N, K) pairs with one side off every multiple of 8 -- a multiple of 64 (log-spaced 128..295,808) plus 1, 2 or
+    4, one per alignment cuBLAS's CUTLASS fallbacks distinguish (1, 2, 4 elements) -- and the other a hidden size:
+    an FFN or vocabulary like Jais-13B's 13,653 (holdout10's misses) on either side.
+
+    >>> ps = misaligned_pairs(); len(ps) > 2500, all((n % 8 == 0) != (k % 8 == 0) for n, k in ps)
+    (True, True)
+    """
+    odd = [b + r for b in MISALIGNED_BASES for r in (1, 2, 4)]
+    return sorted({(d, h) for d in odd for h in PARTNERS} | {(h, d) for d in odd for h in PARTNERS})
+
+
+def dense_misaligned_calls() -> DenseSet:
+    """The fourth dense survey: ``misaligned_pairs`` x ``M_GRID`` for the 16-bit main kinds, x every other token
+    count of it for FP16 and FP32/TF32 (FP8 refuses such shapes)."""
+    main = [k for k in MAIN_KINDS if k[0] != "scaled_mm"]
+    more = [k for k in MORE_KINDS[:9] if k[0] != "scaled_mm"]
+    pairs = misaligned_pairs()
+    rows = np.concatenate([_rows(main, _shapes(pairs, M_GRID)), _rows(more, _shapes(pairs, M_GRID_MORE), len(main))])
+    return DenseSet(main + more, rows, "dense-misaligned")
+
+
 DENSE_SETS = {"dense_models": dense_model_calls, "dense_grid": lambda: dense_grid_calls("main"),
               "dense_grid_more": lambda: dense_grid_calls("more"), "dense_attention": dense_attention_calls,
               "dense_models_more": dense_model_more_calls, "dense_attention_more": dense_attention_more_calls,
-              "dense_grid_extra": dense_grid_extra_calls}
+              "dense_grid_extra": dense_grid_extra_calls, "dense_misaligned": dense_misaligned_calls}
