@@ -25,7 +25,11 @@ Result (``--per-kind 150``, 21 s of predictions; 4,411 launches of 2,293 hidden 
     group 3-fold, chosen by bits: kernel 0.511 S 0.922 both 0.485 bits 0.859
     group 3-fold, chosen by both: kernel 0.539 S 0.922 both 0.511 bits 0.856
 
-Per kind (bits, current -> unseen.Params()): matmul bf16 0.893 -> 0.933, matmul fp16 0.880 -> 0.907,
+On the table of 21,872,070 launches (2026-11-26, third session; 70 s): 4,999 launches of 4,137 hidden pairs in 48
+kinds; current 0.588, unseen.Params() 0.923, best (k=5 wM=16 S=copy vote=kernel) 0.928, group 3-fold by bits 0.923
+(``vectors/library/kernel_survey_h100/fit_unseen_2026-11-26.txt``).
+
+Per kind (bits, current -> unseen.Params(), first table): matmul bf16 0.893 -> 0.933, matmul fp16 0.880 -> 0.907,
 linear bf16 bias 0.907 -> 0.940, plain 0.893 -> 0.907, linear fp16 bias 0.893 -> 0.913, plain 0.873 -> 0.927,
 mm_out bf16->fp32 0.887 -> 0.920, mm_out fp16->fp32 0.500 -> 0.873, addmm bf16 bias 0.907 -> 0.933,
 FP8 rowwise/tensor bf16 0.993..1.000 both, FP8 fp32-out / e5m2 0.21..0.28 -> 0.99..1.00, matmul fp32 0.427 -> 0.533,

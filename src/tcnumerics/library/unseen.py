@@ -27,6 +27,11 @@ launches of the call's alignment class voting: k = 8, w_M = 1, S one wave 0.875;
 the defaults now, k = 5, w_M = 4, S copied from the voter, **0.883** (M <= 64: 0.835, to 1024: 0.897, above:
 0.949); group 3-fold chooses S copied on every fold (0.875).
 
+On the table of 21,872,070 launches (the dense surveys; rerun in the third session of 2026-11-26, 70 s with the
+pair-indexed search; 4,999 launches of 4,137 hidden pairs in 48 kinds): the defaults 0.923 (M <= 64: 0.875, to
+1024: 0.921, above: 0.980; the grid-corner predictor 0.588); the best of 60 configurations, k = 5, w_M = 16, S
+copied, vote on the kernel, 0.928; group 3-fold 0.923 -- within noise of the defaults, which stay.
+
 On the 12 BF16/FP16/FP8 kinds the surveyed grid covers fully (where the current predictor never falls
 back): 0.927 -> 0.947.  Exact kernel name (tile, cluster, raster): 0.218 -> 0.511.  A prediction, like
 the current one: plans built from it stay flagged not modelled.
