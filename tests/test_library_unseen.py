@@ -68,7 +68,7 @@ def test_pair_indexed_search_equals_the_scan_of_every_launch(kind):
         M = max(1, int(kd.M[j]) + int(rng.integers(-9, 10)))
         N, K = int(kd.N[rng.integers(len(kd.M))]), int(kd.K[j])  # often an unmeasured (N, K) pair
         args = (kd, M, N, K, int(kd.b[j]), int(rng.integers(1, 17)), float(rng.choice([0.0, 0.5, 1.0, 4.0])),
-                (N, K) if rng.random() < 0.5 else None, bool(rng.random() < 0.3))
+                (N, K) if rng.random() < 0.5 else None, bool(rng.random() < 0.3), bool(rng.random() < 0.5))
         fast, scan = unseen.neighbours(*args), unseen.neighbours_by_scan(*args)
         assert len(fast[0]) == args[5]
         assert np.array_equal(fast[0], scan[0]) and np.array_equal(fast[1], scan[1]), args[1:]

@@ -26,7 +26,7 @@ from tcnumerics.library import cutlass_half, launches, selection
 from tcnumerics.library.selection import Plan
 
 CAPTURES = [f"vectors/library/hopper_op_{n}_h100.npz"
-            for n in ("survey", "holdout", "holdout2", "holdout3", "holdout4", "ksample", "ksample2")]
+            for n in ("survey", "holdout", "ksample", "ksample2", "ksample3", *(f"holdout{i}" for i in range(2, 11)))]
 
 
 def launch_of(c: dict) -> launches.Launch | None:

@@ -76,6 +76,9 @@ class Params(NamedTuple):
     s_rule: str = "copy"  # how S follows from the voted kernel: "copy", "kps", "ctas", "wave"
     min_kps: int = 22  # "wave": fewest K-tiles per slice
     vote_on: str = "class"  # "kernel": the main kernel's name; "class": nvjet split or not + epilogue, else the name
+    align: str = "auto"  # N and K vote only with launches of their alignment class: "binary", a multiple of 8 or
+    # not; "fine", the power of two dividing them, up to 8 (CUTLASS's align1/2/4 fallbacks); "auto": fine for
+    # BF16/FP16 kinds, binary for the rest (FP32's choice does not follow align 1/2/4: see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,9 @@ class KindData:
     names: tuple[str, ...]
     tiles: np.ndarray  # per main id: (tile N, tile M, K-tile, cluster x, cluster y, splitK) ; zeros if not nvjet
     klass: np.ndarray  # per main id: what the bits depend on apart from S (nvjet: split or not, epilogue)
+    fmt: str  # the kind's input format
+    row_class: np.ndarray  # per launch: ``klass``, but for CUTLASS 2.x BF16/FP16 kernels what their bits depend on
+    # (``cutlass_half``: chain k8 or k16, K-tile, slice count, reduction), not the tile or alignment in the name
     pairs: Pairs  # the launches grouped by (N, K, batch): the neighbour search's index
 
 
@@ -151,11 +157,11 @@ def kind_data(kind: str) -> KindData | None:
         return None
     hit = _DECODED.get(kind)
     if hit is None or hit[0] is not arrays:
-        _DECODED[kind] = hit = (arrays, _decode(t, arrays))
+        _DECODED[kind] = hit = (arrays, _decode(t, arrays, kind.split("|")[1]))
     return hit[1]
 
 
-def _decode(t: dict, runs: launches.KindRuns) -> KindData:
+def _decode(t: dict, runs: launches.KindRuns, fmt: str) -> KindData:
     keys, sig, ctas, gz = runs.points()
     M, b = keys & _M_MASK, keys >> 15 & _B_MASK
     K, N = keys >> 25 & _K_MASK, keys >> 42
@@ -181,8 +187,38 @@ def _decode(t: dict, runs: launches.KindRuns) -> KindData:
     cid = {c: i for i, c in enumerate(dict.fromkeys(classes))}
     klass = np.array([cid[c] for c in classes], dtype=np.int32)
     lm = np.log2(np.maximum(M, 1))
-    return KindData(M, N, K, b, row, main, S, lm, np.log2(N), np.log2(K), names, tiles, klass,
+    row_class = _row_classes(t, sig, gz, klass[main]) if fmt in ("bf16", "fp16") else klass[main]
+    return KindData(M, N, K, b, row, main, S, lm, np.log2(N), np.log2(K), names, tiles, klass, fmt, row_class,
                     Pairs.of(keys, N, K, b, lm))
+
+
+def _row_classes(t: dict, sig: np.ndarray, gz: np.ndarray, klass: np.ndarray) -> np.ndarray:
+    """Per launch: its kernel class, or for a CUTLASS 2.x BF16/FP16 launch (chain, K-tile, grid z, reduction),
+    as ids after every ``klass`` id."""
+    from . import cutlass_half
+
+    combo, inv = np.unique(sig.astype(np.int64) << 16 | gz.astype(np.int64) & 0xFFFF, return_inverse=True)
+    ids: dict[tuple, int] = {}
+    of_combo = np.full(len(combo), -1, np.int64)
+    first = int(klass.max()) + 1 if len(klass) else 0
+    for j, c in enumerate(combo.tolist()):
+        text = t["signatures"][c >> 16]
+        f = cutlass_half.parse_name(_main_of(text))
+        if f is None:
+            continue
+        kernels = tuple(text.split(" | "))
+        reduce = (f"reduce-{cutlass_half.partial_format(launches.Launch(kernels, 0, 0))}" if "splitKreduce" in text
+                  else "memset" if "Memset" in text else "")
+        key = ("k8" if f["op"] == "s1688" else "k16", cutlass_half.k_tile_of(f, "bf16"), c & 0xFFFF, reduce)
+        of_combo[j] = first + ids.setdefault(key, len(ids))
+    per_row = of_combo[inv]
+    return np.where(per_row >= 0, per_row, klass)
+
+
+def alignment(x, fine: bool = False):
+    """The alignment class of a dimension: a multiple of 8 or not; ``fine``: the power of two dividing it, up to 8."""
+    x = np.asarray(x)
+    return np.minimum(x & -x, 8) if fine else (x % 8 == 0)
 
 
 def _cap(p: np.ndarray) -> int:
@@ -214,7 +250,8 @@ def split_for(kd: KindData, j: int, M: int, N: int, K: int, b: int, params: Para
 
 
 def neighbours(kd: KindData, M: int, N: int, K: int, b: int, k: int, w_m: float,
-               hide: tuple[int, int] | None = None, m_aligned_class: bool = False) -> tuple[np.ndarray, np.ndarray]:
+               hide: tuple[int, int] | None = None, m_aligned_class: bool = False,
+               fine_alignment: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The k measured launches nearest (M, N, K) (same batch; ``hide``: an (N, K) pair left out), nearest first
     (ties: lower row first), and their distances ``(|dlog2 N| + |dlog2 K|) + w_m |dlog2 M|`` (summed in
     that order, so both searches round alike).
@@ -227,7 +264,8 @@ def neighbours(kd: KindData, M: int, N: int, K: int, b: int, k: int, w_m: float,
     bad = pr.b != b
     # operands whose K or N is not a multiple of 8 are misaligned for TMA: cuBLAS then runs other kernel families,
     # so only launches of the same alignment class vote
-    bad |= ((pr.N % 8 == 0) != (N % 8 == 0)) | ((pr.K % 8 == 0) != (K % 8 == 0))
+    f = fine_alignment
+    bad |= (alignment(pr.N, f) != alignment(N, f)) | (alignment(pr.K, f) != alignment(K, f))
     if hide is not None:
         bad |= (pr.N == hide[0]) & (pr.K == hide[1])
     ok = np.flatnonzero(~bad)
@@ -265,11 +303,12 @@ def _pair_distances(kd: KindData, pairs: np.ndarray, dp: np.ndarray, lm: float, 
 
 
 def neighbours_by_scan(kd: KindData, M: int, N: int, K: int, b: int, k: int, w_m: float,
-                       hide: tuple[int, int] | None = None,
-                       m_aligned_class: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                       hide: tuple[int, int] | None = None, m_aligned_class: bool = False,
+                       fine_alignment: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``neighbours`` by the definition: every launch's distance, the k least (ties: lower row first)."""
     d = (np.abs(kd.ln - math.log2(N)) + np.abs(kd.lk - math.log2(K))) + w_m * np.abs(kd.lm - math.log2(max(M, 1)))
-    bad = (kd.b != b) | ((kd.N % 8 == 0) != (N % 8 == 0)) | ((kd.K % 8 == 0) != (K % 8 == 0))
+    f = fine_alignment
+    bad = (kd.b != b) | (alignment(kd.N, f) != alignment(N, f)) | (alignment(kd.K, f) != alignment(K, f))
     if m_aligned_class:
         bad |= (kd.M % 8 == 0) != (M % 8 == 0)
     if hide is not None:
@@ -282,7 +321,8 @@ def neighbours_by_scan(kd: KindData, M: int, N: int, K: int, b: int, k: int, w_m
 def predict_index(kd: KindData, M: int, N: int, K: int, b: int, params: Params = Params(),
                   hide: tuple[int, int] | None = None, m_aligned_class: bool = False) -> tuple[int, int] | None:
     """(row of the neighbour whose kernel wins the vote, predicted S); None without neighbours."""
-    idx, d = neighbours(kd, M, N, K, b, params.k, params.w_m, hide, m_aligned_class)
+    fine = params.align == "fine" or params.align == "auto" and kd.fmt in ("bf16", "fp16")
+    idx, d = neighbours(kd, M, N, K, b, params.k, params.w_m, hide, m_aligned_class, fine)
     if not len(idx):
         return None
     j = vote(kd, idx, d, params.vote_on)
@@ -293,7 +333,7 @@ def vote(kd: KindData, idx: np.ndarray, d: np.ndarray, on: str = "kernel") -> in
     """The row of the nearest neighbour running the kernel (or kernel class) with the most vote weight
     1 / (distance + 0.25) (ties: the nearest neighbour's)."""
     w = 1.0 / (d + 0.25)
-    mains = (kd.main[idx] if on == "kernel" else kd.klass[kd.main[idx]]).tolist()
+    mains = (kd.main[idx] if on == "kernel" else kd.row_class[idx]).tolist()
     score: dict[int, float] = {}
     for i, wi in zip(mains, w.tolist()):
         score[i] = score.get(i, 0.0) + wi
