@@ -89,6 +89,33 @@ def test_other_granule_misses(captures):
     assert (bits(s.with_(split_k=cutlass_half.parallel_slices(call.K, 5, 16))) != ops["expected"][0]).any()
 
 
+def test_unpinned_parallel_granule_is_flagged():
+    """holdout10 #67 (s1688 128x128 nn, 140 x 13653 x 5120, S = 6) cut 896-element slices where the rule of the
+    other 45 captured parallel calls cuts 856: it was a silent miss.  Now the granule-64 guess replays it, flagged;
+    holdout10 #50 (s1688 64x64, where captures chose 8 over 64) stays modelled."""
+    from fit_table import call_of
+    from replay_survey import load, operands
+
+    index, data = load(os.path.join(ROOT, "vectors", "library", "hopper_op_holdout10_h100.npz"))
+    for i, pinned, per in ((67, False, 896), (50, True, 1056)):
+        c = next(r for r in index["records"] if r["id"] == i)
+        call = call_of(c)
+        s, ok = cutlass_half.cutlass_half_structure(call, Structure("x"), launches.measured_launch(call))
+        assert ok == pinned and s.split_k[0] == per
+        ops = operands(c, data, side=SIDE)
+        A, B = ops["A"][0], ops["B"][0]
+        bits = lambda st: cutlass_half_bits(st, A, B)
+        assert (bits(s) == ops["expected"][0]).all()
+        other = cutlass_half.parallel_slices(call.K, len(s.split_k), 64 if per == 1056 else 8)
+        assert (bits(s.with_(split_k=other)) != ops["expected"][0]).any()
+
+
+def cutlass_half_bits(st, A, B):
+    import ml_dtypes
+
+    return np.asarray(run(st, A, B, out_format="bf16")).astype(ml_dtypes.bfloat16).view(np.uint16)
+
+
 def test_slices_and_names():
     assert cutlass_half.parallel_slices(4096, 12) == (344,) * 12
     assert cutlass_half.parallel_slices(100, 1) is None

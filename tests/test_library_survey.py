@@ -99,11 +99,11 @@ HOLDOUT2 = os.path.join(HERE, "..", "vectors", "library", "hopper_op_holdout2_h1
 
 LATER = [os.path.join(HERE, "..", "vectors", "library", f"hopper_op_{name}_h100.npz")
          for name in ("holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "holdout7", "holdout8",
-                      "holdout9", "ksample", "ksample2", "ksample3")]
+                      "holdout9", "holdout10", "ksample", "ksample2", "ksample3")]
 
 
 def _holdout_ids(n: int):
-    """(capture, id) of up to ``n`` calls of each later capture present (the held-out sets 1-9, each replayed
+    """(capture, id) of up to ``n`` calls of each later capture present (the held-out sets 1-10, each replayed
     once before it was folded into the tables, and the kernel-survey samples)."""
     picked = []
     for path in LATER:
