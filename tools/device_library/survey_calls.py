@@ -451,6 +451,28 @@ def holdout10_calls(n_per_kind: int = 28) -> list[dict]:
     return _held_out_set(MODELS10, TOKENS10, "10", _shapes_before(10), n_per_kind)
 
 
+MODELS11 = {  # none of these in any earlier list; drawn 2026-11-26 (third session) after holdout 10's replay, with the
+    # misaligned survey folded in and the k-NN's alignment / structure vote settled (563d388)
+    "olmoe-1b-7b-expert": (2048, 1024, 50304, 6144, 128), "qwen2-57b-a14b-expert": (3584, 2560, 151936, 4608, 128),
+    "phi-3.5-moe-expert": (4096, 6400, 32064, 6144, 128), "t5-xxl": (4096, 10240, 32128, 12288, 64),
+    "siglip-so400m": (1152, 4304, 32000, 3456, 72), "codeqwen1.5-7b": (4096, 13440, 92416, 12288, 128),
+    "xlm-roberta-large": (1024, 4096, 250002, 3072, 64), "mt5-xl": (2048, 5120, 250112, 6144, 64),
+    "santacoder": (2048, 8192, 49280, 2304, 128), "ernie-4.5-0.3b": (1024, 3072, 103424, 1280, 64),
+}
+TOKENS11 = (1, 2, 4, 6, 9, 13, 18, 25, 36, 52, 70, 96, 135, 190, 260, 370, 520, 730, 1020, 1450, 2050, 2900, 4100,
+            5750, 8100, 11500)
+
+
+def holdout11_calls(n_per_kind: int = 28) -> list[dict]:
+    """An eleventh held-out set, drawn after holdout 10's replay and the changes it prompted: ten more models (MoE
+    experts with small FFNs, encoders, a vocabulary of 250,002), the same kinds.
+
+    >>> cs = holdout11_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
+    (True, True)
+    """
+    return _held_out_set(MODELS11, TOKENS11, "11", _shapes_before(11), n_per_kind)
+
+
 ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
     "3": ((32, 420, 420, 128), (32, 420, 128, 420), (71, 257, 257, 64), (71, 257, 64, 257), (40, 1, 1337, 128),
           (40, 1, 128, 1337), (56, 999, 999, 128), (32, 80, 80, 80)),
@@ -468,13 +490,16 @@ ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
           (232, 1, 64, 700), (16, 128, 128, 128), (24, 1000, 1000, 64)),
     "10": ((32, 460, 460, 80), (32, 460, 80, 460), (40, 820, 820, 128), (40, 820, 128, 820), (64, 1, 1640, 128),
            (48, 1, 128, 2350), (9, 205, 205, 64), (28, 600, 600, 128)),
+    "11": ((32, 370, 370, 128), (32, 370, 128, 370), (16, 520, 520, 72), (16, 520, 72, 520), (64, 1, 2050, 64),
+           (28, 1, 128, 1450), (12, 190, 190, 64), (32, 730, 730, 128)),
 }
 ATTENTION_BADD = {"3": ((32, 257, 257, 80), (16, 130, 64, 130)), "4": ((36, 365, 365, 64), (40, 90, 128, 90)),
                   "5": ((32, 200, 200, 128), (40, 96, 128, 96)), "6": ((32, 160, 160, 128), (64, 70, 128, 70)),
                   "7": ((32, 180, 180, 128), (48, 75, 128, 75)),
                   "8": ((32, 210, 210, 128), (32, 95, 128, 95)),
                   "9": ((32, 256, 256, 128), (40, 60, 128, 60)),
-                  "10": ((32, 290, 290, 128), (36, 105, 128, 105))}
+                  "10": ((32, 290, 290, 128), (36, 105, 128, 105)),
+                  "11": ((32, 260, 260, 64), (28, 96, 128, 96))}
 
 
 def _shapes_before(n: int) -> set[tuple[int, int, int]]:
@@ -529,5 +554,5 @@ def _held_out_set(models: dict, tokens: tuple, tag: str, seen: set, n_per_kind: 
     return calls
 
 
-HELD_OUT = {"holdout": holdout_calls, **{f"holdout{i}": globals()[f"holdout{i}_calls"] for i in range(2, 11)}}
+HELD_OUT = {"holdout": holdout_calls, **{f"holdout{i}": globals()[f"holdout{i}_calls"] for i in range(2, 12)}}
 SURVEY_SETS = {"survey": survey_calls, **HELD_OUT}  # the op survey and every held-out set, by name
