@@ -6,7 +6,7 @@ SET=${1:?usage: run_holdout_graph.sh SET}
 export PYTHONPATH=src:tools/device_library PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/${SET}_log.txt
 timeout 200 python3 tools/device_library/survey_ops.py --set $SET 2>&1 | grep -v USDT | tail -2 | tee -a $OUT/${SET}_log.txt
-timeout 120 python3 tools/device_library/graph_survey.py --sets $SET --budget 60 2>&1 | grep -v USDT | tail -2 | tee -a $OUT/${SET}_log.txt
+timeout 240 python3 tools/device_library/graph_survey.py --sets $SET --budget 180 2>&1 | grep -v USDT | tail -2 | tee -a $OUT/${SET}_log.txt
 mv $OUT/kernels/graph_$SET.json.gz $OUT/kernels/$SET.json.gz
 tar czf $OUT/$SET.tgz -C $OUT $SET kernels && rm -r $OUT/$SET $OUT/kernels
 ls -la $OUT
