@@ -3,7 +3,7 @@
 ``select(call)`` returns a ``Plan``: the ``Structure`` to execute, the family's name, and
 ``modelled`` -- True only where the family's structure replayed bit-exactly on the device for
 this kind of call and this shape range.  Order: a measured launch whose grid gives the split
-(``launches.py``: 23,474,667 calls), the bit-verified table, then predictions from the launches
+(``launches.py``: 23,474,816 calls), the bit-verified table, then predictions from the launches
 around the call (flagged).  Evidence: the op survey (``tools/device_library/
 survey_ops.py``, 1,408 calls on an H100, torch 2.11 / cuBLAS 13.1.0.3) and the table
 ``hopper_measured.json`` fitted from it (``tools/device_library/fit_table.py``).
