@@ -6,7 +6,7 @@ kernel name plus its launch grid say which family and which split-K slice count 
 list can be large: every projection of ~30 published model configurations x token counts 1..16384,
 a log-spaced synthetic (N, K) grid for neighbours, attention bmm shapes, FP32/TF32 and FP8.
 
-Models of the held-out capture ``survey_calls.holdout3_calls`` are deliberately absent, so that
+Models of the held-out capture ``survey_calls.held_out_calls(3)`` are deliberately absent, so that
 capture measures what the kernel survey buys on models it never saw.
 
     >>> cs = kernel_calls(); len(cs) > 20000, len({c["id"] for c in cs}) == len(cs)

@@ -17,6 +17,7 @@ view of a contiguous tensor), ``bias``, ``beta``, ``alpha``, ``c_1d`` (addmm's C
 from __future__ import annotations
 
 import itertools
+from functools import partial
 import zlib
 
 HIDDEN = (768, 1024, 2048, 4096, 5120, 8192)
@@ -293,16 +294,6 @@ MODELS3 = {  # hidden, FFN, vocab, fused-QKV width, head dim
 TOKENS3 = (1, 2, 6, 9, 11, 15, 19, 27, 50, 63, 130, 257, 420, 999, 1337, 2500, 5000, 7000, 10000, 16000)
 
 
-def holdout3_calls(n_per_kind: int = 28) -> list[dict]:
-    """A third held-out set, chosen before the kernel survey was fitted: ten models in neither the bit
-    captures nor ``kernel_calls.DENSE_MODELS``, token counts of no earlier set, the kinds of
-    ``holdout2_calls``.
-
-    >>> cs = holdout3_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
-    (True, True)
-    """
-    return _held_out_set(MODELS3, TOKENS3, "3", _shapes_before(3), n_per_kind)
-
 
 MODELS4 = {  # none of these in any earlier list (bit captures or kernel surveys)
     "mixtral-8x22b": (6144, 16384, 32768, 8192, 128), "gemma2-2b": (2304, 9216, 256000, 4096, 256),
@@ -314,15 +305,6 @@ MODELS4 = {  # none of these in any earlier list (bit captures or kernel surveys
 TOKENS4 = (1, 3, 4, 7, 8, 13, 16, 22, 31, 45, 64, 90, 128, 181, 256, 365, 512, 730, 1024, 1460, 2048, 2900, 4096,
            5800, 8192, 11600)
 
-
-def holdout4_calls(n_per_kind: int = 28) -> list[dict]:
-    """A fourth held-out set, drawn after the launch-table method was settled on holdout 3: ten more models,
-    the same kinds.
-
-    >>> cs = holdout4_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
-    (True, True)
-    """
-    return _held_out_set(MODELS4, TOKENS4, "4", _shapes_before(4), n_per_kind)
 
 
 MODELS5 = {  # none of these in any earlier list (bit captures, kernel surveys 1-3); drawn 2026-11-26, sealed until the end
@@ -336,15 +318,6 @@ TOKENS5 = (1, 2, 5, 6, 10, 12, 14, 17, 24, 33, 40, 57, 96, 150, 200, 300, 480, 6
            9000, 14000)
 
 
-def holdout5_calls(n_per_kind: int = 28) -> list[dict]:
-    """A fifth held-out set, drawn before the third kernel survey ran: ten more models, new token counts, the
-    same kinds; captured in the same device run and replayed only once the method was settled.
-
-    >>> cs = holdout5_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
-    (True, True)
-    """
-    return _held_out_set(MODELS5, TOKENS5, "5", _shapes_before(5), n_per_kind)
-
 
 MODELS6 = {  # none of these in any earlier list; drawn 2026-11-26 after holdout 5's replay, with the method settled
     "gemma2-27b": (4608, 36864, 256000, 8192, 128), "bloom-7b1": (4096, 16384, 250880, 12288, 128),
@@ -356,15 +329,6 @@ MODELS6 = {  # none of these in any earlier list; drawn 2026-11-26 after holdout
 TOKENS6 = (1, 3, 4, 9, 11, 18, 21, 26, 35, 48, 70, 110, 160, 250, 350, 600, 700, 900, 1100, 1500, 2200, 3100, 4500,
            7500, 10000, 12500)
 
-
-def holdout6_calls(n_per_kind: int = 28) -> list[dict]:
-    """A sixth held-out set, drawn after holdout 5 was replayed and the method settled (commit after the k-NN
-    alignment fix): ten more models, the same kinds.
-
-    >>> cs = holdout6_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
-    (True, True)
-    """
-    return _held_out_set(MODELS6, TOKENS6, "6", _shapes_before(6), n_per_kind)
 
 
 MODELS7 = {  # none of these in any earlier list; drawn 2026-11-26 (second session) before the dense surveys' data were read
@@ -378,15 +342,6 @@ TOKENS7 = (1, 2, 5, 7, 13, 15, 22, 29, 37, 50, 90, 130, 190, 270, 400, 550, 750,
            11000, 13000, 16000)
 
 
-def holdout7_calls(n_per_kind: int = 28) -> list[dict]:
-    """A seventh held-out set, drawn after the CUDA-graph kernel surveys ran and before their data were read:
-    ten more models (two with hidden sizes off every multiple of 128 the dense grid holds), the same kinds.
-
-    >>> cs = holdout7_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
-    (True, True)
-    """
-    return _held_out_set(MODELS7, TOKENS7, "7", _shapes_before(7), n_per_kind)
-
 
 MODELS8 = {  # none of these in any earlier list; drawn 2026-11-26 after holdout 7's replay, before the third dense survey
     "mistral-7b-v0.3": (4096, 14336, 32768, 6144, 128), "olmo-1b": (2048, 8192, 50304, 6144, 128),
@@ -398,15 +353,6 @@ MODELS8 = {  # none of these in any earlier list; drawn 2026-11-26 after holdout
 TOKENS8 = (1, 3, 6, 9, 12, 19, 26, 31, 44, 61, 77, 120, 170, 230, 310, 450, 620, 850, 1150, 1600, 2300, 3300, 4600,
            6500, 9500, 15000)
 
-
-def holdout8_calls(n_per_kind: int = 28) -> list[dict]:
-    """An eighth held-out set, drawn after holdout 7's replay and before the third dense survey's data were read:
-    ten more models (common dimensions, new vocabularies), new token counts, the same kinds.
-
-    >>> cs = holdout8_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
-    (True, True)
-    """
-    return _held_out_set(MODELS8, TOKENS8, "8", _shapes_before(8), n_per_kind)
 
 
 MODELS9 = {  # none of these in any earlier list; drawn 2026-11-26 after holdout 8's replay, with the method settled (b38b377)
@@ -420,15 +366,6 @@ TOKENS9 = (1, 4, 8, 11, 16, 23, 34, 47, 63, 81, 100, 144, 210, 333, 512, 700, 96
            9000, 12000, 16384)
 
 
-def holdout9_calls(n_per_kind: int = 28) -> list[dict]:
-    """A ninth held-out set, drawn after holdout 8's replay with the method settled: ten more models (one with a
-    hidden size of 3200 and head dim 100, one far larger than any surveyed), the same kinds.
-
-    >>> cs = holdout9_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
-    (True, True)
-    """
-    return _held_out_set(MODELS9, TOKENS9, "9", _shapes_before(9), n_per_kind)
-
 
 MODELS10 = {  # none of these in any earlier list; drawn 2026-11-26 (third session) with the method settled (pair-indexed k-NN)
     "phi-2": (2560, 10240, 51200, 7680, 80), "dbrx-expert": (6144, 10752, 100352, 8192, 128),
@@ -440,15 +377,6 @@ MODELS10 = {  # none of these in any earlier list; drawn 2026-11-26 (third sessi
 TOKENS10 = (1, 2, 3, 5, 7, 10, 14, 20, 28, 39, 55, 75, 105, 140, 205, 290, 410, 580, 820, 1160, 1640, 2350, 3200,
             4700, 6600, 9300)
 
-
-def holdout10_calls(n_per_kind: int = 28) -> list[dict]:
-    """A tenth held-out set, drawn after holdout 9 was folded in and the neighbour search was re-indexed: ten
-    more models (an FFN of 13653 and vocabularies of 65519 and 100008, off every multiple of 8), the same kinds.
-
-    >>> cs = holdout10_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
-    (True, True)
-    """
-    return _held_out_set(MODELS10, TOKENS10, "10", _shapes_before(10), n_per_kind)
 
 
 MODELS11 = {  # none of these in any earlier list; drawn 2026-11-26 (third session) after holdout 10's replay, with the
@@ -462,15 +390,6 @@ MODELS11 = {  # none of these in any earlier list; drawn 2026-11-26 (third sessi
 TOKENS11 = (1, 2, 4, 6, 9, 13, 18, 25, 36, 52, 70, 96, 135, 190, 260, 370, 520, 730, 1020, 1450, 2050, 2900, 4100,
             5750, 8100, 11500)
 
-
-def holdout11_calls(n_per_kind: int = 28) -> list[dict]:
-    """An eleventh held-out set, drawn after holdout 10's replay and the changes it prompted: ten more models (MoE
-    experts with small FFNs, encoders, a vocabulary of 250,002), the same kinds.
-
-    >>> cs = holdout11_calls(); 200 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
-    (True, True)
-    """
-    return _held_out_set(MODELS11, TOKENS11, "11", _shapes_before(11), n_per_kind)
 
 
 ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
@@ -504,7 +423,7 @@ ATTENTION_BADD = {"3": ((32, 257, 257, 80), (16, 130, 64, 130)), "4": ((36, 365,
 
 def _shapes_before(n: int) -> set[tuple[int, int, int]]:
     """(M, N, K) of the op survey and held-out sets 1 .. n - 1: what held-out set n leaves out."""
-    earlier = [survey_calls, holdout_calls] + [globals()[f"holdout{i}_calls"] for i in range(2, n)]
+    earlier = [survey_calls, holdout_calls, holdout2_calls] + [partial(held_out_calls, i) for i in range(3, n)]
     return {(c["M"], c["N"], c["K"]) for f in earlier for c in f()}
 
 
@@ -554,5 +473,22 @@ def _held_out_set(models: dict, tokens: tuple, tag: str, seen: set, n_per_kind: 
     return calls
 
 
-HELD_OUT = {"holdout": holdout_calls, **{f"holdout{i}": globals()[f"holdout{i}_calls"] for i in range(2, 12)}}
+LATER_SETS = {n: (globals()[f"MODELS{n}"], globals()[f"TOKENS{n}"]) for n in range(3, 12)}  # held-out sets 3..11
+
+
+def held_out_calls(n: int, n_per_kind: int = 28) -> list[dict]:
+    """Held-out set ``n`` (3..11): realistic calls of ``MODELS{n}`` x ``TOKENS{n}`` (each drawn when its comment
+    says, none of its models in an earlier list), the shapes of the op survey and the earlier sets left out, the
+    kinds of ``holdout2_calls``.
+
+    >>> all(200 <= len(cs) <= 300 and len({c["id"] for c in cs}) == len(cs)
+    ...     for cs in (held_out_calls(n) for n in LATER_SETS))
+    True
+    """
+    models, tokens = LATER_SETS[n]
+    return _held_out_set(models, tokens, str(n), _shapes_before(n), n_per_kind)
+
+
+HELD_OUT = {"holdout": holdout_calls, "holdout2": holdout2_calls,
+            **{f"holdout{n}": partial(held_out_calls, n) for n in LATER_SETS}}
 SURVEY_SETS = {"survey": survey_calls, **HELD_OUT}  # the op survey and every held-out set, by name
