@@ -1,15 +1,17 @@
 """cuBLAS's launch at a GEMM shape the launch table never measured: a k-nearest-neighbour prediction.
 
 The output bits of an nvjet GEMM depend on its epilogue and split-K slice count S (not on its tile shape,
-cluster or raster order); those of other kernels (FP32/TF32 xmma, CUTLASS fallbacks) on the kernel and its
-grid z.  For a call whose (N, K) pair the table never measured, ``predict_launch``:
+cluster or raster order); those of CUTLASS 2.x BF16/FP16 fallbacks on their chain (k8 or k16), K-tile, S and
+reduction (``cutlass_half``); those of other kernels (FP32/TF32 xmma, SIMT) on the kernel and its grid z.  For a
+call whose (N, K) pair the table never measured, ``predict_launch`` (defaults ``Params()``):
 
-1. takes the 8 launches of the same call kind and batch nearest in ``|dlog2 M| + |dlog2 N| + |dlog2 K|``;
-2. lets them vote, weight 1 / (distance + 0.25), on the kernel *class* (nvjet split or not + epilogue; the
-   kernel name for other kernels), and keeps the nearest voter of the winning class as the kernel;
-3. for a split nvjet kernel sets S = min(one wave of CTAs // tiles, K-tiles // 22), at least 2 (the wave is
-   132 CTAs, 120 for clusters of 4 or 8; tiles of that kernel over the call, rounded to clusters); else the
-   voter's own S (1 for unsplit nvjet, grid z for other kernels).
+1. takes the k = 5 launches of the same call kind and batch nearest in ``(|dlog2 N| + |dlog2 K|) + 4 |dlog2 M|``,
+   among those whose N and K share the call's alignment class (a multiple of 8 or not; for BF16/FP16 kinds the
+   power of two dividing them, up to 8) -- and M's, where A is passed transposed;
+2. lets them vote, weight 1 / (distance + 0.25), on the bits *class* above (nvjet: split or not + epilogue),
+   and keeps the nearest voter of the winning class as the launch;
+3. copies that voter's S (its CTAs over its tiles for nvjet, grid z for the rest); the "wave" rule (S = one wave
+   of CTAs // tiles, at least 22 K-tiles a slice) is a ``Params`` option.
 
 Leave-(N, K)-pair-out on the table itself (``tools/device_library/fit_unseen.py --per-kind 150``: 4,411
 launches of 2,293 hidden model-projection pairs in 46 call kinds), right (epilogue, S) / kernel class and grid:
@@ -30,7 +32,10 @@ the defaults now, k = 5, w_M = 4, S copied from the voter, **0.883** (M <= 64: 0
 On the table of 21,872,070 launches (the dense surveys; rerun in the third session of 2026-11-26, 70 s with the
 pair-indexed search; 4,999 launches of 4,137 hidden pairs in 48 kinds): the defaults 0.923 (M <= 64: 0.875, to
 1024: 0.921, above: 0.980; the grid-corner predictor 0.588); the best of 60 configurations, k = 5, w_M = 16, S
-copied, vote on the kernel, 0.928; group 3-fold 0.923 -- within noise of the defaults, which stay.
+copied, vote on the kernel, 0.928; group 3-fold 0.923 -- within noise of the defaults, which stay.  On the final
+table (23,474,816 launches, the misaligned survey's pairs among the 4,143 hidden; alignment classes and the
+CUTLASS structure vote in): the defaults 0.908, the best (k = 5, w_M = 16, vote on the kernel) 0.916, group 3-fold 0.915 -- scored, as
+before, by kernel name for CUTLASS fallbacks, stricter than what their bits depend on.
 
 On the 12 BF16/FP16/FP8 kinds the surveyed grid covers fully (where the current predictor never falls
 back): 0.927 -> 0.947.  Exact kernel name (tile, cluster, raster): 0.218 -> 0.511.  A prediction, like
@@ -56,7 +61,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from . import launches
+from . import cutlass_half, launches
 
 if TYPE_CHECKING:
     from .selection import Call
@@ -195,8 +200,6 @@ def _decode(t: dict, runs: launches.KindRuns, fmt: str) -> KindData:
 def _row_classes(t: dict, sig: np.ndarray, gz: np.ndarray, klass: np.ndarray) -> np.ndarray:
     """Per launch: its kernel class, or for a CUTLASS 2.x BF16/FP16 launch (chain, K-tile, grid z, reduction),
     as ids after every ``klass`` id."""
-    from . import cutlass_half
-
     combo, inv = np.unique(sig.astype(np.int64) << 16 | gz.astype(np.int64) & 0xFFFF, return_inverse=True)
     ids: dict[tuple, int] = {}
     of_combo = np.full(len(combo), -1, np.int64)
