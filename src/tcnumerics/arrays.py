@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["namespace", "on_device", "DeviceValues", "to_host"]
+__all__ = ["namespace", "on_device", "DeviceValues", "to_host", "asarray", "float64", "stack"]
 
 
 def on_device(x: Any) -> bool:
@@ -50,6 +50,31 @@ def to_host(x: Any) -> Any:
     if type(x).__module__.startswith("cupy"):
         return x.get()
     return x
+
+
+def asarray(x: Any) -> Any:
+    """``x`` as an array where it lives: ``DeviceValues`` and CuPy arrays as they are, anything else numpy."""
+    return x if isinstance(x, DeviceValues) else namespace(x).asarray(x)
+
+
+def float64(x: Any) -> Any:
+    """Exact float64 values of an array of any supported type, in its namespace.
+
+    >>> float64(np.array([1.5], np.float16)).dtype
+    dtype('float64')
+    """
+    if isinstance(x, DeviceValues):
+        return x.format.to_float(x.bits)
+    return asarray(x).astype(np.float64)
+
+
+def stack(arrays: list) -> Any:
+    """``xp.stack`` that also stacks ``DeviceValues`` (by their bits)."""
+    if arrays and isinstance(arrays[0], DeviceValues):
+        import cupy
+
+        return DeviceValues(cupy.stack([a.bits for a in arrays]), arrays[0].format)
+    return namespace(*arrays).stack(arrays)
 
 
 class DeviceValues:

@@ -511,10 +511,14 @@ class FloatFormat:
     def to_array(self, bits: np.ndarray) -> np.ndarray:
         """Bit patterns as an array of the matching ml_dtypes/numpy type (float32 containers for tf32).
 
-        Device bit patterns (CuPy) become ``DeviceValues`` of this format: CuPy has no BF16/FP8 dtypes."""
-        if namespace(bits) is not np:
-            return DeviceValues(bits.astype(self.container_dtype, copy=False), self)
+        Device bit patterns (CuPy) stay on the GPU: a CuPy array of FP16/FP32/FP64 (float32 for TF32-like
+        formats), else ``DeviceValues`` of this format (CuPy has no BF16/FP8 dtypes)."""
         dt = self.dtype
+        if namespace(bits) is not np:
+            bits = bits.astype(self.container_dtype, copy=False)
+            if dt is not None and dt.kind == "f":
+                return bits.view(dt)
+            return bits.view(np.float32) if dt is None and self.container_bits == 32 else DeviceValues(bits, self)
         b = np.asarray(bits).astype(self.container_dtype)
         if dt is None:
             if self.container_bits == 32:
