@@ -20,9 +20,24 @@ BF16 = "hopper.wgmma.m64n8k16.f32.bf16.bf16"
 E4M3 = "hopper.wgmma.m64n8k32.f32.e4m3.e4m3"
 
 
-@pytest.fixture
-def cupy(monkeypatch):
-    return fake_cupy.install(monkeypatch)
+def _real_cupy():
+    try:
+        import cupy
+
+        return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
+    except Exception:  # no CuPy or no GPU
+        return None
+
+
+@pytest.fixture(params=["fake", "gpu"])
+def cupy(request, monkeypatch):
+    """The device namespace: the strict fake (everywhere), and real CuPy on a GPU (skipped elsewhere)."""
+    if request.param == "fake":
+        return fake_cupy.install(monkeypatch)
+    real = _real_cupy()
+    if real is None:
+        pytest.skip("no CuPy with a GPU here")
+    return real
 
 
 def _device(x, cupy):
@@ -129,6 +144,7 @@ def test_scaled_gemm_on_device_equals_the_host(cupy, scales):
     _same(dev, host)
 
 
+@pytest.mark.filterwarnings("ignore::tcnumerics.library.NotModelledWarning")
 def test_library_ops_on_device_equal_the_host(cupy):
     rng = np.random.default_rng(11)
     a, b = _operands(rng, 48, 4096, 64)
@@ -148,3 +164,23 @@ def test_library_ops_on_device_equal_the_host(cupy):
     _same(lib.bmm(_device(a3, cupy), _device(b3, cupy), engine="cuda"), lib.bmm(a3, b3))
     f32a, f32b = _operands(rng, 3, 100, 5, np.float32)
     _same(lib.matmul(cupy.asarray(f32a), cupy.asarray(f32b), engine="cuda"), lib.matmul(f32a, f32b))
+
+
+@pytest.mark.parametrize("recipe", [
+    dict(instruction=BF16),
+    dict(instruction=BF16, promote_every=64, split_k=2),
+    dict(instruction=E4M3, scaling="tensor", promote_every=128),
+    dict(instruction=E4M3, scaling="row"),
+    dict(instruction=BF16, rounding="stochastic", seed=3),
+], ids=str)
+def test_unit_recipes_on_device_equal_the_host(cupy, recipe):
+    pytest.importorskip("torch")
+    from tcnumerics.torch.unit import UnitRecipe, epilogue
+
+    r = UnitRecipe.create(**recipe)
+    rng = np.random.default_rng(2)
+    a, b = _operands(rng, 20, 256, 12, np.float32)
+    c = rng.standard_normal((20, 12)).astype(np.float32)
+    host = epilogue(r.matmul(a, b, call_index=7), "bf16", alpha=0.5, C=c, beta=2.0)
+    acc = r.matmul(cupy.asarray(a), cupy.asarray(b), call_index=7, engine="cuda")
+    _same(epilogue(acc, "bf16", alpha=0.5, C=cupy.asarray(c), beta=2.0), host)

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import warnings
+from functools import lru_cache
 
 import numpy as np
 
@@ -124,6 +125,12 @@ def _execute(plan: Plan, A3, B3, out: str, *, alpha=1.0, beta=0.0, C3=None, bias
     return arrays.stack(res)
 
 
+@lru_cache(maxsize=1 << 14)
+def _select(call: Call) -> Plan:
+    """``select`` once per call kind and shape: a model's repeated GEMMs cost a dictionary lookup."""
+    return select(call)
+
+
 class _Op:
     """A torch op: ``op(...)`` predicts the result, ``op.plan(...)`` says how."""
 
@@ -137,6 +144,11 @@ class _Op:
 
     def plan(self, *args, **kwargs) -> Plan:
         return self._prepare(*args, **kwargs)[0]
+
+    def prepare(self, *args, **kwargs):
+        """``(plan, compute)``: the plan and a function computing the result, without the warning (for callers
+        that report unmodelled calls themselves, such as ``tcnumerics.torch``)."""
+        return self._prepare(*args, **kwargs)
 
     def __call__(self, *args, **kwargs) -> np.ndarray:
         plan, execute = self._prepare(*args, **kwargs)

@@ -7,6 +7,7 @@ natively.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
 from collections import OrderedDict
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._tensors import from_numpy
+from ._tensors import to_tensor
 from .backends import CallInfo, NotModelledWarning
 from .calls import GEMM_OPS, GemmCall, finish, normalise
 from .devices import engine_for
@@ -109,15 +110,19 @@ class EmulationMode(TorchDispatchMode):
             index = self.counter
             self.counter += 1
         device = call.a.device
+        stream = contextlib.nullcontext()
         if device.type != "cpu":
             engine = engine_for(device.type, getattr(self.backend, "engine", "auto"))
             if engine == "cuda":
                 options.setdefault("engine", engine)
+                stream = _on_torch_stream(device)
             else:
                 _warn_cuda_copy(device)
-        result, info = self.backend.execute(call, backward=backward, index=index, **options)
+        with stream:
+            result, info = self.backend.execute(call, backward=backward, index=index, **options)
+            out = to_tensor(result, device)
         self.record(call, "backward" if backward else "forward", info)
-        return from_numpy(result, device=device), info
+        return out, info
 
     def record(self, call: GemmCall, phase: str, info: CallInfo) -> None:
         dtypes = "x".join(str(t.dtype).replace("torch.", "") for t in (call.a, call.b))
@@ -155,6 +160,16 @@ class EmulationMode(TorchDispatchMode):
     def report(self) -> Report:
         with self._lock:
             return Report(CallSite(**vars(s)) for s in self.sites.values())
+
+
+@contextlib.contextmanager
+def _on_torch_stream(device: torch.device):
+    """CuPy work on ``device`` and torch's current stream there, so emulated GEMMs order with torch's kernels."""
+    import cupy
+
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    with cupy.cuda.Device(index), cupy.cuda.ExternalStream(torch.cuda.current_stream(index).cuda_stream):
+        yield
 
 
 def _floating(args) -> bool:
