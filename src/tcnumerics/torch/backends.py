@@ -48,6 +48,10 @@ class UnitBackend:
         """The engine requested for this backend's GEMMs (the forward recipe's)."""
         return self.recipe.engine
 
+    def unsupported(self, call: GemmCall) -> str:
+        """Why this backend cannot compute ``call`` ("" when it can): a unit rounds any float operand."""
+        return ""
+
     def describe(self) -> str:
         text = f"unit mode: {self.recipe.describe()}"
         if self.backward is not self.recipe:
@@ -90,6 +94,9 @@ def _descale(acc: np.ndarray, call: GemmCall, engine: str | None) -> np.ndarray:
     return _FP32.round(_FP32.round(acc * sb.reshape(1, -1)) * sa.reshape(-1, 1))
 
 
+_LIBRARY_DTYPES = {torch.bfloat16, torch.float16, torch.float32, torch.float8_e4m3fn, torch.float8_e5m2}
+
+
 class LibraryBackend:
     """Library mode: each call as ``tcnumerics.library`` predicts Hopper's cuBLAS computes it."""
 
@@ -106,6 +113,15 @@ class LibraryBackend:
 
     def describe(self) -> str:
         return f"library mode: {self.arch} cuBLAS as tcnumerics.library models it"
+
+    def unsupported(self, call: GemmCall) -> str:
+        """Why library mode runs ``call`` natively ("" when it models it): dtypes with no modelled cuBLAS kernels."""
+        dtypes = {call.a.dtype, call.b.dtype}
+        if dtypes <= _LIBRARY_DTYPES:
+            return ""
+        names = "/".join(sorted(str(d).replace("torch.", "") for d in dtypes - _LIBRARY_DTYPES))
+        return (f"{names} GEMMs are not modelled (cuBLAS runs FP64 DMMA / other kernels the library has not "
+                "measured); ran natively")
 
     def _options(self) -> dict:
         precision = torch.get_float32_matmul_precision()

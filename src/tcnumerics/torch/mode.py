@@ -80,12 +80,21 @@ class EmulationMode(TorchDispatchMode):
         self.counter = 0
         self._lock = threading.Lock()
         self._warned: set = set()
+        self.checker = None  # a check.Checker when emulate(..., check=True)
+        self._checked_calls = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
         if name in GEMM_OPS and _floating(args):
-            return self.gemm(normalise(func, args, kwargs))
+            call = normalise(func, args, kwargs)
+            reason = self.backend.unsupported(call)
+            if reason:  # e.g. float64 in library mode: native, flagged, in the report
+                self._record_native_call(call, f"native aten.{name}", reason)
+                return func(*args, **kwargs)
+            if self.checker is not None:
+                return self._checked(func, args, kwargs, call)
+            return self.gemm(call)
         if name in ("convolution", "convolution_backward"):
             return self.convolution(func, name, args, kwargs)
         return func(*args, **kwargs)
@@ -124,9 +133,26 @@ class EmulationMode(TorchDispatchMode):
         self.record(call, "backward" if backward else "forward", info)
         return out, info
 
+    def _checked(self, func, args, kwargs, call: GemmCall) -> torch.Tensor:
+        """Self-check: the native result, then the emulated one (returned), compared bit for bit."""
+        if not call.a.is_cuda:
+            _warn_once(self, "check-cpu", "check=True compares with cuBLAS on CUDA tensors; CPU calls are not "
+                       "checked")
+            return self.gemm(call)
+        with self._lock:
+            index = self._checked_calls
+            self._checked_calls += 1
+        native = self.checker.native(index, func, args, kwargs)
+        result, info = self.compute(call)
+        out = finish(call, result)
+        phase = "backward" if torch._C._current_autograd_node() is not None else "forward"
+        row = dict(op=call.op, phase=phase, shape=call.shape, dtypes=_dtypes(call), layout=call.layout,
+                   predicted=info.kernel, modelled=info.modelled, reason=info.reason)
+        self.checker.compare(index, (call.op, phase, call.shape, row["dtypes"], call.layout), row, native, out)
+        return out
+
     def record(self, call: GemmCall, phase: str, info: CallInfo) -> None:
-        dtypes = "x".join(str(t.dtype).replace("torch.", "") for t in (call.a, call.b))
-        dtypes += "->" + str(call.out_dtype).replace("torch.", "")
+        dtypes = _dtypes(call)
         key = (call.op, phase, call.shape, dtypes, call.layout, info.kernel, info.modelled)
         with self._lock:
             site = self.sites.get(key)
@@ -151,6 +177,10 @@ class EmulationMode(TorchDispatchMode):
             return func(*args, **kwargs)
         return self.conv(self, func, name, args, kwargs)
 
+    def _record_native_call(self, call: GemmCall, kernel: str, reason: str) -> None:
+        backward = torch._C._current_autograd_node() is not None
+        self.record(call, "backward" if backward else "forward", CallInfo(kernel, False, reason))
+
     def _record_native(self, name: str, args, info: CallInfo) -> None:
         tensors = [a for a in args if isinstance(a, torch.Tensor)][:2]
         call = GemmCall(name, tensors[0], tensors[1], out_dtype=tensors[0].dtype)
@@ -170,6 +200,19 @@ def _on_torch_stream(device: torch.device):
     index = device.index if device.index is not None else torch.cuda.current_device()
     with cupy.cuda.Device(index), cupy.cuda.ExternalStream(torch.cuda.current_stream(index).cuda_stream):
         yield
+
+
+def _dtypes(call: GemmCall) -> str:
+    names = "x".join(str(t.dtype).replace("torch.", "") for t in (call.a, call.b))
+    return names + "->" + str(call.out_dtype).replace("torch.", "")
+
+
+def _warn_once(mode: EmulationMode, key: str, message: str) -> None:
+    with mode._lock:
+        if key in mode._warned:
+            return
+        mode._warned.add(key)
+    warnings.warn(message, RuntimeWarning, stacklevel=5)
 
 
 def _floating(args) -> bool:
