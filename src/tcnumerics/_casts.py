@@ -60,8 +60,70 @@ def _quiet(xp):
     return np.errstate(all="ignore") if xp is np else contextlib.nullcontext()
 
 
+_DEVICE_IEEE: dict = {}
+
+
+def _device_casts_ieee(xp) -> bool:
+    """The same probe on the current GPU, once per device (kernels there have no run-time FTZ mode)."""
+    device = xp.cuda.Device().id
+    if device not in _DEVICE_IEEE:
+        f32 = xp.asarray(_PROBE_IN).astype(np.float32)
+        total = f32[:1] + f32[:1]  # float32 arithmetic keeps subnormals too (the FP32 adds of gemm use it)
+        ok = (f32.view(np.uint32)[:2].get().tolist() == [2, 512] and float(f32[1:2].astype(np.float64)[0].get())
+              == 2.0 ** -140 and int(f32[2:].astype(np.float16).view(np.uint16)[0].get()) == 2
+              and int(total.view(np.uint32)[0].get()) == 4)
+        _DEVICE_IEEE[device] = ok
+    return _DEVICE_IEEE[device]
+
+
 def _usable(xp) -> bool:
-    return xp is not np or _host_casts_ieee()
+    """IEEE casts and float32 arithmetic here: probed on the host at every call (MXCSR can change), once per GPU."""
+    if xp is np:
+        return _host_casts_ieee() and _host_f32_add_ieee()
+    return getattr(xp, "cuda", None) is None or _device_casts_ieee(xp)
+
+
+def _host_f32_add_ieee() -> bool:
+    tiny = np.array([2.0 ** -149], np.float32)
+    return int((tiny + tiny).view(np.uint32)[0]) == 4
+
+
+def fp32_values(fmt, bits):
+    """float32 values of ``fmt`` patterns whose values are all FP32 numbers (FP32, BF16, TF32, E8M13, FP16), or
+    None: the accumulator type in which FP32 additions are IEEE float32 additions."""
+    route = _route(fmt)
+    if route is None or bits.dtype != np.dtype(fmt.container_dtype):
+        return None
+    xp = namespace(bits)
+    if not _usable(xp):
+        return None
+    if route == "fp32":
+        return bits.view(np.float32)
+    if route == "fp16":
+        return bits.view(np.float16).astype(np.float32)
+    keep = np.uint32(((1 << fmt.width) - 1) << fmt.pad_bits)
+    return ((bits.astype(np.uint32) & keep) >> np.uint32(fmt.pad_bits) << np.uint32(23 - fmt.man_bits)).view(np.float32)
+
+
+def fp32_add(x, y):
+    """IEEE FP32 addition (RNE) of two float32 arrays where the hardware's float32 add is IEEE here, else None."""
+    xp = namespace(x, y)
+    if x.dtype != np.float32 or y.dtype != np.float32 or not _usable(xp):
+        return None
+    with _quiet(xp):
+        return x + y
+
+
+def fp32_round(fmt, x):
+    """``fmt.round(x)`` (RNE, IEEE overflow) for FP32 targets by casts: float64 values of float32, or None."""
+    if _route(fmt) != "fp32" or x.dtype.kind != "f":
+        return None
+    xp = namespace(x)
+    if not _usable(xp):
+        return None
+    with _quiet(xp):
+        v = x.astype(np.float32).astype(np.float64)
+    return xp.where(xp.isnan(v), np.nan, v)
 
 
 def _f32_bits_to_odd(x, xp):

@@ -506,6 +506,10 @@ class FloatFormat:
 
     def round(self, values: np.ndarray, rounding: Rounding | str = Rounding.RNE, **kwargs) -> np.ndarray:
         """Round values to this format and return them as float64 (same keywords as from_float)."""
+        if not kwargs and Rounding.parse(rounding) is Rounding.RNE and not isinstance(values, DeviceValues):
+            fast = _casts.fp32_round(self, namespace(values).asarray(values))
+            if fast is not None:
+                return fast
         return self.to_float(self.from_float(values, rounding, **kwargs))
 
     def to_array(self, bits: np.ndarray) -> np.ndarray:

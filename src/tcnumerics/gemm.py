@@ -34,6 +34,7 @@ from typing import Literal, Sequence
 
 import numpy as np
 
+from . import _casts
 from .api import Instruction, _operand_bits
 from .arrays import DeviceValues, namespace, to_host
 from .catalog import get_instruction
@@ -197,7 +198,7 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
             else:
                 part = start
                 for b0, b1 in promotion_blocks(k0, k1, promote_every):
-                    p = spec.d_format.to_float(chain(a_rows, b_cols, zero, b0, b1))
+                    p = _fp32_partial(spec.d_format, chain(a_rows, b_cols, zero, b0, b1))
                     if blockwise:
                         # measured (cuBLASLt 13.1, H200): main = fma(partial, fp32(sa * sb), main)
                         kb = (origins[s] + b0 - k0) // scale_block
@@ -406,9 +407,19 @@ def _apply_scales(acc: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> np.ndarray
 
 
 def _fp32_add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """IEEE FP32 addition, RNE: exact FP32 values in float64, one rounding (correct: 53 >= 2*24 + 2)."""
+    """IEEE FP32 addition, RNE: float32 operands add in float32 where the hardware's add is IEEE (one kernel on a
+    GPU); otherwise exact FP32 values in float64, one rounding (correct: 53 >= 2*24 + 2)."""
+    fast = _casts.fp32_add(x, y)
+    if fast is not None:
+        return fast
     with _quiet(namespace(x, y)):
         return _FP32.round(x + y)
+
+
+def _fp32_partial(fmt: Format, bits):
+    """A chain's FP32 result as float32 values (the type whose additions are FP32's), else exact float64."""
+    values = _casts.fp32_values(fmt, bits)
+    return fmt.to_float(bits) if values is None else values
 
 
 def _fp32_fma(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
