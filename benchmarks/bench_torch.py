@@ -128,7 +128,7 @@ def run_case(args, what: str) -> dict:
                         generator=torch.Generator(args.device).manual_seed(1))
     step = _train if what == "train" else _forward
     native_s, native = timed(lambda: step(model, ids), args.device, args.repeat)
-    native = [t.clone() for t in native]
+    native = [t.detach().to("cpu", copy=True) for t in native]  # host copies: an 8B model's gradients are 16 GB
     emulation = tct.emulate(**FP8_RECIPE) if what == "fp8" else tct.emulate("hopper")
 
     def emulated():
@@ -144,10 +144,13 @@ def run_case(args, what: str) -> dict:
                native_s=round(native_s, 5), emulated_s=round(emulated_s, 3), x_native=round(emulated_s / native_s, 1),
                gemm_calls=per_run, macs=macs, mac_per_s=float(f"{macs / emulated_s:.3g}"),
                not_modelled=calls.not_modelled // (args.repeat + 1),
-               tensors_compared=len(native), tensors_differing=_differ(native, result))
+               tensors_compared=len(native), tensors_differing=_differ(native, [t.cpu() for t in result]))
+    del result
     if args.profile and args.device == "cuda":
         row.update(gpu_profile(emulated))
-    del model, native, result
+    if args.host_profile:
+        host_profile(emulated)
+    del model, native
     torch.cuda.empty_cache() if args.device == "cuda" else None
     return row
 
@@ -178,6 +181,15 @@ def gpu_profile(fn) -> dict:
     out = {f"gpu_share_{k}": round(v / busy, 4) for k, v in shares.items()}
     out.update(profiled_wall_s=round(wall, 3), gpu_busy_s=round(busy / 1e6, 3))
     return out
+
+
+def host_profile(fn, top: int = 25) -> None:
+    """The host's time in one run, by function (to stderr): where Python spends what the GPU waits for."""
+    prof = cProfile.Profile()
+    prof.enable()
+    fn()
+    prof.disable()
+    pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(top)
 
 
 def bench_gemm(size: int, repeat: int) -> dict:
@@ -238,6 +250,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--profile", action="store_true", help="GPU time shares (torch.profiler), one extra run")
     p.add_argument("--checkpointing", action="store_true", help="activation checkpointing for --what train")
+    p.add_argument("--host-profile", action="store_true", help="cProfile one emulated run (to stderr)")
     p.add_argument("--gemm", type=int, default=0, help="instead: tc.gemm on CUDA tensors vs gemm_bits at this size")
     args = p.parse_args(argv)
     if args.gemm:

@@ -100,3 +100,16 @@ def test_flush_to_zero_on_the_host_falls_back_to_the_encoder():
     finally:
         torch.set_flush_denormal(False)
     assert _casts._host_casts_ieee()
+
+
+def test_the_fast_paths_run_here(monkeypatch):
+    """On an ordinary machine (no FTZ/DAZ) the casts serve the common conversions: the encoder is not called."""
+    assert _casts._usable(np)
+    fmt = get_format("bf16")
+
+    def no_encoder(*a, **k):
+        raise AssertionError("the integer encoder ran where a cast applies")
+    monkeypatch.setattr(type(fmt), "encode", no_encoder)
+    x = np.array([1 + 2.0 ** -9, 3.0, -2.0 ** -130, np.nan])  # a tie to even, exact, a subnormal, NaN
+    assert fmt.from_float(x).tolist() == [0x3F80, 0x4040, 0x8008, 0x7FC0]
+    assert get_format("fp32").round(np.array([1 + 2.0 ** -30])).tolist() == [1.0]

@@ -184,3 +184,22 @@ def test_unit_recipes_on_device_equal_the_host(cupy, recipe):
     host = epilogue(r.matmul(a, b, call_index=7), "bf16", alpha=0.5, C=c, beta=2.0)
     acc = r.matmul(cupy.asarray(a), cupy.asarray(b), call_index=7, engine="cuda")
     _same(epilogue(acc, "bf16", alpha=0.5, C=cupy.asarray(c), beta=2.0), host)
+
+
+@pytest.mark.parametrize("s", [s for s in STRUCTURES if s.split_reduce == "parallel"], ids=lambda s: s.family)
+def test_the_epilogue_in_row_blocks_gives_the_same_bits(cupy, s, monkeypatch):
+    from tcnumerics.library import structure
+
+    rng = np.random.default_rng(4)
+    dtype = np.float32 if s.instruction is None else ml_dtypes.bfloat16
+    a, b = _operands(rng, 37, 160, 24, dtype)
+    c = rng.standard_normal((37, 24)).astype(np.float32)
+    bias = rng.standard_normal(24).astype(np.float32)
+    kw = dict(out_format="bf16", alpha=1.5, beta=0.5, bias=bias if s.epilogue in ("bias", "bias_out") else None,
+              C=None if s.epilogue in ("bias", "bias_out") else c)
+    whole = run(s, a, b, **kw)
+    monkeypatch.setattr(structure, "_EPILOGUE_CHUNK", 24 * 5)  # blocks of 5 rows, the last one of 2
+    _same(run(s, _device(a, cupy), _device(b, cupy), engine="cuda",
+              **dict(kw, C=None if kw["C"] is None else cupy.asarray(c),
+                     bias=None if kw["bias"] is None else cupy.asarray(bias))), whole)
+    assert np.array_equal(run(s, a, b, **kw).view(np.uint16), whole.view(np.uint16))

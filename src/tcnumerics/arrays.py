@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["namespace", "on_device", "DeviceValues", "to_host", "asarray", "float64", "stack"]
+__all__ = ["namespace", "on_device", "DeviceValues", "to_host", "asarray", "float64", "stack", "concatenate"]
 
 
 def on_device(x: Any) -> bool:
@@ -75,6 +75,15 @@ def stack(arrays: list) -> Any:
 
         return DeviceValues(cupy.stack([a.bits for a in arrays]), arrays[0].format)
     return namespace(*arrays).stack(arrays)
+
+
+def concatenate(arrays: list, axis: int = 0) -> Any:
+    """``xp.concatenate`` that also joins ``DeviceValues`` (by their bits)."""
+    if arrays and isinstance(arrays[0], DeviceValues):
+        import cupy
+
+        return DeviceValues(cupy.concatenate([a.bits for a in arrays], axis=axis), arrays[0].format)
+    return namespace(*arrays).concatenate(arrays, axis=axis)
 
 
 class DeviceValues:

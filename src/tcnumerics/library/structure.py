@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..arrays import DeviceValues, namespace, to_host
+from ..arrays import DeviceValues, concatenate, namespace, to_host
 from ..formats import get_format
 from ..gemm import _fp32_fma, _quiet, gemm, split_bounds
 
@@ -175,7 +175,7 @@ def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b
     acc = gemm(A, B, instruction=s.instruction, promote_every=s.promote_every,
                split_k=list(s.split_k) if s.split_k else None, k_tile=s.k_tile, k_residue=s.k_residue,
                split_granule=s.split_granule, scale_a=scale_a, scale_b=scale_b, engine=engine)
-    return acc.astype(np.float64)
+    return acc  # FP32 values, as float32: half the memory of float64 (the epilogue widens a block at a time)
 
 
 def _sum_in_order(partials: list[np.ndarray]) -> np.ndarray:
@@ -264,8 +264,10 @@ def epilogue(s: Structure, acc: np.ndarray, out_format: str, *, alpha: float = 1
              C: np.ndarray | None = None, bias: np.ndarray | None = None) -> np.ndarray:
     """The kernel's epilogue on the FP32 accumulator: alpha, beta * C or bias, then the conversion.
 
-    ``acc`` is float64 holding FP32 values, on the host (numpy) or a GPU (CuPy); the result is where it was."""
+    ``acc`` holds FP32 values (float32 or float64), on the host (numpy) or a GPU (CuPy); the result is where it
+    was."""
     xp = namespace(acc)
+    acc = xp.asarray(acc, np.float64)
     out = get_format(out_format)
     f32 = _FP32.round
     a = float(f32(np.float64(alpha)))
@@ -298,7 +300,25 @@ def run(s: Structure, A, B, *, out_format: str, alpha: float = 1.0, beta: float 
     if s.split_reduce == "serial":
         return _serial_split(s, _slice_partials(s, A, B, engine), out_format, alpha, beta, C, bias)
     acc = accumulate(s, A, B, scale_a, scale_b, engine, rows, cols)
-    return epilogue(s, acc, out_format, alpha=alpha, beta=beta, C=C, bias=bias)
+    return _epilogue_in_chunks(s, acc, out_format, alpha=alpha, beta=beta, C=C, bias=bias)
+
+
+_EPILOGUE_CHUNK = 1 << 25  # outputs per epilogue pass: bounds its float64 temporaries (~2 GB) on big outputs
+
+
+def _epilogue_in_chunks(s: Structure, acc, out_format: str, *, C=None, **kw):
+    """``epilogue`` a block of rows at a time (elementwise, so the same bits): an LM head's weight gradient has
+    ~1e9 outputs, whose float64 temporaries would not fit next to the model."""
+    M, N = acc.shape
+    rows = max(1, _EPILOGUE_CHUNK // max(1, N))
+    if M <= rows:
+        return epilogue(s, acc, out_format, C=C, **kw)
+    c = None if C is None or isinstance(C, DeviceValues) else namespace(C).asarray(C)
+    if c is not None and c.ndim == 2 and c.shape[0] != M:
+        c = namespace(c).broadcast_to(c, (M, N))
+    parts = [epilogue(s, acc[r0:r0 + rows], out_format, C=None if C is None else (C if c is None else c)[r0:r0 + rows],
+                      **kw) for r0 in range(0, M, rows)]
+    return concatenate(parts)
 
 
 def _slice_partials(s: Structure, A, B, engine: str) -> list[np.ndarray]:
