@@ -1,7 +1,7 @@
 """Pack kernel-survey results (``kernel_survey.py``, ``graph_survey.py``) into the library's launch table.
 
     PYTHONPATH=src:tools/device_library python3 tools/device_library/export_kernels.py DIR [--sets ...] \
-        [--dense DENSE_DIR] [-o src/tcnumerics/library/hopper_launches.npz]
+        [--dense DENSE_DIR] [-o src/tcnumerics/library/h100_launches.npz]
 
 ``DIR`` holds ``<set>.json.gz`` files; each set's calls are regenerated from its call list (same ids), turned
 into the library's ``Call`` (``fit_table.call_of``) and stored as one launch: the call kind (``Call.kind()``),
@@ -83,7 +83,7 @@ def main() -> int:
     ap.add_argument("--sets", default="survey,holdout,holdout2,kernels")
     ap.add_argument("--dense", help="folder of the dense surveys' array files")
     ap.add_argument("--dense-sets", default="dense_models,dense_attention,dense_grid,dense_grid_more")
-    ap.add_argument("-o", "--out", default="src/tcnumerics/library/hopper_launches.npz")
+    ap.add_argument("-o", "--out", default="src/tcnumerics/library/h100_launches.npz")
     args = ap.parse_args()
     rows, repeats, differ = {}, 0, []
     for entry in args.sets.split(","):  # SET, or SET:FILE_STEM for a continued run (kernel_survey.py --start)
