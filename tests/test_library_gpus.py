@@ -199,3 +199,21 @@ def test_manifests_are_checked():
     with pytest.raises(ValueError, match="no entry"):
         gpus.set_manifest({"default": "x", "reference": "h100", "models": {"h100": {}}})
     assert gpus.manifest()["default"] == "h100"  # a refused manifest leaves the installed one
+
+
+# --- the H200 presets (library_gemm) -------------------------------------------------------------------------
+
+def test_the_presets_are_the_h200s_and_flag_other_models():
+    h200 = lib.library_gemm("torch.matmul", dtype="bf16")
+    assert h200.gpu == "h200" and lib.library_gemm("torch.matmul", dtype="bf16", arch="h200").gpu == "h200"
+    plan = h200.plan(64, 64, 8192)
+    assert plan.modelled and plan.split_k
+    for gpu in ("h100", "NVIDIA A100-SXM4-80GB"):
+        other = lib.library_gemm("torch.matmul", dtype="bf16", gpu=gpu).plan(64, 64, 8192)
+        assert not other.modelled and other.note.startswith(f"gpu {gpus.model_key(gpu)!r}"), other.note
+        assert other.split_k == plan.split_k  # the same guess, flagged
+    with pytest.raises(ValueError, match="different GPU models"):
+        lib.library_gemm("torch.matmul", arch="h200", gpu="h100")
+    A, B = np.ones((4, 32), BF16), np.ones((32, 8), BF16)
+    with pytest.warns(UserWarning, match="presets' kernel choices were measured on an H200"):
+        lib.library_gemm("torch.matmul", gpu="h100")(A, B)

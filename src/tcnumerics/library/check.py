@@ -224,8 +224,8 @@ def read_capture(path: str) -> tuple[dict, list[Observation]]:
     names, out = doc["names"], []
     for i, acts in doc["calls"].items():
         rec = doc["records"][i]
-        out.append(Observation(call_from_record(rec), tuple(names[a[0]] for a in acts),
-                               tuple(tuple(a[1]) if a[1] else None for a in acts), rec.get("bits_match"),
+        grids = tuple(tuple(a[1]) if a[1] else None for a in acts) if any(a[1] for a in acts) else ()
+        out.append(Observation(call_from_record(rec), tuple(names[a[0]] for a in acts), grids, rec.get("bits_match"),
                                rec.get("differing"), rec.get("device", ""), rec.get("site", ""),
                                rec.get("planned", ""), rec.get("modelled")))
     return doc.get("env", {}), out
