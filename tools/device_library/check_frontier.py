@@ -19,17 +19,10 @@ import numpy as np
 
 from tcnumerics.library import launches
 from tcnumerics.library import selection as sel
-
-EPILOGUE_ARGS = {"plain": 0.0, "bias": 1.0, "badd": 1.0, "bx": 0.5}
-
+from tcnumerics.library.calls import call_from_kind
 
 def _call_of_row(kind: str, M: int, N: int, K: int, b: int) -> sel.Call:
-    op, fmt, b_fmt, out, a_t, b_t, epi, alpha_one, _prec, scales, fast = kind.split("|")
-    c_kind = "row" if op == "addmm" and epi == "bias" else ("full" if op in ("addmm", "baddbmm") and epi != "plain"
-                                                            else "none")
-    return sel.Call(op, fmt, out, M, N, K, b=b, b_fmt=b_fmt or None, a_t=a_t == "1", b_t=b_t == "1",
-                    bias=epi == "bias" and op == "linear", c_kind=c_kind, alpha=1.0 if alpha_one == "1" else 0.5,
-                    beta=EPILOGUE_ARGS[epi], scales=scales or "tensor", fast_accum=fast == "1")
+    return call_from_kind(kind, M, N, K, b)
 
 
 @lru_cache(maxsize=1)

@@ -31,7 +31,7 @@ import torch
 import numpy as np
 
 import survey_ops
-from dense_calls import DENSE_SETS
+from train_calls import ALL_DENSE_SETS as DENSE_SETS  # the dense sets and the training-step sets
 import kernel_survey
 from kernel_survey import SETS, _empty_operand
 

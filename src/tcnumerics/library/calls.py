@@ -153,3 +153,29 @@ def call_record(c: Call) -> dict:
     elif c.out != c.fmt:
         rec["out_dtype"] = c.out
     return rec
+
+
+_EPILOGUE_BETA = {"plain": 0.0, "bias": 1.0, "badd": 1.0, "bx": 0.5}
+
+
+def call_from_kind(kind: str, M: int, N: int, K: int, b: int = 1, gpu: str | None = None) -> Call:
+    """A ``Call`` of launch-table kind ``kind`` (``Call.kind()``) at a shape: the epilogue arguments stand for their
+    class (alpha 0.5 where the kind says alpha != 1, beta 0.5 for ``bx``), which is all a kind holds.
+
+    >>> c = call_from_kind("addmm|bf16||bf16|0|0|bx|0|||0", 8, 64, 32)
+    >>> c.kind(), (c.alpha, c.beta, c.c_kind)
+    ('addmm|bf16||bf16|0|0|bx|0|||0', (0.5, 0.5, 'full'))
+    """
+    f = kind.split("|")
+    if len(f) != 11:
+        raise ValueError(f"kind {kind!r}: expected 11 fields separated by '|' (Call.kind())")
+    op, fmt, b_fmt, out, a_t, b_t, epi, alpha_one, prec, scales, fast = f
+    if epi not in _EPILOGUE_BETA:
+        raise ValueError(f"kind {kind!r}: unknown epilogue {epi!r}")
+    c_kind = ("row" if op == "addmm" and epi == "bias" else
+              "full" if op in ("addmm", "baddbmm") and epi != "plain" else "none")
+    return Call(op, fmt, out, int(M), int(N), int(K), b=int(b), b_fmt=b_fmt or None, a_t=a_t == "1", b_t=b_t == "1",
+                bias=op == "linear" and epi == "bias", c_kind=c_kind, alpha=1.0 if alpha_one == "1" else 0.5,
+                beta=_EPILOGUE_BETA[epi], prec=prec or "highest", scales=scales or "tensor", fast_accum=fast == "1",
+                gpu=gpu or default_gpu())
+
