@@ -269,3 +269,27 @@ def test_the_reference_models_own_run_is_added_to_its_table(tmp_path, monkeypatc
     finally:
         gpus.set_manifest(None)
         launches.set_table("h100", None)
+
+
+def test_the_device_script_names_only_sets_that_exist():
+    import re
+
+    import kernel_survey
+
+    text = open(os.path.join(HERE, "..", "tools", "device_library", "run_gpu_survey.sh")).read()
+    dense = set(" ".join(re.findall(r'SETS=\$\{SETS:-"([^"]+)"\}', text)).split())
+    assert dense == set(train_calls.TRAIN_SETS) and dense <= set(train_calls.ALL_DENSE_SETS)
+    bits = set(re.search(r"for s in ([\w ]+); do", text).group(1).split())
+    assert bits == set(fold_gpu.BIT_SETS) and bits <= set(kernel_survey.SETS)
+    assert "train_check.py" in text and "bits.tgz" in text and "env.json" in text
+
+
+def test_the_docs_figures_are_the_lists():
+    """docs/gemm.md's 'Per GPU model' figures of the survey lists, recomputed."""
+    text = open(os.path.join(HERE, "..", "docs", "gemm.md")).read()
+    for n in (len(train_calls.train_splitk_calls()), len(train_calls.train_rest_calls()),
+              len(train_calls.h100_counterpart_calls()), len(train_calls.train_bits_calls())):
+        assert f"{n:,}" in text, n
+    assert f"({len(train_calls.published_models())} of them, {len(train_calls.projections(train_calls.published_models()))} " \
+           "projection shapes)" in text
+    assert f"those three explicit calls ({len(train_calls.autograd_cases())} cases)" in text
