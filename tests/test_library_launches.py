@@ -2,7 +2,7 @@
 
 Replays use the bit captures of calls whose launches the table holds: the kernel-survey sample
 (hopper_op_ksample_h100.npz) and the unseen-model holdout (hopper_op_holdout3_h100.npz, whose bits are
-not in hopper_measured.json).  Replays are 8 x 8 of the sampled outputs and K <= 16384 (CI time).
+not in h100_measured.json).  Replays are 8 x 8 of the sampled outputs and K <= 16384 (CI time).
 """
 
 import os
@@ -22,7 +22,8 @@ HOLDOUT3 = os.path.join(VEC, "hopper_op_holdout3_h100.npz")
 KSAMPLE2 = os.path.join(VEC, "hopper_op_ksample2_h100.npz")  # bits for the second survey's kinds (transposed, addmm C, ...)
 sys.path.insert(0, os.path.join(HERE, "..", "tools", "device_library"))
 
-needs_table = pytest.mark.skipif(not os.path.exists(launches._PATH), reason="launch table not installed")
+H100_TABLE = launches.gpus.table_path("h100", "launches")
+needs_table = pytest.mark.skipif(not os.path.exists(H100_TABLE), reason="launch table not installed")
 pytestmark = needs_table
 MAX_K = 16384
 
@@ -60,8 +61,8 @@ def test_table_lists_every_kind_before_any_is_loaded():
     none: a dict iterates only the entries it holds)."""
     import numpy as np
 
-    fresh = launches._load(launches._PATH)
-    with np.load(launches._PATH, allow_pickle=False) as z:
+    fresh = launches._load(H100_TABLE)
+    with np.load(H100_TABLE, allow_pickle=False) as z:
         stored = [str(k) for k in z["kinds"]]
     assert list(fresh["kinds"]) == list(fresh["kinds"].keys()) == stored and len(fresh["kinds"]) == len(stored)
     assert stored[0] in fresh["kinds"] and "no|such|kind" not in fresh["kinds"]
@@ -278,8 +279,8 @@ def test_short_k_frontier_never_models_a_surveyed_split():
 
 def test_short_k_frontier_check_finds_the_old_bound(monkeypatch):
     from check_frontier import frontier_violations
-    from tcnumerics.library import selection
+    from tcnumerics.library import choice
 
-    monkeypatch.setattr(selection, "SHORT_K", 3072)
+    monkeypatch.setattr(choice, "SHORT_K", 3072)
     _, bad = frontier_violations(every=32)
     assert bad and 2816 in {row[3] for row in bad} and {row[3] for row in bad} <= {2688, 2816, 2944}

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import tcnumerics as tc
-from tcnumerics.library.simt import (family, gemmsn_nn_tiles, gemvx_lanes, is_simt_kernel, modelled, parse,
-                                     simt_gemm, simt_reduce)
+from tcnumerics.library.simt import family, gemmsn_nn_tiles, gemvx_lanes, is_simt_kernel, modelled, parse, simt_reduce
+from tcnumerics.library.structure import simt_gemm
 
 HERE = os.path.dirname(__file__)
 CAPTURES = sorted(p for p in glob.glob(os.path.join(HERE, "..", "vectors", "library", "hopper_op_*_h100.npz"))

@@ -83,7 +83,7 @@ def test_selection_flags_a_predicted_split(monkeypatch):
     assert c.key() not in measured_table()["calls"]
     measured = select(c)  # the kernel survey measured its launch: S read off the grid, modelled
     assert measured.modelled and len(measured.split_k) == 2 and "launch measured" in measured.reason
-    monkeypatch.setattr(launches, "measured_launch", lambda call: None)  # as if the launch were not measured
+    monkeypatch.setattr(launches, "find_launch", lambda call: None)  # as if the launch were not measured
     monkeypatch.setattr(launches, "predicted_nvjet_split", lambda call: (None, ""))
     assert _predicted_split(c) == 2
     plan = select(c)  # now from the k-NN over the dense surveys' neighbours (x2 or x3 around it)

@@ -169,16 +169,18 @@ def test_identified_split_structures_are_not_the_plain_reduction():
 def survey_only_table(monkeypatch):
     """The installed table without the entries measured only in the holdout (the table before it was folded in),
     and no measured launches (launches.py), so FP32/TF32 calls outside the table reach the one-wave guess."""
-    from tcnumerics.library import selection
-
     table = measured_table()
     calls = {k: v for k, v in table["calls"].items()
              if any(s.startswith("hopper_op_survey_h100#") for s in v.get("sources", ["hopper_op_survey_h100#"]))}
-    monkeypatch.setattr(selection, "_TABLE", dict(table, calls=calls))
+    from tcnumerics.library import measured
+
+    monkeypatch.setitem(measured._TABLES, "h100", dict(table, calls=calls))
+    monkeypatch.setattr(measured, "_MERGED", {})
     # and without the launch table (which now holds the holdout's launches): the one-wave guess path
     from tcnumerics.library import launches
 
     monkeypatch.setattr(launches, "measured_launch", lambda c: None)
+    monkeypatch.setattr(launches, "find_launch", lambda c: None)
     monkeypatch.setattr(launches, "nearest_launch", lambda c: (None, ""))
     monkeypatch.setattr(launches, "predicted_nvjet_split", lambda c: (None, ""))
 

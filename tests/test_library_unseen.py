@@ -17,7 +17,8 @@ from tcnumerics.library.selection import Call
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "tools", "device_library"))
 
-pytestmark = pytest.mark.skipif(not os.path.exists(launches._PATH), reason="launch table not installed")
+pytestmark = pytest.mark.skipif(not os.path.exists(launches.gpus.table_path("h100", "launches")),
+                                reason="launch table not installed")
 KINDS = ("matmul|bf16||bf16|0|0|plain|1|||0", "linear|fp16||fp16|0|1|bias|1|||0", "mm_out|fp16||fp32|0|0|plain|1|||0",
          "matmul|fp32||fp32|0|0|plain|1|high||0")
 
@@ -27,7 +28,7 @@ def held_out() -> tuple[int, int, int]:
     """(launches, bits right by the current predictor, by unseen's) over 40 sampled launches per kind."""
     import fit_unseen as F
 
-    gm, gnk = launches._table()["grid"]
+    gm, gnk = launches.table("h100")["grid"]
     n = old = new = 0
     for kind in KINDS:
         kd = unseen.kind_data(kind)
@@ -87,6 +88,6 @@ def test_predicted_launch_is_consistent():
 
 def test_unknown_kind_or_batch_gives_none():
     c = Call("bmm", "bf16", "bf16", 8, 64, 64, b=3, alpha=2.0)
-    assert c.kind() not in launches._table()["kinds"] and unseen.predict_launch(c) is None
+    assert c.kind() not in launches.table("h100")["kinds"] and unseen.predict_launch(c) is None
     # no launch of that batch in the kind
     assert unseen.predict_launch(Call("matmul", "bf16", "bf16", 8, 1024, 1024, b=999)) is None

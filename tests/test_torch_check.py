@@ -78,3 +78,18 @@ def test_check_on_a_gpu_finds_a_planted_silent_miss(monkeypatch):
     with run:
         x @ w
     assert run.check_report()[0].silent == 1
+
+
+def test_a_gpu_model_without_tables_flags_every_call():
+    x = torch.randn(64, 256).to(torch.bfloat16)
+    w = torch.randn(256, 128).to(torch.bfloat16)
+    with pytest.warns(tct.NotModelledWarning, match="a100"):
+        with tct.emulate("hopper", gpu="a100") as run:
+            y = x @ w
+            torch.nn.functional.linear(x, w.T)
+    assert run.report().calls == 2 and run.report().not_modelled == 2
+    with tct.emulate("hopper") as default:  # CPU tensors: the H100's tables, which measured this call
+        assert torch.equal(x @ w, y)
+    assert default.report().not_modelled == 0
+    with pytest.raises(ValueError, match="library mode"):
+        tct.emulate(instruction="hopper.wgmma.m64n8k16.f32.bf16.bf16", gpu="h100")

@@ -19,17 +19,10 @@ import numpy as np
 
 from tcnumerics.library import launches
 from tcnumerics.library import selection as sel
-
-EPILOGUE_ARGS = {"plain": 0.0, "bias": 1.0, "badd": 1.0, "bx": 0.5}
-
+from tcnumerics.library.calls import call_from_kind
 
 def _call_of_row(kind: str, M: int, N: int, K: int, b: int) -> sel.Call:
-    op, fmt, b_fmt, out, a_t, b_t, epi, alpha_one, _prec, scales, fast = kind.split("|")
-    c_kind = "row" if op == "addmm" and epi == "bias" else ("full" if op in ("addmm", "baddbmm") and epi != "plain"
-                                                            else "none")
-    return sel.Call(op, fmt, out, M, N, K, b=b, b_fmt=b_fmt or None, a_t=a_t == "1", b_t=b_t == "1",
-                    bias=epi == "bias" and op == "linear", c_kind=c_kind, alpha=1.0 if alpha_one == "1" else 0.5,
-                    beta=EPILOGUE_ARGS[epi], scales=scales or "tensor", fast_accum=fast == "1")
+    return call_from_kind(kind, M, N, K, b)
 
 
 @lru_cache(maxsize=1)
@@ -43,9 +36,9 @@ def _plain_signatures(sigs: tuple[str, ...]) -> np.ndarray:
 def split_launches(max_k: int = 3072) -> list[tuple[sel.Call, launches.Launch]]:
     """Every measured BF16/FP16/FP8 launch with K < ``max_k`` that is not the plain unsplit nvjet kernel, with its
     call (expanded from the table's runs)."""
-    t = launches._table()
+    t = launches.table("h100")
     sigs = t["signatures"]
-    bit_calls = sel.measured_table()["calls"]
+    bit_calls = sel.measured_table("h100")["calls"]
     rows = []
     for kind in t["kinds"].names():
         if kind.split("|")[1] == "fp32":
@@ -73,14 +66,14 @@ def frontier_violations(max_k: int = 3072, every: int = 1) -> tuple[int, list[tu
     """(launches checked, [(kind, M, N, K, b, kernel)] the frontier would model although they split); ``every``:
     check every n-th launch only (CI; the whole check is this script's)."""
     rows = split_launches(max_k)[::every]
-    saved = launches._TABLE
-    launches._TABLE = {}  # hidden: as if no launch were measured
+    saved = launches.table("h100")
+    launches.set_table("h100", {})  # hidden: as if no launch were measured
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             bad = [(c.kind(), c.M, c.N, c.K, c.b, L.main[:60]) for c, L in rows if sel.select(c).modelled]
     finally:
-        launches._TABLE = saved
+        launches.set_table("h100", saved)
     return len(rows), bad
 
 

@@ -1,7 +1,7 @@
 """Pack kernel-survey results (``kernel_survey.py``, ``graph_survey.py``) into the library's launch table.
 
     PYTHONPATH=src:tools/device_library python3 tools/device_library/export_kernels.py DIR [--sets ...] \
-        [--dense DENSE_DIR] [-o src/tcnumerics/library/hopper_launches.npz]
+        [--dense DENSE_DIR] [-o src/tcnumerics/library/h100_launches.npz]
 
 ``DIR`` holds ``<set>.json.gz`` files; each set's calls are regenerated from its call list (same ids), turned
 into the library's ``Call`` (``fit_table.call_of``) and stored as one launch: the call kind (``Call.kind()``),
@@ -58,8 +58,8 @@ def dense_rows(dense_dir: str, name: str, sig_index: dict[str, int]) -> dict:
     """A dense set's measured launches (every part file of it), signatures interned into ``sig_index``."""
     import glob
 
-    from dense_calls import DENSE_SETS
-    ds = DENSE_SETS[name]()
+    from train_calls import ALL_DENSE_SETS
+    ds = ALL_DENSE_SETS[name]()
     sig = np.full(len(ds), -1, np.int64)
     ctas, gz = np.zeros(len(ds), np.int64), np.zeros(len(ds), np.int64)
     paths = sorted(glob.glob(os.path.join(dense_dir, f"{name}.npz")) + glob.glob(os.path.join(dense_dir, f"{name}.part*.npz")))
@@ -83,7 +83,7 @@ def main() -> int:
     ap.add_argument("--sets", default="survey,holdout,holdout2,kernels")
     ap.add_argument("--dense", help="folder of the dense surveys' array files")
     ap.add_argument("--dense-sets", default="dense_models,dense_attention,dense_grid,dense_grid_more")
-    ap.add_argument("-o", "--out", default="src/tcnumerics/library/hopper_launches.npz")
+    ap.add_argument("-o", "--out", default="src/tcnumerics/library/h100_launches.npz")
     args = ap.parse_args()
     rows, repeats, differ = {}, 0, []
     for entry in args.sets.split(","):  # SET, or SET:FILE_STEM for a continued run (kernel_survey.py --start)
@@ -112,22 +112,37 @@ def main() -> int:
     if args.dense:
         parts += [dense_rows(args.dense, name, sig_index) for name in args.dense_sets.split(",")]
     launches_ = merge(parts, sig_index)
+    write_table(args.out, launches_, list(sig_index),
+                "kernel surveys on NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, cuBLAS 13.1.0.3 "
+                f"(tools/device_library/kernel_survey.py, sets {args.sets}; graph_survey.py, dense sets "
+                f"{args.dense_sets if args.dense else 'none'})")
+    return 0
+
+
+def write_table(path: str, launches_: dict, signatures: list[str], provenance: str, grid=(GRID_M, GRID_NK)) -> dict:
+    """Write merged launches (``merge``) as a launch table (runs along M, ``launch_runs.py``); ``grid``: the (M, N/K)
+    axes of the profiled survey's grid (its corners are the bracketing rule's neighbours), empty where not surveyed.
+    Returns the counts."""
     kinds = sorted(set(launches_["kind"].tolist()))
     ki = {k: i for i, k in enumerate(kinds)}
-    signatures = list(sig_index)
     runs = launch_runs.encode(np.array([ki[k] for k in launches_["kind"]]), launches_["N"], launches_["K"],
                               launches_["b"], launches_["M"], launches_["sig"], launches_["ctas"], launches_["gz"],
                               signatures)
+    return write_runs(path, kinds, signatures, runs, provenance, grid)
+
+
+def write_runs(path: str, kinds: list[str], signatures: list[str], runs: dict, provenance: str,
+               grid=(GRID_M, GRID_NK)) -> dict:
+    """Write encoded runs (``launch_runs.encode``, kind indices into ``kinds``) as a launch table; the counts."""
     np.savez_compressed(
-        args.out, kinds=np.array(kinds), signatures=np.array(signatures), **launch_runs.per_kind(runs, len(kinds)),
+        path, kinds=np.array(kinds), signatures=np.array(signatures), **launch_runs.per_kind(runs, len(kinds)),
         launch_count=np.int64(runs["count"].sum()),
-        grid_m=np.array(GRID_M, np.int32), grid_nk=np.array(GRID_NK, np.int32),
-        provenance=np.array("kernel surveys on NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, cuBLAS 13.1.0.3 "
-                            f"(tools/device_library/kernel_survey.py, sets {args.sets}; graph_survey.py, dense sets "
-                            f"{args.dense_sets if args.dense else 'none'})"))
-    print(f"{len(launches_['M'])} launches in {len(runs['m_first'])} runs, {len(kinds)} call kinds, {len(signatures)} "
-          f"signatures -> {args.out} ({os.path.getsize(args.out) / 1e6:.1f} MB)")
-    return 0
+        grid_m=np.array(grid[0], np.int32), grid_nk=np.array(grid[1], np.int32), provenance=np.array(provenance))
+    counts = dict(launches=int(runs["count"].sum()), runs=len(runs["m_first"]), kinds=len(kinds),
+                  signatures=len(signatures))
+    print(f"{counts['launches']} launches in {counts['runs']} runs, {counts['kinds']} call kinds, "
+          f"{counts['signatures']} signatures -> {path} ({os.path.getsize(path) / 1e6:.1f} MB)")
+    return counts
 
 
 def merge(parts: list[dict], sig_index: dict[str, int]) -> dict:

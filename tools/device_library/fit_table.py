@@ -1,7 +1,7 @@
 """Identify each captured call's kernel structure on the CPU and write the library's measured table.
 
     PYTHONPATH=src:tools/device_library python3 tools/device_library/fit_table.py CAPTURE [CAPTURE ...] \
-        [--from-table] [--cache fit_cache.json] [-o src/tcnumerics/library/hopper_measured.json]
+        [--from-table] [--cache fit_cache.json] [-o src/tcnumerics/library/h100_measured.json]
 
 One table from every capture given (the op survey, held-out captures folded in later; each an ``.npz``
 from ``export_survey.py``).  Call ids restart in every capture: the cache keys records ``capture#id``
@@ -34,7 +34,8 @@ import numpy as np
 from replay_survey import load, operands
 
 import tcnumerics as tc
-from tcnumerics.library.selection import WGMMA, Call, epilogue_of
+from tcnumerics.library.calls import Call, call_from_record, epilogue_of
+from tcnumerics.library.selection import WGMMA
 from tcnumerics.library.structure import Structure, run
 
 
@@ -43,22 +44,8 @@ BUDGET_S = 40.0  # seconds of candidate search per call (--budget)
 
 
 def call_of(c: dict) -> Call:
-    """The library's Call for a survey record (full shape, layout as torch passed it)."""
-    op = c["op"]
-    b = c.get("b", 1)
-    M = c["M"] * b if op == "matmul_bcast" else c["M"]
-    kind = "none"
-    if op == "addmm":
-        kind = "row" if c["c_1d"] else "full"
-    if op == "baddbmm":
-        kind = "full"
-    lib_op = {"matmul_bcast": "matmul"}.get(op, op)
-    if op == "linear":
-        return Call("linear", c["fmt"], c["out"], M, c["N"], c["K"], bias=c["bias"], b_t=True, prec=c["prec"])
-    return Call(lib_op, c["fmt"], c["out"], M, c["N"], c["K"], b=b if op in ("bmm", "baddbmm") else 1,
-                b_fmt=c.get("b_fmt") if op == "scaled_mm" else None, a_t=bool(c.get("a_t")),
-                b_t=bool(c.get("b_t")), c_kind=kind, alpha=float(c.get("alpha", 1)), beta=float(c.get("beta", 0)),
-                prec=c["prec"], scales=c.get("scales", "tensor"), fast_accum=bool(c.get("fast_accum", False)))
+    """The library's Call for a survey record (full shape, layout as torch passed it): ``calls.call_from_record``."""
+    return call_from_record(c)
 
 
 def score(c: dict, s: Structure, ops: dict, sub: int | None = None) -> int:
@@ -407,7 +394,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("captures", nargs="+", help="capture files (.npz from export_survey.py) or survey directories")
     ap.add_argument("--cache", default="fit_cache.json", help="fitted entries per capture#id (resumable)")
-    ap.add_argument("-o", "--out", default="src/tcnumerics/library/hopper_measured.json")
+    ap.add_argument("-o", "--out", default="src/tcnumerics/library/h100_measured.json")
     ap.add_argument("--budget", type=float, default=40.0, help="seconds of split-K search per call")
     ap.add_argument("--seed", default="", help="JSON {capture#id (or an id of the first capture): split count} "
                                                "to try first")

@@ -109,7 +109,7 @@ def current(kd: U.KindData, index: dict, grid: tuple[list, list], M: int, N: int
 def evaluate(kinds: list[str], per_kind: int, seed: int, ws: tuple, ks: tuple, rules: tuple,
              votes: tuple = ("kernel", "class"), kps: tuple = (22,)) -> list[dict]:
     """Every predictor's (kernel, S) for every sampled test row; returns the records and the truth."""
-    t = launches._table()
+    t = launches.table("h100")
     gm, gnk = t["grid"]
     out = []
     for kind in kinds:
@@ -197,7 +197,7 @@ def main() -> None:
     ap.add_argument("--sweep", action="store_true", help="print every configuration, not only the best few")
     a = ap.parse_args()
     t0 = time.time()
-    kinds = [k for k in launches._table()["kinds"] if a.kinds in k]
+    kinds = [k for k in launches.table("h100")["kinds"] if a.kinds in k]
     recs = evaluate(kinds, a.per_kind, a.seed, (1.0, 4.0, 16.0), (1, 3, 5, 8, 16), ("copy", "kps", "wave"),
                     ("kernel", "class"), (16, 20, 22, 24, 32))
     names = ["current"] + list(dict.fromkeys(nm for r in recs for nm in r["pred"] if nm != "current"))

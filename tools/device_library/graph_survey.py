@@ -31,7 +31,7 @@ import torch
 import numpy as np
 
 import survey_ops
-from dense_calls import DENSE_SETS
+from train_calls import ALL_DENSE_SETS as DENSE_SETS  # the dense sets and the training-step sets
 import kernel_survey
 from kernel_survey import SETS, _empty_operand
 
@@ -243,13 +243,12 @@ def compare(graph_path: str, profiler_paths: list[str]) -> int:
 
 
 def _is_gemm_kernel():
-    """``tcnumerics.library.launches.is_gemm_kernel``, loaded without the package (the device needs only numpy)."""
+    """``tcnumerics.library.kernel_names.is_gemm_kernel``, loaded without the package (the device needs only numpy:
+    that module imports nothing else)."""
     import importlib.util
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "src", "tcnumerics", "library", "launches.py")
-    spec = importlib.util.spec_from_file_location("_launches", path)
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "src", "tcnumerics", "library", "kernel_names.py")
+    spec = importlib.util.spec_from_file_location("_kernel_names", path)
     mod = importlib.util.module_from_spec(spec)
-    import sys
-    sys.modules["_launches"] = mod  # dataclasses look their module up
     spec.loader.exec_module(mod)
     return mod.is_gemm_kernel
 

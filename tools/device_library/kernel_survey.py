@@ -27,10 +27,11 @@ import torch
 import survey_ops
 from kernel_calls import kernel_calls, kernel_calls2, kernel_calls3, kernel_calls4
 from survey_calls import SURVEY_SETS
+from train_calls import train_bits_calls
 
 OUT = os.environ.get("OUT", "/tmp/survey_out")
 SETS = {**SURVEY_SETS, "kernels": kernel_calls, "kernels2": kernel_calls2, "kernels3": kernel_calls3,
-        "kernels4": kernel_calls4}
+        "kernels4": kernel_calls4, "train_bits": train_bits_calls}
 GPU_CATS = ("kernel", "gpu_memset", "gpu_memcpy")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tcnumerics.library.launches import signature_params, tiles_of
+from tcnumerics.library.launches import pack_keys, signature_params, tiles_of
 
 
 @njit(cache=True)
@@ -74,7 +74,7 @@ def encode(kind, N, K, b, M, sig, ctas, gz, signatures: list[str]) -> dict:
 def per_kind(runs: dict, n_kinds: int) -> dict:
     """The file's members: for kind i, ``k{i}_N``, ``_K``, ``_b``, ``_m_first`` (sorted as ``launches._pack`` packs
     them) and the other run fields, each kind readable on its own (``launches`` loads a kind when first asked)."""
-    key = ((runs["N"].astype(np.int64) << 17 | runs["K"]) << 10 | runs["b"]) << 15 | runs["m_first"]
+    key = pack_keys(runs["N"], runs["K"], runs["b"], runs["m_first"])
     out = {}
     for i in range(n_kinds):
         s = runs["kind"] == i

@@ -87,14 +87,15 @@ def operands(c: dict, data, side: int = 0) -> dict:
     return out
 
 
-def lib_call(c: dict, ops: dict, b: int, engine: str = "auto"):
-    """The library op for batch sample ``b`` (2-D operands; ``full_shape`` carries the whole call)."""
+def lib_call(c: dict, ops: dict, b: int, engine: str = "auto", gpu: str | None = None):
+    """The library op for batch sample ``b`` (2-D operands; ``full_shape`` carries the whole call), planned for GPU
+    model ``gpu`` (default: the library's default, the H100)."""
     from tcnumerics import library as lib
 
     A, B = ops["A"][b], ops["B"][b]
     M, N, K = c["M"], c["N"], c["K"]
     prec = c.get("prec", "highest")
-    kw = dict(fp32_precision=prec, engine=engine)
+    kw = dict(fp32_precision=prec, engine=engine, gpu=gpu)
     op = c["op"]
     if op in ("bmm", "baddbmm", "matmul_bcast"):
         kw["full_shape"] = (c["b"], M, N, K)
@@ -128,14 +129,15 @@ def lib_call(c: dict, ops: dict, b: int, engine: str = "auto"):
     raise ValueError(op)
 
 
-def replay(c: dict, data, engine: str = "auto", side: int = 0) -> dict:
-    """Run the call through the library: bit-exact?, flagged?, the plan's family and reason."""
+def replay(c: dict, data, engine: str = "auto", side: int = 0, gpu: str | None = None) -> dict:
+    """Run the call through the library (planned for GPU model ``gpu``): bit-exact?, flagged?, the plan's family
+    and reason."""
     import tcnumerics as tc
 
     ops = operands(c, data, side)
     got, plan = [], None
     for b in range(len(ops["batches"])):
-        fn, args, kw = lib_call(c, ops, b, engine)
+        fn, args, kw = lib_call(c, ops, b, engine, gpu)
         if plan is None:
             plan = fn.plan(*args, **kw)
         with warnings.catch_warnings():
@@ -165,22 +167,22 @@ def subset_capture(src: str, ids, dst: str) -> int:
     return len(records)
 
 
-def use_table(path: str) -> None:
-    """Replay against the measured table at ``path`` instead of the installed one (scratch experiments)."""
-    from tcnumerics.library import selection
+def use_table(path: str, gpu: str = "h100") -> None:
+    """Replay against the measured table at ``path`` instead of model ``gpu``'s installed one (scratch experiments)."""
+    from tcnumerics.library import measured
 
-    with open(path) as fh:
-        selection._TABLE = json.load(fh)
+    measured.set_table(gpu, path)
 
 
-def use_launches(path: str) -> None:
-    """Replay against the launch table at ``path`` (e.g. one exported without a held-out set's launches)."""
+def use_launches(path: str, gpu: str = "h100") -> None:
+    """Replay against the launch table at ``path`` as model ``gpu``'s (e.g. one exported without a held-out set's
+    launches)."""
     from tcnumerics.library import launches
 
-    launches._PATH, launches._TABLE = path, None
+    launches.set_table(gpu, path)
 
 
-def replay_capture(path: str, ids: set, opsel: set, side: int) -> list[dict]:
+def replay_capture(path: str, ids: set, opsel: set, side: int, gpu: str | None = None) -> list[dict]:
     """Replay every call of one capture (or those ``ids`` / ops); print the inexact ones."""
     index, data = load(path)
     results = []
@@ -188,7 +190,7 @@ def replay_capture(path: str, ids: set, opsel: set, side: int) -> list[dict]:
         if ids and c["id"] not in ids or opsel and c["op"] not in opsel or "error" in c:
             continue
         try:
-            r = replay(c, data, side=side)
+            r = replay(c, data, side=side, gpu=gpu)
         except Exception as exc:  # report and go on
             r = dict(id=c["id"], exact=False, bad=-1, n=0, modelled=False, family="error", reason=repr(exc)[:200])
         r["op"], r["fmt"], r["shape"] = c["op"], c["fmt"], (c.get("b"), c["M"], c["N"], c["K"])
@@ -200,6 +202,20 @@ def replay_capture(path: str, ids: set, opsel: set, side: int) -> list[dict]:
             print(f"[{c['id']}] {tag} {c['op']} {c['fmt']} {c.get('prec', '')} {r['shape']} bad={r['bad']}/{r['n']}"
                   f" plan={r['family']} kernel={r['kernel'][:110]}", flush=True)
     return results
+
+
+def _capture_gpu(paths: list[str]) -> str:
+    """The GPU model the captures ran on (their ``env`` device), one for all; the library default if unrecorded."""
+    from tcnumerics.library.gpus import default_gpu, model_key
+
+    models = set()
+    for p in paths:
+        device = (load(p)[0].get("env") or {}).get("device")
+        models.add(model_key(device) if device and device != "cpu" else default_gpu())
+    if len(models) > 1:
+        raise SystemExit(f"captures from several GPU models ({', '.join(sorted(models))}): replay them apart or "
+                         "pass --gpu")
+    return models.pop() if models else default_gpu()
 
 
 def summary(results: list[dict], label: str, seconds: float) -> int:
@@ -224,17 +240,21 @@ def main() -> int:
     ap.add_argument("--side", type=int, default=0, help="replay only side x side of each call's sampled outputs")
     ap.add_argument("--table", default="", help="a measured table to replay against instead of the installed one")
     ap.add_argument("--launches", default="", help="a launch table (.npz) to replay against instead of the installed one")
+    ap.add_argument("--gpu", default=None, help="plan every call for this GPU model (h100, h200, ...; default: the "
+                    "capture's device, else the library's default); --table / --launches replace that model's tables")
     args = ap.parse_args()
+    gpu = args.gpu or _capture_gpu(args.captures)
     if args.launches:
-        use_launches(args.launches)
+        use_launches(args.launches, gpu)
     if args.table:
-        use_table(args.table)
+        use_table(args.table, gpu)
+    print(f"planned for GPU model {gpu!r}", flush=True)
     ids = {int(x) for x in args.ids.split(",") if x}
     opsel = set(args.ops.split(",")) - {""}
     results, silent = [], 0
     for path in args.captures:
         t0 = time.time()
-        got = replay_capture(path, ids, opsel, args.side)
+        got = replay_capture(path, ids, opsel, args.side, gpu)
         label = f"{path}: " if len(args.captures) > 1 else ""
         silent += summary(got, label, time.time() - t0)
         results += got

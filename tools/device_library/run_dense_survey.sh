@@ -7,11 +7,11 @@ set -o pipefail
 export PYTHONPATH=src:tools/device_library PYTHONUNBUFFERED=1
 P=${P:-14}
 DEADLINE=$(( $(date +%s) + ${SECONDS_FOR_SURVEY:-470} ))
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/log.txt
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a $OUT/log.txt
 mkdir -p $OUT/slices
 for spec in $SETS; do
   IFS=: read -r name first last proc <<< "$spec"
-  total=$(python3 -c "from dense_calls import DENSE_SETS; print(len(DENSE_SETS['$name']()))")
+  total=$(python3 -c "from train_calls import ALL_DENSE_SETS; print(len(ALL_DENSE_SETS['$name']()))")
   first=${first:-0}; last=${last:-$total}
   echo "$name: calls $first..$last of $total" | tee -a $OUT/log.txt
   echo "$name $first $last $proc" >> $OUT/ranges.txt

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from inputs import FIELD_BITS, hashed_bits, hashed_values
 from kernel_calls import kernel_sample_calls, kernel_sample_calls2, kernel_sample_calls3
 from survey_calls import SURVEY_SETS
+from train_calls import train_bits_calls
 
 OUT = os.environ.get("OUT", "/tmp/survey_out")
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "e4m3": torch.float8_e4m3fn,
@@ -166,7 +167,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=0)
     sets = {**SURVEY_SETS, "ksample": kernel_sample_calls, "ksample2": kernel_sample_calls2,
-            "ksample3": kernel_sample_calls3}
+            "ksample3": kernel_sample_calls3, "train_bits": train_bits_calls}
     ap.add_argument("--set", choices=tuple(sets), default="survey", help="which call list to run")
     ap.add_argument("--dry-list", action="store_true", help="print the call list's size and kinds, run nothing")
     args = ap.parse_args()

@@ -1,18 +1,42 @@
 """Library GEMMs on Hopper as cuBLAS / cuBLASLt run them for torch, bit for bit (see ``docs/gemm.md``).
 
-Two layers, data flowing one way:
+A kernel's numerics are the silicon's; which kernel and split-K cuBLAS chooses is a statement about one GPU model
+(``gpus.py``: the H100 is measured, the default on the CPU; ``gpu=`` on every op).  The modules form one flow, each
+importing only from lower layers (``LAYERS``; ``tests/test_library_imports.py`` fails on a cycle or an upward
+import):
 
-* ``presets`` -- ``library_gemm("torch.matmul", dtype=...)``: the first presets (kept as they were);
-* ``structure`` -- a kernel family's numerics (chain, split-K, epilogue, FFMA) executed on numpy arrays;
-* ``selection`` -- which family cuBLAS runs for a torch call (fitted to three H100 captures, 1,752 calls);
-* ``ops`` -- one function per torch op (``matmul``, ``linear``, ``addmm``, ``bmm``, ``baddbmm``,
-  ``scaled_mm``), each with a ``.plan()`` twin that says which family and whether it is modelled.
+0. value types, kernel facts and numerics, shared by every GPU model: ``gpus`` (model names, the manifest of
+   tables), ``calls`` (``Call``, ``TableKey``), ``kernel_names``, ``structure`` (a kernel family's reduction and
+   epilogue, executed), ``simt``, ``streamk``, ``cutlass_half`` (families' orders, structures read off a launch);
+1. measured tables, per GPU model: ``launches`` (what cuBLAS launched), ``measured`` (bit-captured structures);
+2. kernel choice, per GPU model: ``choice`` (measured launch, then the bracket / split rule, then the k-NN),
+   ``split_rule``, ``unseen`` (the k-NN over the launch table);
+3. plans: ``selection`` (``select(call)`` -> ``Plan``: the structure of the chosen kernel, flagged where not
+   verified on the call's GPU model);
+4. ops: ``ops`` (``matmul``, ``linear``, ``addmm``, ``bmm``, ``baddbmm``, ``scaled_mm``, each with ``.plan()``),
+   ``check`` (the self-check's comparison of what cuBLAS ran, capture files), ``presets`` (``library_gemm``, the
+   first H200 presets, kept as they were).
 """
 
-from .ops import NotModelledWarning, addmm, baddbmm, bmm, linear, matmul, scaled_mm
-from .presets import LIBRARY_FUNCTIONS, GemmPlan, LibraryGemm, library_gemm
-from .selection import Call, Plan, select
-from .structure import Structure
+LAYERS = {
+    "gpus": 0, "calls": 0, "kernel_names": 0, "structure": 0, "simt": 0, "streamk": 0, "cutlass_half": 0,
+    "launches": 1, "measured": 1,
+    "choice": 2, "split_rule": 2, "unseen": 2,
+    "selection": 3,
+    "ops": 4, "check": 4, "presets": 4,
+    "__init__": 5,
+}
+
+from .calls import Call  # noqa: E402 - LAYERS first: the import test reads it without importing the rest
+from .check import LaunchCheck, Observation, compare_launch, read_capture, verdict, write_capture  # noqa: E402
+from .gpus import DEFAULT_GPU, coverage, model_key  # noqa: E402
+from .launches import measured_launch  # noqa: E402
+from .ops import NotModelledWarning, addmm, baddbmm, bmm, linear, matmul, scaled_mm  # noqa: E402
+from .presets import LIBRARY_FUNCTIONS, GemmPlan, LibraryGemm, library_gemm  # noqa: E402
+from .selection import Plan, select  # noqa: E402
+from .structure import Structure  # noqa: E402
 
 __all__ = ["library_gemm", "LibraryGemm", "GemmPlan", "LIBRARY_FUNCTIONS", "matmul", "linear", "addmm", "bmm",
-           "baddbmm", "scaled_mm", "NotModelledWarning", "Plan", "Call", "Structure", "select"]
+           "baddbmm", "scaled_mm", "NotModelledWarning", "Plan", "Call", "Structure", "select", "measured_launch",
+           "model_key", "coverage", "DEFAULT_GPU", "compare_launch", "LaunchCheck", "verdict", "Observation",
+           "write_capture", "read_capture"]

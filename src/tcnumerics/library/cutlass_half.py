@@ -38,7 +38,7 @@ s16816 split-K, a reduce kernel with FP32 partials and a bias, wmma80 in place) 
 flagged.
 
 Example:
-    >>> from tcnumerics.library.selection import Call
+    >>> from tcnumerics.library.calls import Call
     >>> from tcnumerics.library.structure import Structure
     >>> from tcnumerics.library.launches import Launch
     >>> L = Launch(("void cutlass::Kernel2<cutlass_75_tensorop_s1688gemm_bf16_64x64_nn_align1>(...)",

@@ -1,19 +1,23 @@
-"""What cuBLAS launches for a torch GEMM call on Hopper: the measured launch table.
+"""What cuBLAS launches for a torch GEMM call: the measured launch tables, one per GPU model.
 
-``hopper_launches.npz`` holds, for 21,872,070 calls, the kernels cuBLAS launched in order and the main
-kernel's launch grid: four profiled kernel surveys (every projection of 75 published model configurations x
+A GPU model's launch table (``library/gpus.json`` names the file: ``h100_launches.npz`` for the H100) holds, for
+every call it measured, the kernels cuBLAS launched in order and the main kernel's launch grid.  The H100's,
+23,474,816 launches: four profiled kernel surveys (every projection of 75 published model configurations x
 token counts 1..16384, a log-spaced (M, N, K) grid, attention bmm, FP32/TF32 and FP8, transposed views and odd
 vocabulary widths over 95 configurations, every op kind of ``library.ops``; plus the bit captures' calls) and
 the dense surveys read off CUDA-graph captures (``tools/device_library/graph_survey.py``: the 95 configurations'
 projections at 928 token counts, a model-shaped (N, K) grid of 22,431 pairs at 52, attention bmm at batch x heads
-1..128, six head dims and every sequence length to 256, every 8 to 4,096).  It is stored as runs along M (``KindRuns``), one call kind
-loaded when first asked for.  The grid is what makes this table a measurement of
+1..128, six head dims and every sequence length to 256, every 8 to 4,096).  It is stored as runs along M
+(``KindRuns``), one call kind loaded when first asked for.  The grid is what makes this table a measurement of
 the *numerics*, not only of the kernel name: nvjet split-K kernels launch ``tiles x S`` CTAs (tiles of the kernel's tile shape, rounded up to its
 cluster) while that stays within one wave (132 CTAs, 120 for clusters of 4 or 8), so the slice count S
 is read off the grid -- it reproduced every sampled output bit of all 338 such captured calls; CUTLASS
 and xmma split-K kernels put S in grid z (docs/gemm.md, "The launch table").
 
-    >>> from tcnumerics.library.selection import Call
+Which model's table answers a call is ``gpus.coverage(call.gpu, call.kind())``: the call's own model where it
+measured that kind, then models it was shown to agree with; a measured launch of the first that has one wins.
+
+    >>> from tcnumerics.library.calls import Call
     >>> launch = measured_launch(Call("linear", "bf16", "bf16", 16, 1024, 14336, b_t=True))
     >>> launch.main.split("_")[3], nvjet_split_count(launch, Call("linear", "bf16", "bf16", 16, 1024, 14336, b_t=True))
     ('64x16', 8)
@@ -24,18 +28,15 @@ from __future__ import annotations
 import bisect
 import math
 import os
-import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .selection import Call
+from . import gpus
+from .calls import Call
+from .kernel_names import NVJET as _NVJET, is_gemm_kernel
 
-_PATH = os.path.join(os.path.dirname(__file__), "hopper_launches.npz")
-_NVJET = re.compile(r"nvjet_sm90_[a-z]+_(\d+)x(\d+)_(\d+)x\d+_(\d+)x(\d+)_")
-_TABLE: dict | None = None
+_TABLES: dict[str, dict] = {}  # model key -> its loaded launch table ({} where it has none)
 
 
 @dataclass(frozen=True)
@@ -61,19 +62,35 @@ class Launch:
         return self.kernels[0].startswith("Memset") and "splitKreduce" not in self.text
 
 
-def is_gemm_kernel(name: str) -> bool:
-    """A GEMM kernel's activity name (not a memset, copy, scaling, split-K reduction or torch elementwise kernel)."""
-    return not name.startswith(("Memset", "Memcpy")) and not re.search(r"scal_kernel|scal_64addr|splitKreduce|at::native::", name)
-
-
-# A launch's shape packed into one int64 (N: 18 bits, K: 17, batch: 10, M: 15), so each call kind's runs are one
-# sorted array: exact lookups and "the same N, K at other token counts" are binary searches, not a dict of millions.
-_M_BITS, _B_BITS, _K_BITS, _N_BITS = 15, 10, 17, 18
+# A launch's shape packed into one int64 (N: 19 bits, K: 19, batch: 10, M: 15 -- 63 bits), so each call kind's runs
+# are one sorted array: exact lookups and "the same N, K at other token counts" are binary searches, not a dict of
+# millions.  N and K to 524,287 (the misaligned survey reaches 295,812; an LM head's input gradient has K = the
+# vocabulary); M to 32,767 (token counts to 16,384).  A call beyond these is never measured: predicted, flagged --
+# e.g. an LM head's weight gradient, M = a vocabulary of 32,768 or more.  (Until 2026-11-27 K had 17 bits, and the
+# k-NN's decoding of the dense_misaligned launches with K >= 131,072 read a wrong N and K: lookups refused them.)
+_M_BITS, _B_BITS, _K_BITS, _N_BITS = 15, 10, 19, 19
 
 
 def _pack(M: int, N: int, K: int, b: int) -> int | None:
     if not (0 <= M < 1 << _M_BITS and 0 < N < 1 << _N_BITS and 0 < K < 1 << _K_BITS and 0 < b < 1 << _B_BITS):
         return None
+    return ((N << _K_BITS | K) << _B_BITS | b) << _M_BITS | M
+
+
+def fits(M: int, N: int, K: int, b: int = 1) -> bool:
+    """The shape can be stored in (and looked up from) a launch table."""
+    return _pack(M, N, K, b) is not None
+
+
+def pack_keys(N, K, b, M) -> np.ndarray:
+    """``_pack`` over arrays (int64); a shape that does not fit raises (the table's rows must all fit)."""
+    N, K, b, M = (np.asarray(x, np.int64) for x in (N, K, b, M))
+    bad = (M < 0) | (M >= 1 << _M_BITS) | (N < 1) | (N >= 1 << _N_BITS) | (K < 1) | (K >= 1 << _K_BITS) | \
+        (b < 1) | (b >= 1 << _B_BITS)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"launch table: shape (M, N, K, b) = {(int(M[i]), int(N[i]), int(K[i]), int(b[i]))} does not "
+                         f"fit the packing (M < 2^{_M_BITS}, N < 2^{_N_BITS}, K < 2^{_K_BITS}, b < 2^{_B_BITS})")
     return ((N << _K_BITS | K) << _B_BITS | b) << _M_BITS | M
 
 
@@ -136,8 +153,10 @@ class _Kinds(dict):
         with np.load(self._path, allow_pickle=False) as z:
             a = {f: z[f"k{i}_{f}"] for f in ("N", "K", "b", "m_first", "m_last", "m_step", "sig", "grid_z",
                                                "cta_mode", "cta_value")}
-        key = ((a["N"].astype(np.int64) << _K_BITS | a["K"]) << _B_BITS | a["b"]) << _M_BITS | a["m_first"]
-        runs = KindRuns(key, a["m_last"].astype(np.int64), a["m_step"].astype(np.int64), a["sig"],
+        key = pack_keys(a["N"], a["K"], a["b"], a["m_first"])
+        order = np.argsort(key, kind="stable") if len(key) > 1 and np.any(key[1:] < key[:-1]) else slice(None)
+        a = {f: v[order] for f, v in a.items()}  # files written with another packing are sorted by it: re-sort
+        runs = KindRuns(key[order], a["m_last"].astype(np.int64), a["m_step"].astype(np.int64), a["sig"],
                         a["grid_z"], a["cta_mode"], a["cta_value"].astype(np.int64), self._params[a["sig"]])
         self[kind] = runs
         return runs
@@ -190,11 +209,25 @@ def _load(path: str) -> dict:
             "launch_count": count}
 
 
-def _table() -> dict:
-    global _TABLE
-    if _TABLE is None:
-        _TABLE = _load(_PATH) if os.path.exists(_PATH) else {}
-    return _TABLE
+def table(gpu: str) -> dict:
+    """GPU model ``gpu``'s launch table (``{}`` where it has none), loaded when first asked for."""
+    if gpu not in _TABLES:
+        path = gpus.table_path(gpu, "launches")
+        _TABLES[gpu] = _load(path) if path and os.path.exists(path) else {}
+    return _TABLES[gpu]
+
+
+def set_table(gpu: str, t: dict | str | None) -> None:
+    """Use ``t`` as model ``gpu``'s launch table: a loaded table, a file's path, ``{}`` (none: as if nothing were
+    measured), or None (the installed one again).  For tools replaying against another table, and tests."""
+    _TABLES.pop(gpu, None)
+    if t is not None:
+        _TABLES[gpu] = _load(t) if isinstance(t, str) else t
+
+
+def sources(c: Call) -> tuple[str, ...]:
+    """The models whose launch tables answer ``c`` (``gpus.coverage``), in order."""
+    return gpus.coverage(c.gpu, c.kind()).tables
 
 
 def _run_at(runs: KindRuns, key: int) -> int | None:
@@ -206,9 +239,8 @@ def _run_at(runs: KindRuns, key: int) -> int | None:
     return i if M <= runs.m_last[i] and (M - first) % runs.m_step[i] == 0 else None
 
 
-def measured_launch(c: Call) -> Launch | None:
-    """The launch measured for exactly this call kind and shape, or None."""
-    t = _table()
+def launch_in(t: dict, c: Call) -> Launch | None:
+    """The launch table ``t`` measured for exactly this call kind and shape, or None."""
     runs, key = t.get("kinds", {}).get(c.kind()), _pack(c.M, c.N, c.K, c.b)
     if runs is None or key is None:
         return None
@@ -219,25 +251,46 @@ def measured_launch(c: Call) -> Launch | None:
                   int(runs.grid_z[i]))
 
 
+def find_launch(c: Call) -> tuple[Launch, str] | None:
+    """(launch, model that measured it) for exactly this call kind and shape: the call's GPU model's own, else one
+    of a model shown to agree with it on this kind (``sources``); None where none measured it."""
+    for g in sources(c):
+        launch = launch_in(table(g), c)
+        if launch is not None:
+            return launch, g
+    return None
+
+
+def measured_launch(c: Call) -> Launch | None:
+    """The launch measured for exactly this call kind and shape (``find_launch``), or None."""
+    found = find_launch(c)
+    return found[0] if found else None
+
+
 def measured_token_counts(c: Call, same_alignment: bool = False) -> list[int]:
-    """The token counts M measured for this call kind at the call's N, K and batch (sorted); ``same_alignment``:
-    only those in the call's TMA alignment class where M is A's contiguous side (A passed transposed: cuBLAS runs
-    other kernel families when it is not a multiple of 8)."""
-    runs, base = _table().get("kinds", {}).get(c.kind()), _pack(0, c.N, c.K, c.b)
-    if runs is None or base is None:
+    """The token counts M measured for this call kind at the call's N, K and batch (sorted, over the call's
+    sources); ``same_alignment``: only those in the call's TMA alignment class where M is A's contiguous side
+    (A passed transposed: cuBLAS runs other kernel families when it is not a multiple of 8)."""
+    base = _pack(0, c.N, c.K, c.b)
+    if base is None:
         return []
-    lo, hi = np.searchsorted(runs.keys, [base, base + (1 << _M_BITS)])
-    out: list[int] = []
-    for i in range(lo, hi):
-        out += range(int(runs.keys[i]) & ((1 << _M_BITS) - 1), int(runs.m_last[i]) + 1, int(runs.m_step[i]))
+    found: set[int] = set()
+    for g in sources(c):
+        runs = table(g).get("kinds", {}).get(c.kind())
+        if runs is None:
+            continue
+        lo, hi = np.searchsorted(runs.keys, [base, base + (1 << _M_BITS)])
+        for i in range(lo, hi):
+            found.update(range(int(runs.keys[i]) & ((1 << _M_BITS) - 1), int(runs.m_last[i]) + 1, int(runs.m_step[i])))
+    out = sorted(found)
     if same_alignment and c.a_t:
         out = [m for m in out if (m % 8 == 0) == (c.M % 8 == 0)]
     return out
 
 
-def launch_count() -> int:
-    """How many launches the table holds."""
-    return _table().get("launch_count", 0)
+def launch_count(gpu: str | None = None) -> int:
+    """How many launches model ``gpu``'s table holds (default: the default model's)."""
+    return table(gpu or gpus.default_gpu()).get("launch_count", 0)
 
 
 def nvjet_tiles(name: str, c: Call) -> int | None:
@@ -276,12 +329,11 @@ def _bracket(v: int, axis: list[int]) -> list[int]:
 def bracketing_launches(c: Call) -> tuple[list[tuple[Call, Launch | None]], str]:
     """Measured launches around an unmeasured call, and how they were found: the same (N, K) at the token
     counts either side of M; else the corners of the surveyed (M, N, K) grid cell holding the call."""
-    t = _table()
     ms = measured_token_counts(c, same_alignment=True)
     if ms:
         return [(cc, measured_launch(cc)) for cc in (_with_shape(c, m, c.N, c.K) for m in _bracket(c.M, ms))], \
             "the same N and K at the nearest measured token counts"
-    grid_m, grid_nk = t.get("grid", ([], []))
+    grid_m, grid_nk = next((g for g in (table(s).get("grid") for s in sources(c)) if g and g[0]), ([], []))
     if not grid_m:
         return [], ""
     corners = [_with_shape(c, m, n, k) for m in _bracket(c.M, grid_m) for n in _bracket(c.N, grid_nk)

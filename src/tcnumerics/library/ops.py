@@ -11,6 +11,13 @@ the kernel choice depends on the whole shape.  ``rows=``/``cols=`` (matmul, line
 rows' and columns' places in that call: TF32 stream-K kernels reduce an output differently depending on its
 tile, so sampled calls that run one are flagged unless the places are given.
 
+``gpu=`` names the GPU model whose cuBLAS runs the call: "h100", "h200", or any model name (a device's, as
+``torch.cuda.get_device_name()`` reports it, or a short one such as "a100").  Default: the H100 (on the CPU there
+is no device to ask); ``arch="h200"`` means ``gpu="h200"``.  The kernel *choice* comes from that model's measured
+tables (``library/gpus.json``); a call kind its tables do not cover -- a model with no table at all, or a kind
+neither measured on it nor shown to agree with a measured model -- is planned from the H100's tables as a best
+guess and flagged (``plan.modelled`` False, ``NotModelledWarning``, the reason naming the GPU and what is missing).
+
 Example:
     >>> import numpy as np, ml_dtypes
     >>> from tcnumerics import library as lib
@@ -19,6 +26,9 @@ Example:
     [64.0, 64.0]
     >>> lib.matmul.plan(A, B).modelled
     True
+    >>> p = lib.matmul.plan(A, B, gpu="NVIDIA A100-SXM4-80GB")
+    >>> p.modelled, p.reason.split(":")[0]
+    (False, "gpu 'a100-sxm4-80gb'")
 """
 
 from __future__ import annotations
@@ -30,7 +40,9 @@ import numpy as np
 
 from .. import arrays
 from ..formats import get_format
-from .selection import Call, Plan, select
+from .calls import Call
+from .gpus import default_gpu, model_key
+from .selection import Plan, select
 from .structure import run
 
 __all__ = ["matmul", "linear", "addmm", "bmm", "baddbmm", "scaled_mm", "NotModelledWarning"]
@@ -71,11 +83,17 @@ def _transposed(x: np.ndarray) -> bool:
     return abs(x.strides[-2]) < abs(x.strides[-1])
 
 
-def _check(arch: str, fp32_precision: str) -> None:
+def _check(arch: str, fp32_precision: str, gpu: str | None = None) -> str:
+    """Validate the options; return the GPU model key the call is planned for (``arch="h200"`` means
+    ``gpu="h200"``; neither: the default model, the H100)."""
     if arch not in ("hopper", "h100", "h200"):
         raise ValueError(f"arch: only Hopper (H100/H200) library kernels are modelled, got {arch!r}")
     if fp32_precision not in _PRECISIONS:
         raise ValueError(f"fp32_precision: expected one of {', '.join(_PRECISIONS)}, got {fp32_precision!r}")
+    key = model_key(gpu) if gpu is not None else None
+    if arch != "hopper" and key is not None and key != arch:
+        raise ValueError(f"arch={arch!r} and gpu={gpu!r} name different GPU models; pass one of them")
+    return key or (arch if arch != "hopper" else default_gpu())
 
 
 def _shape(full_shape, batched: bool, M: int, N: int, K: int, b: int) -> tuple[int, int, int, int]:
@@ -157,16 +175,16 @@ class _Op:
 
 
 def _prep_matmul(A, B, *, out_dtype=None, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper",
-                 engine: str = "auto", rows=None, cols=None):
+                 engine: str = "auto", rows=None, cols=None, gpu: str | None = None):
     """torch.matmul / torch.mm(..., out_dtype=): A [M, K] or [b, M, K], B [K, N] or [b, K, N]."""
     A, B = arrays.asarray(A), arrays.asarray(B)
-    _check(arch, fp32_precision)
+    gpu = _check(arch, fp32_precision, gpu)
     if A.ndim not in (2, 3) or B.ndim not in (2, 3) or A.shape[-1] != B.shape[-2]:
         raise ValueError(f"A, B: expected [.., M, K] @ [.., K, N] with 2-D or 3-D operands, got {A.shape}, {B.shape}")
     if A.ndim == 2 and B.ndim == 3:
         raise ValueError("A, B: a 2-D @ 3-D matmul is not modelled (torch broadcasts A; pass a 3-D A)")
     if B.ndim == 3:
-        return _prep_batched(A, B, None, 1.0, 0.0, "bmm", full_shape, fp32_precision, engine, out_dtype)
+        return _prep_batched(A, B, None, 1.0, 0.0, "bmm", full_shape, fp32_precision, engine, out_dtype, gpu=gpu)
     fmt = _fmt("A", A)
     if _fmt("B", B) != fmt:
         raise TypeError(f"A, B: torch.matmul needs one dtype, got {A.dtype} and {B.dtype}")
@@ -184,8 +202,8 @@ def _prep_matmul(A, B, *, out_dtype=None, full_shape=None, fp32_precision: str =
         raise ValueError("rows, cols: positions are taken for 2-D operands only")
     r_at, c_at = _positions(rows, cols, M, N, fM, fN)
     call = Call("mm_out" if out != fmt else "matmul", fmt, out, fM, fN, fK, a_t=_transposed(A2), b_t=_transposed(B),
-                prec=fp32_precision, positions_known=r_at is not None and c_at is not None)
-    plan = select(call)
+                prec=fp32_precision, positions_known=r_at is not None and c_at is not None, gpu=gpu)
+    plan = _select(call)
 
     def execute():
         r = _execute(plan, A2[None], B[None], out, engine=engine, rows=r_at, cols=c_at)[0]
@@ -193,7 +211,7 @@ def _prep_matmul(A, B, *, out_dtype=None, full_shape=None, fp32_precision: str =
     return plan, execute
 
 
-def _prep_batched(A, B, C, alpha, beta, op, full_shape, fp32_precision, engine, out_dtype=None):
+def _prep_batched(A, B, C, alpha, beta, op, full_shape, fp32_precision, engine, out_dtype=None, *, gpu: str):
     if A.ndim != 3 or B.ndim != 3 or A.shape[0] != B.shape[0] or A.shape[2] != B.shape[1]:
         raise ValueError(f"A, B: expected [b, M, K] and [b, K, N], got {A.shape} and {B.shape}")
     fmt = _fmt("A", A)
@@ -210,16 +228,16 @@ def _prep_batched(A, B, C, alpha, beta, op, full_shape, fp32_precision, engine, 
         C3 = arrays.namespace(c).broadcast_to(c, (b, M, N))
         kind = "full"
     call = Call(op, fmt, out, fM, fN, fK, b=fb, a_t=_transposed(A), b_t=_transposed(B), c_kind=kind,
-                alpha=float(alpha), beta=float(beta), prec=fp32_precision)
-    plan = select(call)
+                alpha=float(alpha), beta=float(beta), prec=fp32_precision, gpu=gpu)
+    plan = _select(call)
     return plan, lambda: _execute(plan, A, B, out, alpha=alpha, beta=beta, C3=C3, engine=engine)
 
 
 def _prep_linear(x, W, bias=None, *, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper",
-                 engine: str = "auto", rows=None, cols=None):
+                 engine: str = "auto", rows=None, cols=None, gpu: str | None = None):
     """F.linear(x, W, bias): x [M, K] (or [.., K]), W [N, K], bias [N] -- ``x @ W.T + bias``."""
     x, W = arrays.asarray(x), arrays.asarray(W)
-    _check(arch, fp32_precision)
+    gpu = _check(arch, fp32_precision, gpu)
     if W.ndim != 2 or x.shape[-1] != W.shape[1]:
         raise ValueError(f"x, W: expected [.., K] and [N, K], got {x.shape} and {W.shape}")
     fmt = _fmt("x", x)
@@ -240,8 +258,8 @@ def _prep_linear(x, W, bias=None, *, full_shape=None, fp32_precision: str = "hig
     # F.linear: cuBLAS sees W as the transposed (TN) operand; a transposed W view is the plain layout
     r_at, c_at = _positions(rows, cols, M, N, fM, fN)
     call = Call("linear", fmt, fmt, fM, fN, fK, a_t=_transposed(x2), b_t=not _transposed(W), bias=bias is not None,
-                prec=fp32_precision, positions_known=r_at is not None and c_at is not None)
-    plan = select(call)
+                prec=fp32_precision, positions_known=r_at is not None and c_at is not None, gpu=gpu)
+    plan = _select(call)
 
     def execute():
         r = _execute(plan, x2[None], W.T[None], fmt, bias=bvals, engine=engine, rows=r_at, cols=c_at)[0]
@@ -250,10 +268,10 @@ def _prep_linear(x, W, bias=None, *, full_shape=None, fp32_precision: str = "hig
 
 
 def _prep_addmm(C, A, B, *, beta=1, alpha=1, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper",
-                engine: str = "auto", out_dtype=None, rows=None, cols=None):
+                engine: str = "auto", out_dtype=None, rows=None, cols=None, gpu: str | None = None):
     """torch.addmm(C, A, B, beta=, alpha=): ``beta * C + alpha * (A @ B)``; C [M, N] or a row [N]."""
     A, B, C = arrays.asarray(A), arrays.asarray(B), arrays.asarray(C)
-    _check(arch, fp32_precision)
+    gpu = _check(arch, fp32_precision, gpu)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"A, B: expected [M, K] and [K, N], got {A.shape} and {B.shape}")
     fmt = _fmt("A", A)
@@ -272,34 +290,36 @@ def _prep_addmm(C, A, B, *, beta=1, alpha=1, full_shape=None, fp32_precision: st
     r_at, c_at = _positions(rows, cols, M, N, fM, fN)
     call = Call("addmm", fmt, out, fM, fN, fK, a_t=_transposed(A), b_t=_transposed(B), c_kind=kind,
                 alpha=float(alpha), beta=float(beta), prec=fp32_precision,
-                positions_known=r_at is not None and c_at is not None)
-    plan = select(call)
+                positions_known=r_at is not None and c_at is not None, gpu=gpu)
+    plan = _select(call)
     bias_vals = Cb[0] if plan.structure.epilogue == "bias" else None
     return plan, lambda: _execute(plan, A[None], B[None], out, alpha=alpha, beta=beta, C3=Cb[None], bias=bias_vals,
                                   engine=engine, rows=r_at, cols=c_at)[0]
 
 
-def _prep_bmm(A, B, *, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper", engine: str = "auto"):
+def _prep_bmm(A, B, *, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper", engine: str = "auto",
+              gpu: str | None = None):
     """torch.bmm: [b, M, K] @ [b, K, N]."""
-    _check(arch, fp32_precision)
+    gpu = _check(arch, fp32_precision, gpu)
     return _prep_batched(arrays.asarray(A), arrays.asarray(B), None, 1.0, 0.0, "bmm", full_shape, fp32_precision,
-                         engine)
+                         engine, gpu=gpu)
 
 
 def _prep_baddbmm(C, A, B, *, beta=1, alpha=1, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper",
-                  engine: str = "auto"):
+                  engine: str = "auto", gpu: str | None = None):
     """torch.baddbmm(C, A, B, beta=, alpha=): ``beta * C + alpha * (A @ B)`` per batch."""
-    _check(arch, fp32_precision)
-    return _prep_batched(arrays.asarray(A), arrays.asarray(B), arrays.asarray(C), alpha, beta, "baddbmm",
-                         full_shape, fp32_precision, engine)
+    gpu = _check(arch, fp32_precision, gpu)
+    return _prep_batched(arrays.asarray(A), arrays.asarray(B), arrays.asarray(C), alpha, beta, "baddbmm", full_shape,
+                         fp32_precision, engine, gpu=gpu)
 
 
 def _prep_scaled_mm(A, B, scale_a, scale_b, *, out_dtype="bf16", use_fast_accum: bool = False, full_shape=None,
-                    fp32_precision: str = "highest", arch: str = "hopper", engine: str = "auto"):
+                    fp32_precision: str = "highest", arch: str = "hopper", engine: str = "auto",
+                    gpu: str | None = None):
     """torch._scaled_mm(A, B, scale_a, scale_b): FP8 A [M, K] @ B [K, N]; scales per tensor ([]),
     row-wise ([M, 1], [1, N]) or block-wise ([M, K/128] for 1x128 blocks of A, [K/128, N/128] for B)."""
     A, B = arrays.asarray(A), arrays.asarray(B)
-    _check(arch, fp32_precision)
+    gpu = _check(arch, fp32_precision, gpu)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"A, B: expected [M, K] and [K, N], got {A.shape} and {B.shape}")
     fa, fb_ = _fmt("A", A), _fmt("B", B)
@@ -320,8 +340,8 @@ def _prep_scaled_mm(A, B, scale_a, scale_b, *, out_dtype="bf16", use_fast_accum:
         sa, sb = sa.reshape(()), sb.reshape(())
     elif kind == "rowwise":
         sa, sb = sa.reshape(-1), sb.reshape(-1)
-    call = Call("scaled_mm", fa, out, fM, fN, fK, b_fmt=fb_, scales=kind, fast_accum=bool(use_fast_accum))
-    plan = select(call)
+    call = Call("scaled_mm", fa, out, fM, fN, fK, b_fmt=fb_, scales=kind, fast_accum=bool(use_fast_accum), gpu=gpu)
+    plan = _select(call)
     return plan, lambda: _execute(plan, A[None], B[None], out, scale_a=sa, scale_b=sb, engine=engine)[0]
 
 

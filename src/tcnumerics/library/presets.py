@@ -40,17 +40,19 @@ Example:
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..formats import get_format
 from ..gemm import gemm
+from .gpus import model_key
 
 __all__ = ["library_gemm", "LibraryGemm", "GemmPlan", "LIBRARY_FUNCTIONS"]
 
 LIBRARY_FUNCTIONS = ("torch.matmul", "torch._scaled_mm")
 PROVENANCE = "measured on NVIDIA H200 (sm_90a), torch 2.11.0+cu130, cuBLAS 13.1.0.3, driver 580.159.04"
+PRESETS_GPU = "h200"  # the GPU model the presets' kernel choices (split rules, CUTLASS fallbacks) were measured on
 
 _WGMMA = {"bf16": "hopper.wgmma.m64n8k16.f32.bf16.bf16", "fp16": "hopper.wgmma.m64n8k16.f32.f16.f16",
           "tf32": "hopper.wgmma.m64n8k8.f32.tf32.tf32"}
@@ -95,25 +97,35 @@ class GemmPlan:
 class LibraryGemm:
     """A library GEMM function as modelled: ``call(A, B, ...)`` and ``plan(M, N, K)``."""
 
-    def __init__(self, function: str, arch: str, dtype: str, fast_accum: bool, b_dtype: str | None):
+    def __init__(self, function: str, arch: str, dtype: str, fast_accum: bool, b_dtype: str | None,
+                 gpu: str = PRESETS_GPU):
         self.function = function
         self.arch = arch
         self.dtype = dtype
         self.fast_accum = fast_accum
         self.b_dtype = b_dtype or dtype
+        self.gpu = gpu
 
     def __repr__(self) -> str:
         extra = f", fast_accum={self.fast_accum}" if self.function == "torch._scaled_mm" else ""
-        return f"library_gemm({self.function!r}, arch={self.arch!r}, dtype={self.dtype!r}{extra})"
+        where = "" if self.gpu == PRESETS_GPU else f", gpu={self.gpu!r}"
+        return f"library_gemm({self.function!r}, arch={self.arch!r}, dtype={self.dtype!r}{extra}{where})"
 
     def plan(self, M: int, N: int, K: int, *, scales: str = "tensor") -> GemmPlan:
-        """The structure cuBLAS is predicted to run for an M x N x K call (``scales``: tensor/rowwise/blockwise)."""
+        """The structure cuBLAS is predicted to run for an M x N x K call (``scales``: tensor/rowwise/blockwise);
+        flagged on a GPU model other than the H200, where the presets' kernel choices were never measured."""
         for name, v in (("M", M), ("N", N), ("K", K)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"{name}: expected a positive int, got {v!r}")
         if self.function == "torch.matmul":
-            return self._plan_matmul(M, N, K)
-        return self._plan_scaled(M, N, K, scales)
+            plan = self._plan_matmul(M, N, K)
+        else:
+            plan = self._plan_scaled(M, N, K, scales)
+        if self.gpu == PRESETS_GPU:
+            return plan
+        return replace(plan, modelled=False, note=f"gpu {self.gpu!r}: the presets' kernel choices were measured on "
+                       "an H200 (use tcnumerics.library.matmul / linear / scaled_mm, planned per GPU model); "
+                       + plan.note)
 
     def _plan_matmul(self, M: int, N: int, K: int) -> GemmPlan:
         inst = _WGMMA[self.dtype]
@@ -272,20 +284,28 @@ def _scale_kind(scale_a, scale_b, M: int, N: int) -> str:
 
 
 def library_gemm(function: str, *, arch: str = "hopper", dtype: str = "bf16", fast_accum: bool = False,
-                 b_dtype: str | None = None) -> LibraryGemm:
+                 b_dtype: str | None = None, gpu: str | None = None) -> LibraryGemm:
     """The modelled library GEMM ``function`` ("torch.matmul" or "torch._scaled_mm") on ``arch``.
 
     ``dtype``: torch.matmul -- "bf16", "fp16" or "tf32" (FP32 tensors with TF32 allowed);
     torch._scaled_mm -- "e4m3" or "e5m2" (``b_dtype`` for mixed pairs), ``fast_accum`` its
-    ``use_fast_accum``.
+    ``use_fast_accum``.  ``gpu``: the GPU model (default and only measured one: the H200, where these
+    presets' kernel choices were captured; ``arch="h200"`` / ``"h100"`` name one too); on any other model
+    every plan is flagged not modelled.
 
     >>> library_gemm("torch._scaled_mm", dtype="e4m3", fast_accum=False).plan(128, 128, 2048).promote_every
     128
+    >>> library_gemm("torch.matmul", dtype="bf16", gpu="h100").plan(64, 64, 8192).modelled
+    False
     """
     if function not in LIBRARY_FUNCTIONS:
         raise ValueError(f"function: expected one of {', '.join(LIBRARY_FUNCTIONS)}, got {function!r}")
-    if arch != "hopper":
+    if arch not in ("hopper", "h100", "h200"):
         raise ValueError(f"arch: only 'hopper' library kernels are modelled (measured on H200), got {arch!r}")
+    named = model_key(gpu) if gpu is not None else None
+    if arch != "hopper" and named is not None and named != arch:
+        raise ValueError(f"arch={arch!r} and gpu={gpu!r} name different GPU models; pass one of them")
+    model = named or (arch if arch != "hopper" else PRESETS_GPU)
     key = _DTYPES.get(str(dtype).lower())
     if key is None:
         raise ValueError(f"dtype: unknown {dtype!r}; expected one of {', '.join(sorted(set(_DTYPES)))}")
@@ -300,4 +320,4 @@ def library_gemm(function: str, *, arch: str = "hopper", dtype: str = "bf16", fa
             raise ValueError(f"b_dtype: expected e4m3 or e5m2, got {b_dtype!r}")
     if not isinstance(fast_accum, bool):
         raise TypeError(f"fast_accum: expected a bool, got {type(fast_accum).__name__}")
-    return LibraryGemm(function, arch, key, fast_accum, b_key)
+    return LibraryGemm(function, arch, key, fast_accum, b_key, model)

@@ -1,12 +1,14 @@
-"""Which kernel family cuBLAS runs for a torch GEMM call on Hopper, and whether its numerics are verified.
+"""Which kernel family cuBLAS runs for a torch GEMM call on a Hopper GPU model, and whether its numerics are verified.
 
 ``select(call)`` returns a ``Plan``: the ``Structure`` to execute, the family's name, and
 ``modelled`` -- True only where the family's structure replayed bit-exactly on the device for
-this kind of call and this shape range.  Order: a measured launch whose grid gives the split
-(``launches.py``: 23,474,816 calls), the bit-verified table, then predictions from the launches
-around the call (flagged).  Evidence: the op survey (``tools/device_library/
-survey_ops.py``, 1,408 calls on an H100, torch 2.11 / cuBLAS 13.1.0.3) and the table
-``hopper_measured.json`` fitted from it (``tools/device_library/fit_table.py``).
+this kind of call and this shape range, and the call's GPU model (``call.gpu``) has tables covering
+its kind (``gpus.coverage``; otherwise the plan is the reference model's choice, flagged).  Order
+(``choice.py``): a measured launch whose grid gives the split (``launches.py``: the H100's 23,474,816
+calls), the bit-verified table (``measured.py``), then predictions from the launches around the call
+(flagged).  Evidence: the op survey (``tools/device_library/survey_ops.py``, 1,408 calls on an H100,
+torch 2.11 / cuBLAS 13.1.0.3) and the table ``h100_measured.json`` fitted from it
+(``tools/device_library/fit_table.py``).
 
 The rule (docs/gemm.md has the evidence):
 
@@ -24,92 +26,22 @@ The rule (docs/gemm.md has the evidence):
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import re
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
 
-from . import cutlass_half, launches, simt, split_rule, streamk, unseen
+from . import choice, cutlass_half, gpus, launches, measured, simt, streamk, unseen
+from .calls import Call, TableKey, epilogue_of  # noqa: F401 - re-exported: the public names selection always had
+from .choice import SHORT_K, FRONTIER_REASON  # noqa: F401 - re-exported (the value lives in choice)
+from .launches import Launch
+from .measured import measured_table  # noqa: F401 - re-exported
 from .structure import StreamK, Structure
 
 PROVENANCE = ("measured on NVIDIA H100 (sm_90), torch 2.11.0+cu130, cuBLAS 13.1.0.3 (op survey, 1,408 calls, and the "
-              "captures folded in after it: hopper_measured.json's 'captures')")
+              "captures folded in after it: h100_measured.json's 'captures')")
 WGMMA = {"bf16": "hopper.wgmma.m64n8k16.f32.bf16.bf16", "fp16": "hopper.wgmma.m64n8k16.f32.f16.f16",
          "tf32": "hopper.wgmma.m64n8k8.f32.tf32.tf32"}
 SMS = 132
-_TABLE_PATH = os.path.join(os.path.dirname(__file__), "hopper_measured.json")
-
-
-@dataclass(frozen=True)
-class Call:
-    """One torch GEMM call as cuBLAS sees it (the full shape, not a sample)."""
-
-    op: str  # matmul, mm_out, linear, addmm, bmm, baddbmm, scaled_mm
-    fmt: str  # A's format: bf16, fp16, fp32, e4m3, e5m2
-    out: str  # the result's format
-    M: int
-    N: int
-    K: int
-    b: int = 1
-    b_fmt: str | None = None
-    a_t: bool = False
-    b_t: bool = False
-    bias: bool = False
-    c_kind: str = "none"  # none, row (broadcast [N]), full
-    alpha: float = 1.0
-    beta: float = 0.0
-    prec: str = "highest"
-    scales: str = "tensor"
-    fast_accum: bool = False
-    positions_known: bool = True  # the sampled rows / columns' places in the whole call (not part of the key)
-
-    def key(self) -> str:
-        """The measured table's key: everything that steers cuBLAS's choice."""
-        epi = epilogue_of(self)
-        return "|".join(str(x) for x in (self.op, self.fmt, self.b_fmt or "", self.out, self.b, self.M, self.N, self.K,
-                                         int(self.a_t), int(self.b_t), epi, int(self.alpha == 1), self.prec if self.fmt == "fp32" else "",
-                                         self.scales if self.op == "scaled_mm" else "", int(self.fast_accum)))
-
-    def kind(self) -> str:
-        """The key without the shape (M, N, K, batch): the launch table's call kind."""
-        f = self.key().split("|")
-        return "|".join(f[:4] + f[8:])
-
-
-class TableKey(NamedTuple):
-    """The fields of a measured table's key (``Call.key``), parsed back.
-
-    >>> k = TableKey.parse(Call("linear", "bf16", "bf16", 8, 1024, 4096, b_t=True, bias=True).key())
-    >>> (k.op, k.M, k.N, k.K, k.b, k.b_t, k.epilogue)
-    ('linear', 8, 1024, 4096, 1, True, 'bias')
-    """
-
-    op: str
-    fmt: str
-    b_fmt: str
-    out: str
-    b: int
-    M: int
-    N: int
-    K: int
-    a_t: bool
-    b_t: bool
-    epilogue: str
-    alpha_one: bool
-    prec: str
-    scales: str
-    fast_accum: bool
-
-    @classmethod
-    def parse(cls, key: str) -> "TableKey":
-        f = key.split("|")
-        if len(f) != len(cls._fields):
-            raise ValueError(f"measured table key {key!r}: expected {len(cls._fields)} fields separated by '|'")
-        op, fmt, b_fmt, out, b, M, N, K, a_t, b_t, epi, alpha_one, prec, scales, fast = f
-        return cls(op, fmt, b_fmt, out, int(b), int(M), int(N), int(K), a_t == "1", b_t == "1", epi,
-                   alpha_one == "1", prec, scales, fast == "1")
 
 
 @dataclass(frozen=True)
@@ -121,10 +53,16 @@ class Plan:
     modelled: bool
     reason: str = PROVENANCE
     call: Call | None = field(default=None, compare=False)
+    launch: Launch | None = field(default=None, compare=False)  # the launch it was built from (measured or predicted)
 
     @property
     def kernel(self) -> str:
         return self.family
+
+    @property
+    def gpu(self) -> str | None:
+        """The GPU model the plan is for (its call's)."""
+        return self.call.gpu if self.call is not None else None
 
     @property
     def split_k(self):
@@ -135,42 +73,71 @@ class Plan:
         return f"{self.structure.describe()} -- {flag}"
 
 
-def epilogue_of(c: Call) -> str:
-    """The epilogue family torch's call reaches (nvjet *_bias_*, *_badd_*, *_bx_* or plain)."""
-    if c.op == "linear":
-        return "bias" if c.bias else "plain"
-    if c.op in ("addmm", "baddbmm"):
-        if c.beta == 0 or c.c_kind == "none":
-            return "plain"
-        if c.c_kind == "row" and c.beta == 1 and c.op == "addmm":
-            return "bias"
-        if c.beta == 1:
-            return "badd"
-        return "bx"
-    return "plain"
-
-
-_TABLE: dict | None = None
-
-
-def measured_table() -> dict:
-    """The per-call structures identified on the device (key -> {family, split, ...})."""
-    global _TABLE
-    if _TABLE is None:
-        if os.path.exists(_TABLE_PATH):
-            with open(_TABLE_PATH) as fh:
-                _TABLE = json.load(fh)
-        else:  # an installation without the table: nothing is measured, everything predicted is flagged
-            _TABLE = {"calls": {}, "frontier": {}}
-    return _TABLE
-
-
 def select(c: Call) -> Plan:
+    """The plan for ``c`` on its GPU model (``c.gpu``): where that model's tables do not cover the call kind
+    (``gpus.coverage``: never measured on it, nor shown to agree with a measured model), the plan is the reference
+    model's choice, flagged, its reason naming the GPU and what is missing.
+
+    >>> select(Call("linear", "bf16", "bf16", 16, 1024, 14336, b_t=True)).modelled
+    True
+    >>> p = select(Call("linear", "bf16", "bf16", 16, 1024, 14336, b_t=True, gpu="a100"))
+    >>> p.modelled, p.reason.startswith("gpu 'a100'")
+    (False, True)
+    """
+    cov = gpus.coverage(c.gpu, c.kind())
     if c.op == "scaled_mm":
-        return _select_fp8(c)
+        plan = _select_fp8(c)
+    elif c.fmt == "fp32":
+        plan = _select_fp32(c)
+    else:
+        plan = _select_half(c)
+    if cov.covered:
+        return plan
+    return replace(plan, modelled=False, reason=f"{cov.reason}; {plan.reason}")
+
+
+def plan_from_launch(c: Call, launch: Launch) -> Plan | None:
+    """The plan of ``c`` built from a given launch (a measured one, or one cuBLAS was seen to run: the self-check)
+    as ``select`` builds a measured launch's; None where the launch's family is not identified."""
+    base, tile = _base(c)
+    return _from_launch(c, base, tile, found=(launch, c.gpu))
+
+
+def _base(c: Call) -> tuple[Structure, int]:
+    """The op class's default structure (before a launch or rule refines it) and its K-tile."""
+    if c.op == "scaled_mm":
+        return _fp8_base(c), 128
     if c.fmt == "fp32":
-        return _select_fp32(c)
-    return _select_half(c)
+        return _fp32_base(c), 8
+    return Structure("nvjet_sm90 (wgmma k16 chain)", instruction=WGMMA[c.fmt], epilogue=epilogue_of(c)), 64
+
+
+def _provenance(c: Call) -> str:
+    """Where the tables that planned ``c`` come from: the H100's ``PROVENANCE``, or the model's (and, for a borrowed
+    kind, the agreement)."""
+    src = gpus.coverage(c.gpu, c.kind()).tables[-1]
+    line = PROVENANCE if src == "h100" else f"measured on {gpus.provenance_line(src)}"
+    return line + _borrowed(c, src)
+
+
+def _borrowed(c: Call, src: str) -> str:
+    """What a table of another model than the call's means here: a kind shown to agree, or only a guess."""
+    if src == c.gpu:
+        return ""
+    if gpus.coverage(c.gpu, c.kind()).covered:
+        return f" (the {src}'s table: this call kind was shown to agree on the {c.gpu})"
+    return f" (the {src}'s table, not the {c.gpu}'s)"
+
+
+LAUNCH_PROVENANCE = "launch measured (kernel survey, H100, torch 2.11 / cuBLAS 13.1.0.3): "
+
+
+def _launch_provenance(c: Call, src: str | None) -> str:
+    """``LAUNCH_PROVENANCE`` for a launch measured on the H100 for an H100 call, else which model measured it."""
+    src = src or c.gpu
+    if src == c.gpu == "h100":
+        return LAUNCH_PROVENANCE
+    return f"launch measured (on the {src.upper()}: {gpus.provenance_line(src)}{_borrowed(c, src)}): "
 
 
 def _measured(c: Call, base: Structure, family: str, tile: int) -> Plan | None:
@@ -179,14 +146,14 @@ def _measured(c: Call, base: Structure, family: str, tile: int) -> Plan | None:
     launched = _from_launch(c, base, tile)
     if launched is not None and launched.modelled and not c.fmt == "fp32":
         return launched  # S from the grid: where the sampled bits allowed two slice counts (57 calls), the launch decides
-    entry = measured_table()["calls"].get(c.key())
+    entry = measured.entry(c)
     if entry is not None and entry.get("verified"):
         return _from_table(c, base, family, tile)
     return launched or _from_table(c, base, family, tile)
 
 
 def _from_table(c: Call, base: Structure, family: str, tile: int) -> Plan | None:
-    entry = measured_table()["calls"].get(c.key())
+    entry = measured.entry(c)
     if entry is None:
         return None
     split = entry.get("split")
@@ -199,11 +166,10 @@ def _from_table(c: Call, base: Structure, family: str, tile: int) -> Plan | None
     fam = entry.get("family", family) + (f" splitK x{n_split}{how}" if n_split else "")
     if entry.get("verified"):
         where = (entry.get("sources") or ["hopper_op_survey_h100"])[0]  # capture#id of its first measurement
-        return Plan(fam, s, True, PROVENANCE + f"; this call measured ({where}: {entry.get('kernel', '')[:60]})", c)
+        return Plan(fam, s, True, _provenance(c) + f"; this call measured ({where}: {entry.get('kernel', '')[:60]})", c)
     return Plan(fam, s, False, entry.get("reason", "measured call whose structure was not identified"), c)
 
 
-LAUNCH_PROVENANCE = "launch measured (kernel survey, H100, torch 2.11 / cuBLAS 13.1.0.3): "
 _TAGS = (("_bias_", "bias"), ("_badd_", "badd"), ("_bx_", "bx"))
 
 
@@ -213,24 +179,25 @@ def _slices(K: int, S: int, tile: int) -> tuple[int, ...] | None:
     return None if S <= 1 or per >= K else (per,) * -(-K // per)
 
 
-def _from_launch(c: Call, base: Structure, tile: int) -> Plan | None:
-    """The plan of a call whose launch the kernel survey measured (``launches.py``): the kernel family gives
-    the structure, its launch grid the split-K slice count."""
-    launch = launches.measured_launch(c)
-    if launch is None:
+def _from_launch(c: Call, base: Structure, tile: int, found: tuple[Launch, str] | None = None) -> Plan | None:
+    """The plan of a call whose launch the kernel survey measured (``launches.py``; ``found``: a given launch and
+    the model that ran it): the kernel family gives the structure, its launch grid the split-K slice count."""
+    found = found or launches.find_launch(c)
+    if found is None:
         return None
+    launch, src = found
     if launch.main.startswith("nvjet"):
-        return _nvjet_launch_plan(c, base, launch, tile)
+        return _nvjet_launch_plan(c, base, launch, tile, src)
     if simt.is_simt_kernel(launch.main):
-        return _simt_launch_plan(c, base, launch)
+        return _simt_launch_plan(c, base, launch, src)
     if c.fmt == "fp32":
-        return _fp32_launch_plan(c, base, launch)
+        return _fp32_launch_plan(c, base, launch, src)
     if c.fmt in ("bf16", "fp16") and cutlass_half.parse_name(launch.main):
-        return _cutlass_half_launch_plan(c, base, launch)
+        return _cutlass_half_launch_plan(c, base, launch, src)
     return None  # gemv fallbacks of BF16/FP16: the rules below (flagged)
 
 
-def _cutlass_half_launch_plan(c: Call, base: Structure, launch: launches.Launch) -> Plan | None:
+def _cutlass_half_launch_plan(c: Call, base: Structure, launch: Launch, src: str | None = None) -> Plan | None:
     """A BF16/FP16 call on a CUTLASS 2.x fallback kernel: the structure read off its launch (``cutlass_half.py``:
     169 of 169 captured calls), modelled where that family label was captured."""
     s, verified = cutlass_half.cutlass_half_structure(c, base, launch)
@@ -242,11 +209,12 @@ def _cutlass_half_launch_plan(c: Call, base: Structure, launch: launches.Launch)
                    else "")
     if not verified:
         return Plan(fam + " (structure by analogy)", s, False, f"cuBLAS launches {short} here; this combination of "
-                    "kernel, split kind and epilogue was never captured (built by the rule of the captured ones)", c)
-    return Plan(fam, s, True, LAUNCH_PROVENANCE + f"{short}, grid z = {launch.grid_z}", c)
+                    "kernel, split kind and epilogue was never captured (built by the rule of the captured ones)", c,
+                    launch)
+    return Plan(fam, s, True, _launch_provenance(c, src) + f"{short}, grid z = {launch.grid_z}", c, launch)
 
 
-def _simt_structure(c: Call, base: Structure, launch: launches.Launch) -> tuple[Structure, bool]:
+def _simt_structure(c: Call, base: Structure, launch: Launch) -> tuple[Structure, bool]:
     """(structure, verified) of a SIMT launch (``simt.py``: gemmSN 40/40, gemv / largek 71/71 captured calls, and
     device probes): the kernel's own FFMA order, the launch's threads per output (gemvx) and K slices (grid z of
     largek and of gemvx + splitKreduce), the epilogue ``cvt(fma(beta, C, alpha * acc))`` (C joins as beta * C,
@@ -265,19 +233,20 @@ def _simt_structure(c: Call, base: Structure, launch: launches.Launch) -> tuple[
     return s, simt.modelled(name, c.K, slices) and (fam.startswith("gemmSN") or plain_epilogue)
 
 
-def _simt_launch_plan(c: Call, base: Structure, launch: launches.Launch) -> Plan:
+def _simt_launch_plan(c: Call, base: Structure, launch: Launch, src: str | None = None) -> Plan:
     s, verified = _simt_structure(c, base, launch)
     short = simt.family(launch.main) or launch.main.split("<")[0].replace("void ", "")
     if not verified:
         return Plan(short + " (order not pinned here)", s, False, f"cuBLAS launches {short} here; its summation "
-                    "order was pinned by captures and device probes only for other K, slice counts or epilogues", c)
+                    "order was pinned by captures and device probes only for other K, slice counts or epilogues", c,
+                    launch)
     return Plan(short + f" (FFMA lanes{f' x{s.simt_lanes}' if s.simt_lanes else ''}"
                 f"{f', {s.simt_slices} slices' if s.simt_slices > 1 else ''})", s, True,
-                LAUNCH_PROVENANCE + f"{short}; its FFMA order identified from captures and device probes "
-                "(tools/device_library/probe_simt.py, probe_simt_device.py)", c)
+                _launch_provenance(c, src) + f"{short}; its FFMA order identified from captures and device probes "
+                "(tools/device_library/probe_simt.py, probe_simt_device.py)", c, launch)
 
 
-def _nvjet_launch_plan(c: Call, base: Structure, launch: launches.Launch, tile: int) -> Plan:
+def _nvjet_launch_plan(c: Call, base: Structure, launch: Launch, tile: int, src: str | None = None) -> Plan:
     name = launch.main
     epi = next((e for tag, e in _TAGS if tag in name), base.epilogue)
     S = launches.nvjet_split_count(launch, c)
@@ -286,22 +255,10 @@ def _nvjet_launch_plan(c: Call, base: Structure, launch: launches.Launch, tile: 
         s = base.with_(epilogue=epi, split_k=_slices(c.K, max(2, _predicted_split(c)), tile))
         return Plan(f"{short} splitK x{len(s.split_k or ())} (predicted)", s, False,
                     "split-K slice count predicted: the measured launch fills a whole wave, so its grid does not "
-                    f"give the slice count ({name[:60]}, {launch.ctas} CTAs)", c)
+                    f"give the slice count ({name[:60]}, {launch.ctas} CTAs)", c, launch)
     s = base.with_(epilogue=epi, split_k=_slices(c.K, S, tile))
     fam = short + (f" splitK x{len(s.split_k)} + splitKreduce" if s.split_k else "")
-    return Plan(fam, s, True, LAUNCH_PROVENANCE + f"{short}, {launch.ctas} CTAs", c)
-
-
-def _bracketed(c: Call) -> bool:
-    """The same N, K measured at token counts on both sides of M whose launches agree (nvjet: on the split): the
-    bracketing rules decide there; one-sided or disagreeing brackets leave the call to the k-NN prediction."""
-    ms = launches.measured_token_counts(c, same_alignment=True)
-    if not ms or not ms[0] < c.M < ms[-1]:
-        return False
-    if c.fmt == "fp32":
-        return True
-    S, how = launches.predicted_nvjet_split(c)
-    return S is not None and "disagree" not in how
+    return Plan(fam, s, True, _launch_provenance(c, src) + f"{short}, {launch.ctas} CTAs", c, launch)
 
 
 def _unseen_plan(c: Call, base: Structure, tile: int, frontier: bool = True) -> Plan | None:
@@ -309,7 +266,7 @@ def _unseen_plan(c: Call, base: Structure, tile: int, frontier: bool = True) -> 
     ``unseen.predict_launch`` predicts from the nearest measured shapes, planned as a measured launch would be,
     and flagged (leave-pair-out on the table: the bits-relevant kernel class and split count right for ~87% of
     launches).  None where the predicted kernel is not an nvjet, gemmSN, CUTLASS 2.x or FP32/TF32 launch."""
-    if _bracketed(c) or (frontier and _frontier_modelled(c)):
+    if choice.bracketed(c) or (frontier and choice.frontier_modelled(c)):
         return None
     launch = unseen.predict_launch(c)
     if launch is None:
@@ -327,7 +284,7 @@ def _unseen_plan(c: Call, base: Structure, tile: int, frontier: bool = True) -> 
     if p is None:
         return None
     family = p.family if "predicted" in p.family else p.family + " (predicted)"
-    return replace(p, family=family, modelled=False,
+    return replace(p, family=family, modelled=False, launch=launch,
                    reason=f"launch predicted from the nearest measured shapes (unseen.py: {launch.main[:50]}): "
                           f"cuBLAS's choice at {c.M} x {c.N} x {c.K} was not measured")
 
@@ -349,7 +306,7 @@ _IN_PLACE_XMMA = ("here, in place (after a Memset): its slices land in the order
                   "in one (tools/device_library/probe_xmma_inplace.py)")
 
 
-def _streamk_structure(c: Call, base: Structure, launch: launches.Launch) -> tuple[Structure, str | None]:
+def _streamk_structure(c: Call, base: Structure, launch: Launch) -> tuple[Structure, str | None]:
     """TF32 stream-K (``streamk.py``: 31 of 31 captured calls): the structure, and why it is flagged where it is --
     an output's value depends on its tile when some tiles are shared and others not, so sampled outputs need
     their positions (``rows=``/``cols=``), and which tiles are shared then depends on the schedule's band width
@@ -372,7 +329,7 @@ def _streamk_structure(c: Call, base: Structure, launch: launches.Launch) -> tup
     return s, None
 
 
-def _fp32_launch_structure(c: Call, base: Structure, launch: launches.Launch) -> tuple[Structure | None, str | None]:
+def _fp32_launch_structure(c: Call, base: Structure, launch: Launch) -> tuple[Structure | None, str | None]:
     """(structure, why flagged) of an FP32/TF32 launch: the families the bit captures identified, with grid z as
     S (why flagged: None where the structure is verified for such launches); (None, None) where the family's
     reduction order is not identified."""
@@ -400,7 +357,7 @@ def _fp32_launch_structure(c: Call, base: Structure, launch: launches.Launch) ->
     return None, None
 
 
-def _fp32_launch_plan(c: Call, base: Structure, launch: launches.Launch) -> Plan:
+def _fp32_launch_plan(c: Call, base: Structure, launch: Launch, src: str | None = None) -> Plan:
     """The plan of a measured FP32/TF32 launch: modelled for the identified families, flagged otherwise."""
     short = re.sub(r"^void |^cutlass::Kernel2<", "", launch.main).split("(")[0].split("<")[0].rstrip(">")[:70]
     s, flagged = _fp32_launch_structure(c, base, launch)
@@ -408,14 +365,15 @@ def _fp32_launch_plan(c: Call, base: Structure, launch: launches.Launch) -> Plan
         split = " with split-K" if launch.grid_z > c.b or launch.in_place else ""
         return Plan(f"{short} (measured launch, structure not identified)", base, False,
                     f"cuBLAS launches {short}{split} here; its reduction order was not identified bit-exactly "
-                    "(stream-K, in-place xmma or tensor-op split-K, gemmSN/gemv)", c)
+                    "(stream-K, in-place xmma or tensor-op split-K, gemmSN/gemv)", c, launch)
     n = len(s.split_k or ()) or s.split_interleave or 1
     fam = short + (f" split-K x{n}" if n > 1 else "") + (" in place" if launch.in_place else "")
     if s.stream_k is not None:
         fam = short + f" stream-K ({launch.ctas} CTAs)"
     if flagged:
-        return Plan(fam + " (not verified here)", s, False, f"cuBLAS launches {short} {flagged}", c)
-    return Plan(fam, s, True, LAUNCH_PROVENANCE + short + (f", grid z = {launch.grid_z}" if n > 1 else ""), c)
+        return Plan(fam + " (not verified here)", s, False, f"cuBLAS launches {short} {flagged}", c, launch)
+    return Plan(fam, s, True, _launch_provenance(c, src) + short + (f", grid z = {launch.grid_z}" if n > 1 else ""), c,
+                launch)
 
 
 def _fp32_neighbour_plan(c: Call, base: Structure) -> Plan | None:
@@ -431,52 +389,22 @@ def _fp32_neighbour_plan(c: Call, base: Structure) -> Plan | None:
     n = len(s.split_k or ()) or s.split_interleave or 1
     return Plan(f"{launch.main.split('(')[0][:60]} split-K x{n} (predicted)", s, False,
                 f"kernel and split-K predicted from {how} ({cc.M} x {cc.N} x {cc.K}): this shape's launch was not "
-                "measured", c)
+                "measured", c, launch)
 
 
-def _predicted_split(c: Call, tile: int = 64) -> int:
-    """cuBLAS's split-K slice count, as fitted (a prediction: the heuristic's exact form is unknown; split_rule.py)."""
-    return split_rule.predicted_split(c, measured_table()["calls"], no_split_verified=_no_split_verified(c))
-
-
-def _class(c: Call) -> str:
-    if c.op == "scaled_mm":
-        return "fp8"
-    if c.fmt == "fp32":
-        return "fp32" if c.prec == "highest" else "tf32"
-    return "half"
-
-
-def _no_split_verified(c: Call) -> bool:
-    """Inside the measured frontier of the class's plain (unsplit) family: some measured call with no more
-    output tiles and at least as long a K ran it bit-exactly, and no measured call with at least as many
-    tiles and no longer a K ran anything else (split-K, stream-K, another kernel)."""
-    fr = measured_table()["frontier"].get(_class(c), {"plain": [], "other": []})
-    t = math.ceil(c.M / 128) * math.ceil(c.N / 128) * c.b
-    dominated_by_plain = any(t2 <= t and k2 >= c.K for t2, k2 in fr["plain"])
-    near_other = any(t2 >= t and k2 <= c.K for t2, k2 in fr["other"])
-    return dominated_by_plain and not near_other
-
-
-SHORT_K = 2561  # below this K every measured aligned BF16/FP16/FP8 call ran the plain nvjet kernel unsplit (bit captures:
-# 344 of 344 below 3072; kernel surveys: every launch the frontier models up to K = 2560, but 531 at K = 2816 split)
-FRONTIER_REASON = (
-    "predicted, not measured: the call lies inside the measured no-split frontier, but cuBLAS's kernel choice is not "
-    "monotone in the shape there (H100 holdout2: 2 of 181 calls at K = 3072 ran split-K inside it; the kernel "
-    "survey: 531 launches at K = 2816; FP32/TF32 run CUTLASS, gemmSN or gemv kernels inside it), so outside measured "
-    f"call kinds only BF16/FP16/FP8 calls with K < {SHORT_K} are modelled")
-
-
-def _frontier_modelled(c: Call) -> bool:
-    return _class(c) in ("half", "fp8") and c.K < SHORT_K and _no_split_verified(c)
+# the kernel-choice rules live in choice.py; these names are what selection exported before
+_predicted_split = choice.predicted_split
+_no_split_verified = choice.no_split_verified
+_bracketed = choice.bracketed
+_fp32_nearest_split_family = choice.fp32_nearest_split_family
 
 
 def _frontier_plan(family: str, base: Structure, c: Call) -> Plan:
     """The unsplit plain kernel inside the no-split frontier: modelled only for BF16/FP16/FP8 with K < SHORT_K,
     where every measured call ran it (the frontier leaks at longer K and for FP32/TF32: flagged there)."""
-    if _class(c) in ("half", "fp8") and c.K < SHORT_K:
-        return Plan(family, base, True, PROVENANCE, c)
-    return Plan(family, base, False, FRONTIER_REASON, c)
+    if choice.op_class(c) in ("half", "fp8") and c.K < choice.SHORT_K:
+        return Plan(family, base, True, _provenance(c), c)
+    return Plan(family, base, False, choice.FRONTIER_REASON, c)
 
 
 def _select_half(c: Call) -> Plan:
@@ -513,13 +441,13 @@ def _select_nvjet(c: Call, base: Structure, epi: str) -> Plan:
         return unseen_plan
     S, how = launches.predicted_nvjet_split(c)
     if S is None:
-        S, how = _predicted_split(c), "the split rule (split_rule.py)"
+        S, how = choice.predicted_split(c), "the split rule (split_rule.py)"
     if S > 1:
         ep = "bx" if epi == "badd" else epi  # split kernels fuse C into the reduction (*_bx_splitK_*)
         s = base.with_(split_k=_slices(c.K, S, 64), epilogue=ep)
         return Plan(f"nvjet_sm90 splitK x{len(s.split_k or ())} + splitKreduce (predicted)", s, False,
                     f"split-K predicted from {how}: this shape's launch was not measured", c)
-    if _no_split_verified(c):
+    if choice.no_split_verified(c):
         return _frontier_plan("nvjet_sm90 (wgmma k16 chain, no split)", base, c)
     return Plan("nvjet_sm90 (no split predicted)", base, False,
                 f"no split predicted from {how}: this shape's launch was not measured", c)
@@ -538,16 +466,20 @@ def _cutlass_guess(c: Call, epi: str) -> Structure:
                      epilogue=epi)
 
 
-def _select_fp32(c: Call) -> Plan:
+def _fp32_base(c: Call) -> Structure:
     if c.prec == "highest":
         base = Structure("FP32 FFMA (sm80_xmma f32f32 / CUTLASS SIMT)", instruction=None)
     else:
         base = Structure("TF32 sm90_xmma (wgmma k8 chain)", instruction=WGMMA["tf32"], input_rounding="rne")
-    base = base.with_(epilogue=epilogue_of(c))
+    return base.with_(epilogue=epilogue_of(c))
+
+
+def _select_fp32(c: Call) -> Plan:
+    base = _fp32_base(c)
     tabled = _measured(c, base, base.family, 8) or _unseen_plan(c, base, 8) or _fp32_neighbour_plan(c, base)
     if tabled is not None:
         return tabled
-    if _no_split_verified(c):
+    if choice.no_split_verified(c):
         return _frontier_plan(base.family + " (no split)", base, c)
     guess = _fp32_split_guess(c, base)
     if guess is not None:
@@ -555,24 +487,6 @@ def _select_fp32(c: Call) -> Plan:
     return Plan(base.family + " (predicted)", base, False,
                 "FP32/TF32 outside the measured frontier of the unsplit xmma kernels (cuBLAS may run split-K, "
                 "stream-K, CUTLASS SIMT or gemmSN kernels here)", c)
-
-
-_FFMA_OR_CUTLASS = re.compile(r"(?:s1688gemm|sgemm)_(\d+)x(\d+)_(\d+)x\d+|tilesize(\d+)x(\d+)x(\d+)")
-
-
-def _fp32_nearest_split_family(c: Call) -> dict | None:
-    """The verified measured FP32/TF32 call (same precision, op, batch, layout) nearest in log2 (M, N, K)
-    that ran a SIMT sgemm, sm80_xmma FFMA or CUTLASS s1688 kernel."""
-    best, best_d = None, None
-    for key, e in measured_table()["calls"].items():
-        k = TableKey.parse(key)
-        if (k.fmt != "fp32" or k.prec != c.prec or k.op != c.op or k.b != c.b or not e.get("verified")
-                or (k.a_t, k.b_t) != (c.a_t, c.b_t) or not _FFMA_OR_CUTLASS.search(e.get("kernel", ""))):
-            continue
-        d = sum(abs(math.log2(x) - math.log2(max(y, 1))) for x, y in zip((k.M, k.N, k.K), (c.M, c.N, c.K)))
-        if best_d is None or d < best_d:
-            best, best_d = e, d
-    return best
 
 
 def _fp32_split_guess(c: Call, base: Structure) -> Plan | None:
@@ -583,10 +497,10 @@ def _fp32_split_guess(c: Call, base: Structure) -> Plan | None:
     small-tile ones that run several CTAs per SM.  Each measured FP32/TF32 call predicted from the others:
     the right structure for 73 of 157 (unsplit everywhere: 57; the neighbour's own wave count instead of one
     wave: 76, but one fewer held-out call).  A prediction, never marked modelled."""
-    e = _fp32_nearest_split_family(c)
+    e = choice.fp32_nearest_split_family(c)
     if e is None or not (e.get("split") or e.get("split_interleave")):
         return None  # the nearest measured call ran unsplit: the unsplit chain is the guess
-    m = _FFMA_OR_CUTLASS.search(e["kernel"])
+    m = choice.FFMA_OR_CUTLASS.search(e["kernel"])
     tm, tn, bk = (int(x) for x in (m.group(1, 2, 3) if m.group(1) else m.group(4, 5, 6)))
     S = max(1, min(128, SMS // (math.ceil(c.N / tm) * math.ceil(c.M / tn) * c.b)))
     fields = {k: e[k] for k in ("instruction", "input_rounding", "k_tile", "k_residue", "split_reduce") if k in e}
@@ -603,13 +517,16 @@ def _fp32_split_guess(c: Call, base: Structure) -> Plan | None:
                 "slice count): cuBLAS's choice was not measured at this shape", c)
 
 
-def _select_fp8(c: Call) -> Plan:
+def _fp8_base(c: Call) -> Structure:
     promote = None if c.fast_accum else 128
     inst = f"hopper.wgmma.m64n8k32.f32.{c.fmt}.{c.b_fmt or c.fmt}"
     base = Structure("nvjet_sm90 FP8" + ("" if c.fast_accum else " algo2 (promotion every 128)"), instruction=inst,
                      promote_every=promote)
-    if c.scales == "blockwise":
-        base = base.with_(promote_every=128)
+    return base.with_(promote_every=128) if c.scales == "blockwise" else base
+
+
+def _select_fp8(c: Call) -> Plan:
+    base = _fp8_base(c)
     tabled = _measured(c, base, base.family, 128) or _unseen_plan(c, base, 128)
     if tabled is not None:
         return tabled
@@ -618,7 +535,7 @@ def _select_fp8(c: Call) -> Plan:
         s = base.with_(split_k=_slices(c.K, S, 128))
         return Plan(f"{base.family} splitK x{len(s.split_k or ())} (predicted)", s, False,
                     f"split-K predicted from {how}: this shape's launch was not measured", c)
-    if _no_split_verified(c):
+    if choice.no_split_verified(c):
         return _frontier_plan(base.family + " (no split)", base, c)
     return Plan(base.family + " (predicted)", base, False,
                 "FP8 outside the measured no-split frontier: " + (f"no split predicted from {how}" if S else

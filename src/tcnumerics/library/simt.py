@@ -74,7 +74,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..gemm import _fp32_fma
-from .structure import Structure, epilogue as _epilogue
 
 _SN = re.compile(r"gemmSN_(NN|TN)_kernel<float, (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (true|false)")
 _BLOCK = 1 << 21  # products per column block (float64): bounds the working set of large calls
@@ -342,24 +341,3 @@ def simt_reduce(kernel_name: str, A, B, *, lanes: int | None = None, slices: int
         P = a[:, None, :] * b[:, c0:c0 + step].T[None, :, :]  # exact: 24 + 24 bits in float64
         out.append(_reduce(P, kernel_name, fam, lanes, slices))
     return np.concatenate(out, axis=1) if out else np.zeros((R, 0))
-
-
-def simt_gemm(kernel_name: str, A, B, *, out_format: str, alpha: float = 1.0, beta: float = 0.0, C=None,
-              bias=None, lanes: int | None = None, slices: int = 1) -> np.ndarray:
-    """The kernel's output: ``simt_reduce`` then ``cvt(fma(beta, C, alpha * acc))`` (a bias is C with
-    beta = 1, as torch passes it to cuBLAS; gemvx and gemv2T add it after the reduction, largek in its
-    separate epilogue kernel: the same rounding) in the output format.  (largek with beta != 0 scales C
-    in place before the slices add into it: not captured, not modelled here.)
-
-    >>> name = "gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4, true, x>"
-    >>> simt_gemm(name, np.ones((1, 4), np.float32), np.ones((4, 2), np.float32), out_format="fp32",
-    ...           bias=np.array([0.5, 1.0])).tolist()
-    [[4.5, 5.0]]
-    """
-    acc = simt_reduce(kernel_name, A, B, lanes=lanes, slices=slices)
-    if bias is not None:
-        C, beta = np.broadcast_to(np.asarray(bias, np.float64).reshape(1, -1), acc.shape), 1.0
-    if C is None or beta == 0:
-        return _epilogue(Structure("gemmSN"), acc, out_format, alpha=alpha)
-    return _epilogue(Structure("gemmSN", epilogue="bx"), acc, out_format, alpha=alpha, beta=beta,
-                     C=np.broadcast_to(np.asarray(C, np.float64), acc.shape))

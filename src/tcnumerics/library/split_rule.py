@@ -52,6 +52,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from .calls import TableKey
+
 SMS = 132
 K_TILE = 64
 MIN_K_TILES = 44  # no split below this many 64-element K-tiles (no survey call split below 48)
@@ -109,8 +111,6 @@ def _cells(calls: dict) -> dict:
     """cell -> list of slice counts (1: unsplit, None: split with S not identified) of the measured nvjet calls."""
     if _CELLS[0] is calls:
         return _CELLS[1]
-    from .selection import TableKey  # selection imports this module: parse its keys lazily
-
     cells: dict[tuple, list] = {}
     for key, entry in calls.items():
         k = TableKey.parse(key)
@@ -141,12 +141,12 @@ def cell_vote(M: int, N: int, K: int, b: int, out: str, calls: dict) -> int | No
 
 
 def predicted_split(c, calls: dict | None = None, *, no_split_verified: bool = False) -> int:
-    """cuBLAS's predicted slice count for the nvjet call ``c`` (a ``selection.Call``; 1: no split).
+    """cuBLAS's predicted slice count for the nvjet call ``c`` (a ``calls.Call``; 1: no split).
 
     ``calls``: the measured table's calls (neighbours); ``no_split_verified``: the call lies inside
     the measured no-split frontier, which overrides the prediction.
 
-    >>> from tcnumerics.library.selection import Call
+    >>> from tcnumerics.library.calls import Call
     >>> predicted_split(Call("linear", "bf16", "bf16", 8, 1024, 14336, b_t=True))
     8
     """

@@ -43,6 +43,8 @@ import numpy as np
 from ..arrays import DeviceValues, concatenate, namespace, to_host
 from ..formats import get_format
 from ..gemm import _fp32_fma, _quiet, gemm, split_bounds
+from .simt import simt_reduce
+from .streamk import streamk_tf32
 
 _FP32 = get_format("fp32")
 EPILOGUES = ("plain", "bias", "badd", "bx", "bx_mul", "bias_out")
@@ -148,8 +150,6 @@ def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b
     ``rows``/``cols``: the positions of A's rows and B's columns in the whole call (default: the first ones);
     only stream-K kernels depend on them."""
     if s.stream_k is not None:
-        from .streamk import streamk_tf32  # streamk builds on gemm, not on this module
-
         sk = s.stream_k
         r = np.arange(A.shape[0]) if rows is None else np.asarray(to_host(rows))
         c = np.arange(B.shape[1]) if cols is None else np.asarray(to_host(cols))
@@ -158,8 +158,6 @@ def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b
             a, b, r, c, M=sk.M, N=sk.N, K=sk.K, ctas=sk.ctas, tile=sk.tile, swizzle=sk.swizzle,
             reduce_kernel=sk.reduce_kernel, engine=host_engine), np.float64), A, B)
     if s.simt_kernel:
-        from .simt import simt_reduce  # simt builds on this module's epilogue
-
         return _host_only(lambda a, b: simt_reduce(s.simt_kernel, a, b, lanes=s.simt_lanes, slices=s.simt_slices),
                           A, B)
     if s.instruction is None:
@@ -342,3 +340,25 @@ def _serial_split(s: Structure, partials, out_format: str, alpha: float, beta: f
     for p in partials[1:]:
         d = out.round(_fp32_fma(xp.full(d.shape, a), p, d))
     return out.to_array(out.from_float(d))
+
+
+def simt_gemm(kernel_name: str, A, B, *, out_format: str, alpha: float = 1.0, beta: float = 0.0, C=None,
+              bias=None, lanes: int | None = None, slices: int = 1) -> np.ndarray:
+    """A SIMT small-M kernel's output (``library.simt``): ``simt_reduce`` then ``cvt(fma(beta, C, alpha * acc))``
+    (a bias is C with beta = 1, as torch passes it to cuBLAS; gemvx and gemv2T add it after the reduction, largek
+    in its separate epilogue kernel: the same rounding) in the output format.  (largek with beta != 0 scales C
+    in place before the slices add into it: not captured, not modelled here.)
+
+    >>> import numpy as np
+    >>> name = "gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4, true, x>"
+    >>> simt_gemm(name, np.ones((1, 4), np.float32), np.ones((4, 2), np.float32), out_format="fp32",
+    ...           bias=np.array([0.5, 1.0])).tolist()
+    [[4.5, 5.0]]
+    """
+    acc = simt_reduce(kernel_name, A, B, lanes=lanes, slices=slices)
+    if bias is not None:
+        C, beta = np.broadcast_to(np.asarray(bias, np.float64).reshape(1, -1), acc.shape), 1.0
+    if C is None or beta == 0:
+        return epilogue(Structure("gemmSN"), acc, out_format, alpha=alpha)
+    return epilogue(Structure("gemmSN", epilogue="bx"), acc, out_format, alpha=alpha, beta=beta,
+                     C=np.broadcast_to(np.asarray(C, np.float64), acc.shape))

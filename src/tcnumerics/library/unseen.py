@@ -41,7 +41,7 @@ On the 12 BF16/FP16/FP8 kinds the surveyed grid covers fully (where the current 
 back): 0.927 -> 0.947.  Exact kernel name (tile, cluster, raster): 0.218 -> 0.511.  A prediction, like
 the current one: plans built from it stay flagged not modelled.
 
-    >>> from tcnumerics.library.selection import Call
+    >>> from tcnumerics.library.calls import Call
     >>> c = Call("matmul", "fp16", "fp16", 7, 2048, 11008)
     >>> L = predict_launch(c, hide=(c.N, c.K))  # as if (2048, 11008) had never been measured
     >>> "splitK" in L.main, launches.nvjet_split_count(L, c) > 1
@@ -55,22 +55,20 @@ the current one: plans built from it stay flagged not modelled.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
-from . import cutlass_half, launches
+from . import cutlass_half, gpus, launches
+from .calls import Call
+from .kernel_names import NVJET as _NVJET
 
-if TYPE_CHECKING:
-    from .selection import Call
-
-_NVJET = re.compile(r"nvjet_sm90_[a-z]+_(\d+)x(\d+)_(\d+)x\d+_(\d+)x(\d+)_")
 _TAGS = (("_bias_", "bias"), ("_badd_", "badd"), ("_bx_", "bx"))
-_M_MASK, _B_MASK, _K_MASK = (1 << 15) - 1, (1 << 10) - 1, (1 << 17) - 1
+_M_BITS, _B_BITS, _K_BITS = launches._M_BITS, launches._B_BITS, launches._K_BITS  # the launch table's packing
+_M_MASK, _B_MASK, _K_MASK = (1 << _M_BITS) - 1, (1 << _B_BITS) - 1, (1 << _K_BITS) - 1
 SMS = 132
-_KEY_STRIDE = 16.0  # > log2 of the largest M (15 bits)
+_KEY_STRIDE = float(_M_BITS + 1)  # > log2 of the largest M
 
 
 class Params(NamedTuple):
@@ -124,7 +122,7 @@ class Pairs:
 
     @classmethod
     def of(cls, keys: np.ndarray, N: np.ndarray, K: np.ndarray, b: np.ndarray, lm: np.ndarray) -> Pairs:
-        base = keys >> 15
+        base = keys >> _M_BITS
         if len(base) > 1 and np.any(base[1:] < base[:-1]):
             raise ValueError("launch points are not sorted by (N, K, batch, M)")
         first = np.flatnonzero(np.r_[True, base[1:] != base[:-1]])
@@ -150,26 +148,34 @@ def nvjet_tile_count(p: tuple[int, ...] | np.ndarray, M, N, b=1):
     return -(-(-(-N // tm)) // cx) * cx * (-(-(-(-M // tn)) // cy) * cy) * b
 
 
-_DECODED: dict[str, tuple[object, KindData]] = {}
+_DECODED: dict[tuple[str, str], tuple[object, KindData]] = {}
 
 
-def kind_data(kind: str) -> KindData | None:
-    """The decoded launches of one call kind, or None if the table has no such kind (cached per loaded table:
-    a replaced or hidden table is decoded afresh)."""
-    t = launches._table()
+def kind_data(kind: str, gpu: str | None = None) -> KindData | None:
+    """The decoded launches of one call kind in model ``gpu``'s table (default: the default model's), or None if
+    the table has no such kind (cached per loaded table: a replaced or hidden table is decoded afresh)."""
+    gpu = gpu or gpus.default_gpu()
+    t = launches.table(gpu)
     arrays = t.get("kinds", {}).get(kind)
     if arrays is None:
         return None
-    hit = _DECODED.get(kind)
+    hit = _DECODED.get((gpu, kind))
     if hit is None or hit[0] is not arrays:
-        _DECODED[kind] = hit = (arrays, _decode(t, arrays, kind.split("|")[1]))
+        _DECODED[(gpu, kind)] = hit = (arrays, _decode(t, arrays, kind.split("|")[1]))
     return hit[1]
+
+
+def voting_table(c: Call) -> str | None:
+    """The model whose launches vote for ``c``: the last of the call's sources holding its kind (the model it
+    borrows from, shown to agree, where it has one -- the larger table), or None."""
+    have = [g for g in launches.sources(c) if c.kind() in launches.table(g).get("kinds", {})]
+    return have[-1] if have else None
 
 
 def _decode(t: dict, runs: launches.KindRuns, fmt: str) -> KindData:
     keys, sig, ctas, gz = runs.points()
-    M, b = keys & _M_MASK, keys >> 15 & _B_MASK
-    K, N = keys >> 25 & _K_MASK, keys >> 42
+    M, b = keys & _M_MASK, keys >> _M_BITS & _B_MASK
+    K, N = keys >> (_M_BITS + _B_BITS) & _K_MASK, keys >> (_M_BITS + _B_BITS + _K_BITS)
     uniq, inv = np.unique(sig, return_inverse=True)
     mains = [_main_of(t["signatures"][s]) for s in uniq]
     names = tuple(sorted(set(mains)))
@@ -348,14 +354,15 @@ def vote(kd: KindData, idx: np.ndarray, d: np.ndarray, on: str = "kernel") -> in
 def predict_launch(c: Call, params: Params = Params(), hide: tuple[int, int] | None = None) -> launches.Launch | None:
     """cuBLAS's predicted launch for a call the table did not measure (a prediction: see the module docstring):
     the neighbours' voted kernel (with its memsets and reduction), its CTAs set to tiles x S for nvjet kernels."""
-    kd = kind_data(c.kind())
+    gpu = voting_table(c)
+    kd = kind_data(c.kind(), gpu) if gpu else None
     if kd is None:
         return None
     got = predict_index(kd, c.M, c.N, c.K, c.b, params, hide, m_aligned_class=c.a_t)
     if got is None:
         return None
     j, S = got
-    t = launches._table()
+    t = launches.table(gpu)
     _, sig, ctas, gz = t["kinds"][c.kind()].points()
     r = int(kd.row[j])
     kernels = tuple(t["signatures"][sig[r]].split(" | "))

@@ -88,7 +88,7 @@ class Emulation:
 def emulate(library: str | None = None, *, instruction=None, unit=None, operand_format=None,
             scaling: str | None = None, promote_every: int | None = None, split_k=None, rounding: str = "rne",
             seed: int = 0, backward_instruction=None, engine: str = "auto", convolutions: bool = True,
-            check: bool = False) -> Emulation:
+            check: bool = False, gpu: str | None = None) -> Emulation:
     """An ``Emulation`` context: library mode (``emulate("hopper")``) or unit mode (``instruction=`` / ``unit=``).
 
     Args:
@@ -105,6 +105,9 @@ def emulate(library: str | None = None, *, instruction=None, unit=None, operand_
             model, not cuDNN's bits); False runs them natively.
         check: library mode on CUDA tensors -- also run every GEMM natively and compare bits per call
             site (``run.check_report()``: exact / flagged / silent, kernels cuBLAS ran; ``run.save_check``).
+        gpu: library mode -- the GPU model whose measured tables predict cuBLAS's choices ("h100", "h200", or
+            any device name; calls its tables do not cover are flagged).  Default: the GPU the tensors are on;
+            for CPU tensors the library's default, the H100.
     """
     if library is not None:
         if any(v is not None for v in (instruction, unit, operand_format, scaling, promote_every, split_k,
@@ -113,9 +116,12 @@ def emulate(library: str | None = None, *, instruction=None, unit=None, operand_
                              "library architecture or instruction=/unit= with its recipe")
         if library != "hopper":
             raise ValueError(f"library: only 'hopper' (H100/H200 cuBLAS) is modelled, got {library!r}")
-        return Emulation(LibraryBackend(library, engine), check=bool(check))
+        return Emulation(LibraryBackend(library, engine, gpu), check=bool(check))
     if instruction is None and unit is None:
         raise ValueError("emulate: pass a library architecture ('hopper') or instruction= / unit=")
+    if gpu is not None:
+        raise ValueError("gpu: a GPU model's tables belong to library mode (emulate('hopper', gpu=...)); a unit "
+                         "recipe computes the same on every GPU")
     if check:
         raise ValueError("check: the self-check compares library mode (emulate('hopper')) with the GPU's cuBLAS; "
                          "a unit recipe is not a prediction of cuBLAS")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import functools
+
 import numpy as np
 import torch
 
@@ -94,13 +96,20 @@ def _descale(acc: np.ndarray, call: GemmCall, engine: str | None) -> np.ndarray:
     return _FP32.round(_FP32.round(acc * sb.reshape(1, -1)) * sa.reshape(-1, 1))
 
 
+@functools.lru_cache(maxsize=None)
+def _device_model(index: int) -> str:
+    from ..library.gpus import model_key
+
+    return model_key(torch.cuda.get_device_name(index))
+
+
 _LIBRARY_DTYPES = {torch.bfloat16, torch.float16, torch.float32, torch.float8_e4m3fn, torch.float8_e5m2}
 
 
 class LibraryBackend:
     """Library mode: each call as ``tcnumerics.library`` predicts Hopper's cuBLAS computes it."""
 
-    def __init__(self, arch: str = "hopper", engine: str = "auto"):
+    def __init__(self, arch: str = "hopper", engine: str = "auto", gpu: str | None = None):
         from .. import library as lib
 
         missing = [name for name in ("matmul", "addmm", "bmm", "baddbmm", "scaled_mm") if not hasattr(lib, name)]
@@ -110,9 +119,17 @@ class LibraryBackend:
         self.lib = lib
         self.arch = arch
         self.engine = engine
+        self.gpu = gpu  # None: the GPU the tensors are on (CUDA), the library's default GPU model (CPU)
 
     def describe(self) -> str:
-        return f"library mode: {self.arch} cuBLAS as tcnumerics.library models it"
+        where = f"the {self.gpu} tables" if self.gpu else "the tables of the GPU the tensors are on (CPU: the H100's)"
+        return f"library mode: {self.arch} cuBLAS as tcnumerics.library models it, {where}"
+
+    def gpu_for(self, tensor: torch.Tensor) -> str | None:
+        """The GPU model whose tables predict a call on ``tensor``: ``gpu=`` if given, else the tensor's GPU."""
+        if self.gpu is not None or not tensor.is_cuda:
+            return self.gpu
+        return _device_model(tensor.device.index if tensor.device.index is not None else torch.cuda.current_device())
 
     def unsupported(self, call: GemmCall) -> str:
         """Why library mode runs ``call`` natively ("" when it models it): dtypes with no modelled cuBLAS kernels."""
@@ -146,6 +163,7 @@ class LibraryBackend:
 
         a, b = arr(call.a), arr(call.b)
         opts = self._options()
+        opts["gpu"] = self.gpu_for(call.a)
         if full_shape is not None:
             opts["full_shape"] = tuple(full_shape)
         out_dtype = format_name(call.out_dtype)
