@@ -63,24 +63,38 @@ def _quiet(xp):
 _DEVICE_IEEE: dict = {}
 
 
-def _device_casts_ieee(xp) -> bool:
-    """The same probe on the current GPU, once per device (kernels there have no run-time FTZ mode)."""
+def probe(xp=np) -> dict:
+    """What the casts and float32 arithmetic of namespace ``xp`` give on subnormal ties (want: 2, 512, 2^-140, 2, 4):
+    a float64 -> float32 tie at 2^-149, a float32 subnormal, its float64 value, a float32 -> float16 tie at 2^-24,
+    and a float32 subnormal sum."""
+    def host(a):
+        return a.get() if xp is not np else a
+    f32 = xp.asarray(_PROBE_IN).astype(np.float32)
+    pair = host(f32.view(np.uint32)[:2]).tolist()
+    return dict(f64_to_f32_tie=pair[0], f32_subnormal=pair[1],
+                f32_to_f64=float(host(f32[1:2].astype(np.float64))[0]),
+                f32_to_f16_tie=int(host(f32[2:].astype(np.float16).view(np.uint16))[0]),
+                f32_subnormal_add=int(host((f32[:1] + f32[:1]).view(np.uint32))[0]))
+
+
+_IEEE = dict(f64_to_f32_tie=2, f32_subnormal=512, f32_to_f64=2.0 ** -140, f32_to_f16_tie=2, f32_subnormal_add=4)
+
+
+def _device_casts_ieee(xp, fp16: bool) -> bool:
+    """The same probe on the current GPU, once per device (kernels there have no run-time FTZ mode); ``fp16``: the
+    float32 -> float16 cast is needed too."""
     device = xp.cuda.Device().id
     if device not in _DEVICE_IEEE:
-        f32 = xp.asarray(_PROBE_IN).astype(np.float32)
-        total = f32[:1] + f32[:1]  # float32 arithmetic keeps subnormals too (the FP32 adds of gemm use it)
-        ok = (f32.view(np.uint32)[:2].get().tolist() == [2, 512] and float(f32[1:2].astype(np.float64)[0].get())
-              == 2.0 ** -140 and int(f32[2:].astype(np.float16).view(np.uint16)[0].get()) == 2
-              and int(total.view(np.uint32)[0].get()) == 4)
-        _DEVICE_IEEE[device] = ok
-    return _DEVICE_IEEE[device]
+        _DEVICE_IEEE[device] = {k: v == _IEEE[k] for k, v in probe(xp).items()}
+    ok = _DEVICE_IEEE[device]
+    return all(v for k, v in ok.items() if fp16 or k != "f32_to_f16_tie")
 
 
-def _usable(xp) -> bool:
+def _usable(xp, fp16: bool = False) -> bool:
     """IEEE casts and float32 arithmetic here: probed on the host at every call (MXCSR can change), once per GPU."""
     if xp is np:
         return _host_casts_ieee() and _host_f32_add_ieee()
-    return getattr(xp, "cuda", None) is None or _device_casts_ieee(xp)
+    return getattr(xp, "cuda", None) is None or _device_casts_ieee(xp, fp16)
 
 
 def _host_f32_add_ieee() -> bool:
@@ -215,7 +229,7 @@ def from_float(fmt, x):
     if route is None or x.dtype.kind not in "fV" or x.dtype.itemsize > 8:
         return None
     xp = namespace(x)
-    if not _usable(xp):
+    if not _usable(xp, fp16=route == "fp16"):
         return None
     if route == "e8" and xp is np and x.dtype == np.float64:
         fast = _e8_host(fmt, x)
