@@ -52,10 +52,14 @@ class ndarray(NDArrayOperatorsMixin):
         return (_wrap(x) for x in self._a)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        args = [_device(x, ufunc.__name__) for x in inputs]
+        args = [_flush(_device(x, ufunc.__name__)) for x in inputs]
         if "out" in kwargs:
             kwargs["out"] = tuple(_device(o, ufunc.__name__) for o in kwargs["out"])
-        return _wrap(getattr(ufunc, method)(*args, **kwargs))
+        return _wrap(_flush(getattr(ufunc, method)(*args, **kwargs)))
+
+    def astype(self, dtype, copy=True):
+        """Casts as CuPy's kernels do them: float32 subnormals in or out flush to zero (``-ftz=true``)."""
+        return ndarray(_flush(_flush(self._a).astype(dtype, copy=copy)))
 
     # --- attributes and methods ----------------------------------------------------------------
     shape = property(lambda self: self._a.shape)
@@ -89,6 +93,15 @@ class ndarray(NDArrayOperatorsMixin):
 
     def __repr__(self):
         return f"fake_cupy.ndarray({self._a!r})"
+
+
+def _flush(a):
+    """CuPy compiles its kernels with ``-ftz=true``: float32 subnormals, read or written, are zero."""
+    if isinstance(a, (np.ndarray, np.generic)) and a.dtype == np.float32:
+        tiny = np.abs(a) < np.float32(2.0 ** -126)
+        if np.any(tiny & (a != 0)):
+            return np.where(tiny, np.copysign(np.float32(0), a), a).astype(np.float32)
+    return a
 
 
 def _unwrap_index(index):

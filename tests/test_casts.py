@@ -113,3 +113,32 @@ def test_the_fast_paths_run_here(monkeypatch):
     x = np.array([1 + 2.0 ** -9, 3.0, -2.0 ** -130, np.nan])  # a tie to even, exact, a subnormal, NaN
     assert fmt.from_float(x).tolist() == [0x3F80, 0x4040, 0x8008, 0x7FC0]
     assert get_format("fp32").round(np.array([1 + 2.0 ** -30])).tolist() == [1.0]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_the_integer_paths_equal_the_encoder_and_decoder(name):
+    """What the GPU runs (CuPy flushes float32 subnormals): no float32 operation, the specification's bits."""
+    fmt = get_format(name)
+    x = _hard_values(fmt, np.random.default_rng(9))
+    bits = _casts.rne_bits(fmt, x, np)
+    assert np.array_equal(bits, _spec_bits(fmt, x))
+    d = fmt.decode(bits)
+    mag = np.ldexp(d.significand.astype(np.float64), d.ulp_exponent.astype(np.int32))
+    want = np.where(d.kind == 2, np.nan, np.where(d.kind == 1, np.inf, mag) * np.where(d.sign, -1, 1))
+    assert np.array_equal(_casts.exact_values(fmt, bits, np).view(np.uint64), want.view(np.uint64))
+
+
+def test_the_fake_device_flushes_like_cupy_and_the_conversions_do_not_care(monkeypatch):
+    import fake_cupy
+
+    cupy = fake_cupy.install(monkeypatch)
+    assert _casts.probe(cupy) == dict(f64_to_f32_tie=0, f32_subnormal=0, f32_to_f64=0.0, f32_to_f16_tie=2,
+                                      f32_subnormal_add=0)  # what an H100 gave through CuPy 14.2
+    for name in FORMATS:
+        fmt = get_format(name)
+        x = _hard_values(fmt, np.random.default_rng(2))
+        assert np.array_equal(fmt.from_float(cupy.asarray(x)).get(), _spec_bits(fmt, x))
+        assert np.array_equal(fmt.round(cupy.asarray(x)).get().view(np.uint64), fmt.round(x).view(np.uint64))
+    tiny = np.array([2.0 ** -140, -3 * 2.0 ** -149], np.float32)
+    assert np.array_equal(get_format("bf16").from_float(cupy.asarray(tiny)).get(),
+                          get_format("bf16").from_float(tiny))

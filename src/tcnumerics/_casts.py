@@ -23,6 +23,7 @@ ties, near-ties, subnormals, overflow and NaN (``tests/test_casts.py``).
 from __future__ import annotations
 
 import contextlib
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -91,15 +92,67 @@ def _device_casts_ieee(xp, fp16: bool) -> bool:
 
 
 def _usable(xp, fp16: bool = False) -> bool:
-    """IEEE casts and float32 arithmetic here: probed on the host at every call (MXCSR can change), once per GPU."""
+    """IEEE float32 casts and arithmetic here.  Host: probed at every call (MXCSR can change).  GPU: never relied on
+    -- CuPy compiles its kernels with ``-ftz=true`` (measured on an H100: ``probe(cupy)`` flushes every subnormal), so
+    the device takes the integer paths below, which use no float32 operation."""
     if xp is np:
         return _host_casts_ieee() and _host_f32_add_ieee()
-    return getattr(xp, "cuda", None) is None or _device_casts_ieee(xp, fp16)
+    return False
 
 
 def _host_f32_add_ieee() -> bool:
     tiny = np.array([2.0 ** -149], np.float32)  # the smallest subnormal, pattern 1
     return int((tiny + tiny).view(np.uint32)[0]) == 2
+
+
+_NATIVE = {2: SimpleNamespace(exp_bits=5, man_bits=10, bias=15, width=16, pad_bits=0),  # float16's fields
+           4: SimpleNamespace(exp_bits=8, man_bits=23, bias=127, width=32, pad_bits=0)}  # float32's
+
+
+def _device_float64(x, xp):
+    """float64 values of a float16/float32 device array without a float32 operation (their patterns decoded)."""
+    return exact_values(_NATIVE[x.dtype.itemsize], x.view({2: np.uint16, 4: np.uint32}[x.dtype.itemsize]), xp)
+
+
+def _ieee_like(fmt) -> bool:
+    """Formats the integer paths serve: IEEE specials, subnormals, signed, at most 23 fraction bits."""
+    return fmt.specials == "ieee" and fmt.subnormals and fmt.signed and 1 <= fmt.man_bits <= 23 and fmt.exp_bits <= 8
+
+
+def rne_bits(fmt, x, xp):
+    """``fmt`` patterns of float64 values ``x``, rounded to nearest even (IEEE overflow, subnormals kept), in integer
+    arithmetic on the float64 patterns: no float32 operation, so flush-to-zero kernels (CuPy's) give IEEE bits."""
+    u = xp.asarray(x, dtype=np.float64).view(np.uint64)  # same width: any strides (and 0-d) view
+    sign = (u >> np.uint64(63)).astype(np.int64)
+    e = ((u >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64)
+    frac = (u & np.uint64((1 << 52) - 1)).astype(np.int64)
+    sig = frac | xp.where(e > 0, 1 << 52, 0)
+    E = xp.maximum(e, 1) - 1023  # exponent of the leading bit's place (float64 subnormals: far below any target)
+    p, emin = fmt.man_bits, 1 - fmt.bias
+    shift = xp.minimum(52 - p + xp.maximum(emin - E, 0), 62)  # >= 54 leaves 0 (half exceeds any significand)
+    q = sig >> shift
+    rem = sig & ((1 << shift) - 1)
+    half = 1 << (shift - 1)
+    q = q + ((rem > half) | ((rem == half) & ((q & 1) == 1))).astype(np.int64)
+    code = xp.where(E >= emin, ((E + fmt.bias) << p) + q - (1 << p), q)  # a carry moves into the exponent field
+    inf_code = ((1 << fmt.exp_bits) - 1) << p
+    code = xp.where(code >= inf_code, inf_code, code)
+    bits = ((sign << (fmt.width - 1)) | code) << fmt.pad_bits
+    return xp.where(e == 0x7FF, xp.where(frac == 0, bits, fmt.nan_bits), bits).astype(fmt.container_dtype)
+
+
+def exact_values(fmt, bits, xp):
+    """float64 values of ``fmt`` patterns (canonical NaN), in integer arithmetic plus exact float64 scaling of
+    subnormals: no float32 operation (see ``rne_bits``)."""
+    v = (bits.astype(np.int64) >> fmt.pad_bits) & ((1 << fmt.width) - 1)
+    sign = v >> (fmt.width - 1)
+    e = (v >> fmt.man_bits) & ((1 << fmt.exp_bits) - 1)
+    f = v & ((1 << fmt.man_bits) - 1)
+    normal = (((e - fmt.bias + 1023) << 52) | (f << (52 - fmt.man_bits))).astype(np.uint64).view(np.float64)
+    tiny = f.astype(np.float64) * 2.0 ** (1 - fmt.bias - fmt.man_bits)  # exact: a float64 normal number
+    mag = xp.where(e == 0, tiny, normal)
+    mag = xp.where(e == (1 << fmt.exp_bits) - 1, xp.where(f == 0, np.inf, np.nan), mag)
+    return xp.where(sign == 1, -mag, mag)
 
 
 def fp32_values(fmt, bits):
@@ -133,6 +186,8 @@ def fp32_round(fmt, x):
     if _route(fmt) != "fp32" or x.dtype.kind != "f":
         return None
     xp = namespace(x)
+    if xp is not np:
+        return exact_values(fmt, rne_bits(fmt, x if x.dtype == np.float64 else _device_float64(x, xp), xp), xp)
     if not _usable(xp):
         return None
     with _quiet(xp):
@@ -229,6 +284,8 @@ def from_float(fmt, x):
     if route is None or x.dtype.kind not in "fV" or x.dtype.itemsize > 8:
         return None
     xp = namespace(x)
+    if xp is not np and _ieee_like(fmt):
+        return rne_bits(fmt, x if x.dtype == np.float64 else _device_float64(x, xp), xp)
     if not _usable(xp, fp16=route == "fp16"):
         return None
     if route == "e8" and xp is np and x.dtype == np.float64:
@@ -256,6 +313,8 @@ def to_float(fmt, bits):
     if route is None or bits.dtype != np.dtype(fmt.container_dtype):
         return None
     xp = namespace(bits)
+    if xp is not np and _ieee_like(fmt):
+        return exact_values(fmt, bits, xp)
     if not _usable(xp):
         return None
     if route == "fp32":
