@@ -217,3 +217,14 @@ def test_the_presets_are_the_h200s_and_flag_other_models():
     A, B = np.ones((4, 32), BF16), np.ones((32, 8), BF16)
     with pytest.warns(UserWarning, match="presets' kernel choices were measured on an H200"):
         lib.library_gemm("torch.matmul", gpu="h100")(A, B)
+
+
+def test_replacing_a_table_changes_the_epoch_a_plan_cache_keys_on():
+    e0 = gpus.tables_epoch()
+    launches.set_table("h200", {})
+    e1 = gpus.tables_epoch()
+    measured.set_table("h200", None)
+    e2 = gpus.tables_epoch()
+    gpus.set_manifest(None)
+    launches.set_table("h200", None)
+    assert e0 < e1 < e2 < gpus.tables_epoch()
