@@ -63,9 +63,9 @@ def test_library_mode_forwards_the_engine(monkeypatch):
     class Spy:
         plan = staticmethod(real.plan)
 
-        def __call__(self, *a, **k):
+        def prepare(self, *a, **k):
             seen.append(k.get("engine"))
-            return real(*a, **dict(k, engine="auto"))
+            return real.prepare(*a, **dict(k, engine="auto"))
 
     monkeypatch.setattr(backend.lib, "matmul", Spy())
     call = tct.calls.normalise(torch.ops.aten.mm.default,

@@ -26,6 +26,9 @@ from typing import Literal, Union
 
 import numpy as np
 
+from . import _casts
+from .arrays import DeviceValues, namespace
+
 __all__ = [
     "Rounding",
     "FloatFormat",
@@ -97,14 +100,15 @@ class Decoded:
 
 
 def bit_length(x: np.ndarray) -> np.ndarray:
-    """Vectorised ``int.bit_length`` for non-negative integers below 2**64."""
-    m = np.asarray(x).astype(np.uint64, copy=True)
-    n = np.zeros(m.shape, dtype=np.int64)
+    """Vectorised ``int.bit_length`` for non-negative integers below 2**64 (numpy or CuPy)."""
+    xp = namespace(x)
+    m = xp.asarray(x).astype(np.uint64, copy=True)
+    n = xp.zeros(m.shape, dtype=np.int64)
     for step in (32, 16, 8, 4, 2, 1):
         t = m >> np.uint64(step)
         big = t != 0
-        n += np.where(big, step, 0)
-        m = np.where(big, t, m)
+        n += xp.where(big, step, 0)
+        m = xp.where(big, t, m)
     return n + (m != 0)
 
 
@@ -234,49 +238,55 @@ class FloatFormat:
 
     # -- bits -> values ----------------------------------------------------------
     def _value_bits(self, bits: np.ndarray) -> np.ndarray:
-        raw = np.asarray(bits)
+        xp = namespace(bits)
+        raw = xp.asarray(bits)
         if raw.dtype.kind not in "ui":
             raise TypeError(f"bits: expected an unsigned integer array of {self.name} patterns, got dtype {raw.dtype}")
         raw = raw.astype(np.uint64)
         return (raw >> np.uint64(self.pad_bits)) & np.uint64((1 << self.width) - 1)
 
     def decode(self, bits: np.ndarray) -> Decoded:
-        """Take bit patterns apart into sign, integer significand and exponents."""
+        """Take bit patterns apart into sign, integer significand and exponents (numpy or CuPy)."""
+        xp = namespace(bits)
         v = self._value_bits(bits)
         mag_mask = np.uint64((1 << (self.exp_bits + self.man_bits)) - 1)
         code = (v & mag_mask).astype(np.int64)
-        sign = ((v >> np.uint64(self.width - 1)) & np.uint64(1)).astype(bool) if self.signed else np.zeros(v.shape, bool)
+        sign = ((v >> np.uint64(self.width - 1)) & np.uint64(1)).astype(bool) if self.signed else xp.zeros(v.shape, bool)
         field_e = code >> self.man_bits
         frac = code & ((1 << self.man_bits) - 1)
         if self.subnormals:
             normal = field_e > 0
-            significand = np.where(normal, frac | (1 << self.man_bits), frac)
-            exponent = np.maximum(field_e, 1) - self.bias
+            significand = xp.where(normal, frac | (1 << self.man_bits), frac)
+            exponent = xp.maximum(field_e, 1) - self.bias
         else:
             significand = frac | (1 << self.man_bits)
             exponent = field_e - self.bias
         ulp_exponent = exponent - self.man_bits
-        kind = np.zeros(v.shape, dtype=np.int8)
+        kind = xp.zeros(v.shape, dtype=np.int8)
         all_ones_e = (1 << self.exp_bits) - 1
         if self.specials == "ieee":
             special = field_e == all_ones_e
-            kind = np.where(special, np.where(frac == 0, 1, 2), 0).astype(np.int8)
+            kind = xp.where(special, xp.where(frac == 0, 1, 2), 0).astype(np.int8)
         elif self.specials in ("fn", "nan_only"):
-            kind = np.where(code == int(mag_mask), 2, 0).astype(np.int8)
+            kind = xp.where(code == int(mag_mask), 2, 0).astype(np.int8)
         elif self.specials == "fnuz":
-            kind = np.where(sign & (code == 0), 2, 0).astype(np.int8)
+            kind = xp.where(sign & (code == 0), 2, 0).astype(np.int8)
             sign = sign & (code != 0)
-        significand = np.where(kind == 0, significand, 0)
+        significand = xp.where(kind == 0, significand, 0)
         return Decoded(sign, significand.astype(np.int64), ulp_exponent.astype(np.int64),
                        exponent.astype(np.int64), kind)
 
     def to_float(self, bits: np.ndarray) -> np.ndarray:
-        """Exact float64 values of bit patterns (NaN and inf included)."""
+        """Exact float64 values of bit patterns (NaN and inf included; NaNs are the canonical float64 NaN)."""
+        fast = _casts.to_float(self, bits)
+        if fast is not None:
+            return fast
+        xp = namespace(bits)
         d = self.decode(bits)
-        mag = np.ldexp(d.significand.astype(np.float64), d.ulp_exponent.astype(np.int32))
-        out = np.where(d.sign, -mag, mag)
-        out = np.where(d.kind == 1, np.where(d.sign, -np.inf, np.inf), out)
-        return np.where(d.kind == 2, np.nan, out)
+        mag = xp.ldexp(d.significand.astype(np.float64), d.ulp_exponent.astype(np.int32))
+        out = xp.where(d.sign, -mag, mag)
+        out = xp.where(d.kind == 1, xp.where(d.sign, -np.inf, np.inf), out)
+        return xp.where(d.kind == 2, np.nan, out)
 
     # -- exact values -> bits ----------------------------------------------------
     def encode(
@@ -303,29 +313,31 @@ class FloatFormat:
         up iff ``top r dropped bits + random_bits >= 2**r`` with ``r = random_bit_count``.
         """
         rounding = Rounding.parse(rounding)
-        sign = np.asarray(sign).astype(bool)
-        mag = np.asarray(magnitude)
-        if mag.dtype.kind not in "iu" or np.asarray(exponent).dtype.kind not in "iu":
+        xp = namespace(sign, magnitude, exponent)
+        sign = xp.asarray(sign).astype(bool)
+        mag = xp.asarray(magnitude)
+        exponent = xp.asarray(exponent)
+        if mag.dtype.kind not in "iu" or exponent.dtype.kind not in "iu":
             raise TypeError(f"magnitude, exponent: expected integer arrays, got dtypes {mag.dtype} and "
-                            f"{np.asarray(exponent).dtype}")
+                            f"{exponent.dtype}")
         if mag.dtype.kind == "i" and mag.size and int(mag.min()) < 0:
             raise ValueError("magnitude: must be non-negative")
         mag = mag.astype(np.uint64)
-        exp2 = np.asarray(exponent).astype(np.int64)
-        sign, mag, exp2 = np.broadcast_arrays(sign, mag, exp2)
+        exp2 = exponent.astype(np.int64)
+        sign, mag, exp2 = xp.broadcast_arrays(sign, mag, exp2)
         p = self.man_bits
 
         lead = exp2 + bit_length(mag) - 1
         if self.subnormals:
-            quantum = np.maximum(lead - p, self.emin - p)
+            quantum = xp.maximum(lead - p, self.emin - p)
         else:
             quantum = lead - p
         shift = quantum - exp2  # > 0: bits are dropped; <= 0: exact
-        right = np.clip(shift, 0, 64).astype(np.uint64)
-        left = np.clip(-shift, 0, 63).astype(np.uint64)
-        trunc = np.where(right >= 64, np.uint64(0), mag >> np.minimum(right, np.uint64(63)))
-        rem = np.where(right >= 64, mag, mag - (trunc << np.minimum(right, np.uint64(63))))
-        half = np.where(right > 0, np.uint64(1) << (np.maximum(right, np.uint64(1)) - np.uint64(1)), np.uint64(0))
+        right = xp.clip(shift, 0, 64).astype(np.uint64)
+        left = xp.clip(-shift, 0, 63).astype(np.uint64)
+        trunc = xp.where(right >= 64, np.uint64(0), mag >> xp.minimum(right, np.uint64(63)))
+        rem = xp.where(right >= 64, mag, mag - (trunc << xp.minimum(right, np.uint64(63))))
+        half = xp.where(right > 0, np.uint64(1) << (xp.maximum(right, np.uint64(1)) - np.uint64(1)), np.uint64(0))
         inexact = rem != 0
         odd = (trunc & np.uint64(1)) == 1
         if rounding is Rounding.RNE:
@@ -333,7 +345,7 @@ class FloatFormat:
         elif rounding is Rounding.RNA:
             up = inexact & (rem >= half)
         elif rounding is Rounding.RZ or rounding is Rounding.RTO:
-            up = np.zeros(mag.shape, bool)
+            up = xp.zeros(mag.shape, bool)
         elif rounding is Rounding.RU:
             up = inexact & ~sign
         elif rounding is Rounding.RD:
@@ -343,24 +355,24 @@ class FloatFormat:
                 raise ValueError("random_bits: stochastic rounding needs caller-supplied random bits")
             if not 1 <= random_bit_count <= 32:
                 raise ValueError("random_bit_count: must be between 1 and 32")
-            rnd = np.broadcast_to(np.asarray(random_bits).astype(np.uint64), mag.shape)
+            rnd = xp.broadcast_to(xp.asarray(random_bits).astype(np.uint64), mag.shape)
             rnd = rnd & np.uint64((1 << random_bit_count) - 1)
             r = random_bit_count
-            true_shift = np.clip(shift, 0, 200)
-            down = np.clip(true_shift - r, 0, 64).astype(np.uint64)
-            upsh = np.clip(r - true_shift, 0, 63).astype(np.uint64)
-            top = np.where(down >= 64, np.uint64(0), rem >> np.minimum(down, np.uint64(63))) << upsh
+            true_shift = xp.clip(shift, 0, 200)
+            down = xp.clip(true_shift - r, 0, 64).astype(np.uint64)
+            upsh = xp.clip(r - true_shift, 0, 63).astype(np.uint64)
+            top = xp.where(down >= 64, np.uint64(0), rem >> xp.minimum(down, np.uint64(63))) << upsh
             up = inexact & ((top + rnd) >= np.uint64(1 << r))
-        sig = np.where(shift > 0, trunc + up.astype(np.uint64), mag << left)
+        sig = xp.where(shift > 0, trunc + up.astype(np.uint64), mag << left)
         if rounding is Rounding.RTO:
             sig = sig | inexact.astype(np.uint64)
         carry = sig >> np.uint64(p + 1) != 0
-        sig = np.where(carry, sig >> np.uint64(1), sig)
+        sig = xp.where(carry, sig >> np.uint64(1), sig)
         quantum = quantum + carry
 
         normal = sig >= np.uint64(1 << p)
-        field_e = np.where(normal, quantum + p + self.bias, 0)
-        frac = np.where(normal, sig - np.uint64(1 << p) * normal, sig).astype(np.int64)
+        field_e = xp.where(normal, quantum + p + self.bias, 0)
+        frac = xp.where(normal, sig - np.uint64(1 << p) * normal, sig).astype(np.int64)
         code = (field_e << p) | frac
         zero = sig == 0
         if subnormals == "flush":
@@ -370,16 +382,17 @@ class FloatFormat:
         if not self.subnormals:
             # no subnormals and no zero (ue8m0): underflow saturates to the smallest value
             zero = zero & (mag == 0)
-            code = np.where(field_e < 0, 0, code)
-        code = np.where(zero, 0, code)
+            code = xp.where(field_e < 0, 0, code)
+        code = xp.where(zero, 0, code)
         over = (code > self.max_code) | (field_e > (self.max_code >> p))
         out = self._finish(sign, code, over, rounding, overflow)
         if self.specials == "nan_only":
-            out = np.where(mag == 0, self.nan_bits, out)  # no zero to round to
+            out = xp.where(mag == 0, self.nan_bits, out)  # no zero to round to
         return out
 
     def _finish(self, sign, code, over, rounding, overflow) -> np.ndarray:
         """Pack sign and magnitude code, resolving overflow and unsigned negatives."""
+        xp = namespace(code)
         if overflow not in ("ieee", "inf", "saturate", "nan"):
             raise ValueError(f"overflow: expected 'ieee', 'inf', 'saturate' or 'nan', got {overflow!r}")
         if overflow == "ieee":
@@ -391,23 +404,23 @@ class FloatFormat:
                     to_inf = sign
                 else:
                     to_inf = False
-            to_inf = np.broadcast_to(np.asarray(to_inf), code.shape)
+            to_inf = xp.broadcast_to(xp.asarray(to_inf), code.shape)
         else:
-            to_inf = np.full(code.shape, overflow in ("inf", "nan"))
+            to_inf = xp.full(code.shape, overflow in ("inf", "nan"))
         big_code = self._inf_or_nan_code(overflow == "nan")
-        code = np.where(over, np.where(to_inf, big_code, self.max_code), code)
+        code = xp.where(over, xp.where(to_inf, big_code, self.max_code), code)
         is_nan_code = over & to_inf & (big_code != self._inf_code())
         if not self.has_negative_zero:
             sign = sign & (code != 0)
         if self.specials == "fnuz":
             # the only NaN is the "negative zero" pattern
-            sign = np.where(is_nan_code, True, sign)
-            code = np.where(is_nan_code, 0, code)
+            sign = xp.where(is_nan_code, True, sign)
+            code = xp.where(is_nan_code, 0, code)
         if not self.signed:
             neg = sign & (code != 0)
             nan_code = (1 << (self.exp_bits + self.man_bits)) - 1 if self.has_nan else self.max_code
-            code = np.where(neg, nan_code if self.has_nan else 0, code)
-            sign = np.zeros_like(sign)
+            code = xp.where(neg, nan_code if self.has_nan else 0, code)
+            sign = xp.zeros_like(sign)
         bits = (sign.astype(np.uint64) << np.uint64(self.width - 1)) * self.signed | code.astype(np.uint64)
         return (bits << np.uint64(self.pad_bits)).astype(self.container_dtype)
 
@@ -444,18 +457,26 @@ class FloatFormat:
         >>> [hex(int(b)) for b in fp16.from_float(np.array([65520.0]), "rz")]
         ['0x7bff']
         """
-        x = np.asarray(values)
+        if isinstance(values, DeviceValues):
+            values = values.format.to_float(values.bits)
+        xp = namespace(values, random_bits)
+        x = xp.asarray(values)
         if x.dtype.kind not in "fiu" and x.dtype.kind != "V":
             raise TypeError(f"values: expected a numeric array, got dtype {x.dtype}")
+        rounding = Rounding.parse(rounding)
+        if rounding is Rounding.RNE and overflow == "ieee" and subnormals == "keep":
+            fast = _casts.from_float(self, x)
+            if fast is not None:
+                return fast
         x = x.astype(np.float64)
-        finite = np.isfinite(x)
-        safe = np.where(finite, x, 0.0)
-        m, e = np.frexp(np.abs(safe))
-        mag = np.ldexp(m, 53).astype(np.uint64)
-        sign = np.signbit(x)
+        finite = xp.isfinite(x)
+        safe = xp.where(finite, x, 0.0)
+        m, e = xp.frexp(xp.abs(safe))
+        mag = xp.ldexp(m, 53).astype(np.uint64)
+        sign = xp.signbit(x)
         bits = self.encode(sign, mag, e.astype(np.int64) - 53, rounding, overflow=overflow,
                            subnormals=subnormals, random_bits=random_bits, random_bit_count=random_bit_count)
-        if np.all(finite):
+        if bool(xp.all(finite)):
             return bits
         inf_policy = overflow if overflow != "ieee" else "inf"
         if self.has_inf and inf_policy == "inf":
@@ -467,9 +488,10 @@ class FloatFormat:
         inf_pos = self._pack_special(False, inf_code)
         inf_neg = self._pack_special(True, inf_code)
         nan = self.nan_bits if self.has_nan else self._pack_special(False, 0)
-        bits = np.where(np.isposinf(x), inf_pos, bits)
-        bits = np.where(np.isneginf(x), inf_neg, bits)
-        bits = np.where(np.isnan(x), nan, bits)
+        infinite = xp.isinf(x)
+        bits = xp.where(infinite & (x > 0), inf_pos, bits)
+        bits = xp.where(infinite & (x < 0), inf_neg, bits)
+        bits = xp.where(xp.isnan(x), nan, bits)
         return bits.astype(self.container_dtype)
 
     def _pack_special(self, negative: bool, code: int | None) -> int:
@@ -484,11 +506,23 @@ class FloatFormat:
 
     def round(self, values: np.ndarray, rounding: Rounding | str = Rounding.RNE, **kwargs) -> np.ndarray:
         """Round values to this format and return them as float64 (same keywords as from_float)."""
+        if not kwargs and Rounding.parse(rounding) is Rounding.RNE and not isinstance(values, DeviceValues):
+            fast = _casts.fp32_round(self, namespace(values).asarray(values))
+            if fast is not None:
+                return fast
         return self.to_float(self.from_float(values, rounding, **kwargs))
 
     def to_array(self, bits: np.ndarray) -> np.ndarray:
-        """Bit patterns as a numpy array of the matching ml_dtypes/numpy type (float32 containers for tf32)."""
+        """Bit patterns as an array of the matching ml_dtypes/numpy type (float32 containers for tf32).
+
+        Device bit patterns (CuPy) stay on the GPU: a CuPy array of FP16/FP32/FP64 (float32 for TF32-like
+        formats), else ``DeviceValues`` of this format (CuPy has no BF16/FP8 dtypes)."""
         dt = self.dtype
+        if namespace(bits) is not np:
+            bits = bits.astype(self.container_dtype, copy=False)
+            if dt is not None and dt.kind == "f":
+                return bits.view(dt)
+            return bits.view(np.float32) if dt is None and self.container_bits == 32 else DeviceValues(bits, self)
         b = np.asarray(bits).astype(self.container_dtype)
         if dt is None:
             if self.container_bits == 32:
@@ -498,7 +532,10 @@ class FloatFormat:
 
     def bits_of(self, values: np.ndarray, rounding: Rounding | str = Rounding.RNE) -> np.ndarray:
         """Bit patterns of an array: a bit view when its dtype is this format's, else a conversion."""
-        x = np.asarray(values)
+        if isinstance(values, DeviceValues):
+            return values.bits.copy() if values.format == self else self.from_float(values, rounding)
+        xp = namespace(values)
+        x = xp.asarray(values)
         dt = self.dtype
         if dt is not None and x.dtype == dt:
             return x.view(self.container_dtype).copy()

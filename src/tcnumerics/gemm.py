@@ -34,10 +34,13 @@ from typing import Literal, Sequence
 
 import numpy as np
 
+from . import _casts
 from .api import Instruction, _operand_bits
+from .arrays import DeviceValues, namespace, to_host
 from .catalog import get_instruction
-from .engines import _on_gpu, get_engine, grid_dot_bits, resolve_engine
+from .engines import get_engine, grid_dot_bits, resolve_engine
 from .formats import Format, IntFormat, Rounding, get_format
+from .interop import is_torch, torch_args
 from .model import InstructionSpec
 
 __all__ = ["gemm", "convert_output", "split_bounds", "promotion_blocks"]
@@ -101,15 +104,17 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
     """
     spec = _resolve(instruction)
     engine = resolve_engine(engine, A, B, C)  # validates the name; "auto" -> "cuda" for GPU-resident operands
-    if any(_on_gpu(x) for x in (A, B, C)):
-        from .engines import cuda  # the composition runs on host copies, every chain on the GPU
-
-        (A, B, C), restore = cuda.values_to_host(A, B, C)
-        return restore(gemm(A, B, C, instruction=spec, out_format=out_format, out_rounding=out_rounding,
-                            promote_every=promote_every, split_k=split_k, scale_a=scale_a, scale_b=scale_b,
-                            scale_block=scale_block, c_role=c_role, k_tile=k_tile, k_residue=k_residue,
-                            split_granule=split_granule, engine=engine))
-    A, B = np.asarray(A), np.asarray(B)
+    options = dict(instruction=spec, out_format=out_format, out_rounding=out_rounding, promote_every=promote_every,
+                   split_k=split_k, scale_block=scale_block, c_role=c_role, k_tile=k_tile, k_residue=k_residue,
+                   split_granule=split_granule, engine=engine)
+    if any(is_torch(x) for x in (A, B, C, scale_a, scale_b)):  # CUDA tensors stay on the GPU (DLPack)
+        (A, B, C, scale_a, scale_b), restore = torch_args(A, B, C, scale_a, scale_b)
+        return restore(gemm(A, B, C, scale_a=scale_a, scale_b=scale_b, **options))
+    xp = namespace(A, B, C, scale_a, scale_b)
+    if xp is not np and engine != "cuda":  # a CPU engine asked for on device data: compute on host copies
+        result = gemm(*(to_host(x) for x in (A, B, C)), scale_a=to_host(scale_a), scale_b=to_host(scale_b), **options)
+        return _to_device(result, xp)
+    A, B = _as_array(A, xp), _as_array(B, xp)
     if A.ndim != 2 or B.ndim != 2:
         raise ValueError(f"A, B: expected 2-D matrices, got shapes {A.shape} and {B.shape}")
     if A.shape[1] != B.shape[0]:
@@ -132,7 +137,7 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
     granule = k if split_granule is None else split_granule
     if isinstance(granule, bool) or not isinstance(granule, (int, np.integer)) or granule < 1:
         raise ValueError(f"split_granule: expected a positive int, got {split_granule!r}")
-    b_t = np.ascontiguousarray(b_bits.T)
+    b_t = xp.ascontiguousarray(b_bits.T)
     # lay each slice out on instruction boundaries (zero padding where the kernel puts it)
     pieces_a, pieces_b, segments, origins, pos = [], [], [], [], 0
     for k0, k1 in split_bounds(K, split_k, granule):
@@ -142,11 +147,11 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
         segments.append((pos, pos + pa.shape[1]))
         origins.append(k0)
         pos += pa.shape[1]
-    a_rows = np.ascontiguousarray(np.concatenate(pieces_a, axis=1))
-    b_cols = np.ascontiguousarray(np.concatenate(pieces_b, axis=1))
+    a_rows = pieces_a[0] if len(pieces_a) == 1 else xp.ascontiguousarray(xp.concatenate(pieces_a, axis=1))
+    b_cols = pieces_b[0] if len(pieces_b) == 1 else xp.ascontiguousarray(xp.concatenate(pieces_b, axis=1))
     k_pad = pos
 
-    block_a, block_b, tensor_scale = _parse_scales(scale_a, scale_b, M, N, K, scale_block)
+    block_a, block_b, tensor_scale = _parse_scales(scale_a, scale_b, M, N, K, scale_block, xp)
     blockwise = block_a is not None
     if blockwise and promote_every is None:
         promote_every = scale_block
@@ -166,7 +171,7 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
     c_acc = None  # C as the first chain's accumulator bits
     c_values = None  # C as exact float64 values (main accumulator start or epilogue addend)
     if C is not None:
-        C = np.asarray(C)
+        C = _as_array(C, xp)
         if C.shape != (M, N):
             raise ValueError(f"C: expected shape {(M, N)}, got {C.shape}")
         if c_role == "accumulator" and not multi:
@@ -177,7 +182,7 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
             c_values = _FP32.round(_float_values("C", C))
 
     chain = _chainer(spec, engine)
-    zero = np.zeros((M, N), spec.c_format.container_dtype)
+    zero = xp.zeros((M, N), spec.c_format.container_dtype)
     if not multi:
         d_bits = chain(a_rows, b_cols, c_acc if c_acc is not None else zero, 0, k_pad)
         if tensor_scale is None and c_values is None:
@@ -193,12 +198,12 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
             else:
                 part = start
                 for b0, b1 in promotion_blocks(k0, k1, promote_every):
-                    p = spec.d_format.to_float(chain(a_rows, b_cols, zero, b0, b1))
+                    p = _fp32_partial(spec.d_format, chain(a_rows, b_cols, zero, b0, b1))
                     if blockwise:
                         # measured (cuBLASLt 13.1, H200): main = fma(partial, fp32(sa * sb), main)
                         kb = (origins[s] + b0 - k0) // scale_block
                         factor = _FP32.round(block_a[:, kb][:, None] * block_b[kb][None, :])
-                        part = _fp32_fma(p, factor, np.zeros_like(p) if part is None else part)
+                        part = _fp32_fma(p, factor, xp.zeros_like(p) if part is None else part)
                     else:
                         part = p if part is None else _fp32_add(part, p)
             total = part if total is None else _fp32_add(total, part)
@@ -211,7 +216,7 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
     if isinstance(out, IntFormat):
         raise ValueError(f"out_format: cannot convert floating-point results to integer format {out.name}")
     if c_values is not None and c_role == "output":
-        with np.errstate(invalid="ignore"):
+        with _quiet(xp):
             total = out.round(total, out_rounding) + c_values  # then one rounding: correct as 53 >= 2 * 24 + 2
     return out.to_array(out.from_float(total, out_rounding))
 
@@ -279,7 +284,7 @@ def convert_output(d: np.ndarray, d_format: Format, out_format: str | None, roun
     if isinstance(out, IntFormat):
         raise ValueError(f"out_format: cannot convert {d_format.name} results to integer format {out.name}")
     if isinstance(d_format, IntFormat):
-        values = np.asarray(d).astype(np.float64)
+        values = d.astype(np.float64)
     else:
         values = d_format.to_float(d_format.bits_of(d))
     return out.to_array(out.from_float(values, rounding))
@@ -293,20 +298,43 @@ def _resolve(instruction) -> InstructionSpec:
     return get_instruction(instruction)
 
 
+def _as_array(x, xp):
+    """An operand as an array of namespace ``xp`` (``DeviceValues`` pass through: their dtype is their format)."""
+    return x if isinstance(x, DeviceValues) else xp.asarray(x)
+
+
+def _to_device(result, xp):
+    """A host result moved to the device: a CuPy array, or ``DeviceValues`` for formats CuPy has no dtype for."""
+    if result.dtype.kind == "f":
+        return xp.asarray(result)
+    fmt = get_format(result.dtype.name)
+    return fmt.to_array(xp.asarray(fmt.bits_of(result)))
+
+
+def _quiet(xp):
+    """numpy's floating-point warnings off (CuPy raises none)."""
+    import contextlib
+
+    return np.errstate(all="ignore") if xp is np else contextlib.nullcontext()
+
+
 def _layout(bits: np.ndarray, k: int, tile: int, residue: str) -> np.ndarray:
     """One slice's K axis (axis 1) on instruction boundaries: +0 padding at the end, or after a first partial tile.
 
     >>> _layout(np.arange(1, 6)[None], 2, 4, "first").tolist()   # 5 = 1 + one tile of 4
     [[1, 0, 2, 3, 4, 5]]
     """
+    xp = namespace(bits)
     n = bits.shape[1]
     r = n % tile
     if residue == "first" and r:
-        head = np.zeros((bits.shape[0], -(-r // k) * k), bits.dtype)
+        head = xp.zeros((bits.shape[0], -(-r // k) * k), bits.dtype)
         head[:, :r] = bits[:, :r]
-        return np.concatenate([head, _layout(bits[:, r:], k, tile, "last")], axis=1)
+        return xp.concatenate([head, _layout(bits[:, r:], k, tile, "last")], axis=1)
     n_pad = -(-n // k) * k
-    out = np.zeros((bits.shape[0], n_pad), bits.dtype)
+    if n_pad == n and bits.flags.c_contiguous:
+        return bits
+    out = xp.zeros((bits.shape[0], n_pad), bits.dtype)
     out[:, :n] = bits
     return out
 
@@ -320,7 +348,9 @@ def _check_promotion(spec: InstructionSpec, promote_every) -> None:
 
 
 def _float_values(name: str, x) -> np.ndarray:
-    x = np.asarray(x)
+    if isinstance(x, DeviceValues):
+        return x.format.to_float(x.bits)
+    x = namespace(x).asarray(x)
     if x.dtype.kind not in "fiuV" and not x.dtype.name.startswith(("float", "bfloat")):
         raise TypeError(f"{name}: expected numeric values, got dtype {x.dtype}")
     try:
@@ -329,17 +359,18 @@ def _float_values(name: str, x) -> np.ndarray:
         raise TypeError(f"{name}: cannot read dtype {x.dtype} as numbers") from None
 
 
-def _parse_scales(scale_a, scale_b, M: int, N: int, K: int, block: int):
+def _parse_scales(scale_a, scale_b, M: int, N: int, K: int, block: int, xp=np):
     """(block_a [M, KB] or None, block_b [KB, N] or None, epilogue factor [M, N] / scalar or None)."""
     if scale_a is None and scale_b is None:
         return None, None, None
     if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
         raise ValueError(f"scale_block: expected a positive int, got {block!r}")
-    sa = np.ones(()) if scale_a is None else _FP32.round(_float_values("scale_a", scale_a))
-    sb = np.ones(()) if scale_b is None else _FP32.round(_float_values("scale_b", scale_b))
+    sa = xp.ones(()) if scale_a is None else xp.asarray(_FP32.round(_float_values("scale_a", scale_a)))
+    sb = xp.ones(()) if scale_b is None else xp.asarray(_FP32.round(_float_values("scale_b", scale_b)))
     for name, s in (("scale_a", sa), ("scale_b", sb)):  # a NaN, infinite or zero scale is a bug upstream
-        if s.size and not (np.isfinite(s).all() and (s != 0).all()):
-            raise ValueError(f"{name}: scales must be finite and nonzero, found {s[~np.isfinite(s) | (s == 0)].flat[0]}")
+        bad = ~xp.isfinite(s) | (s == 0)
+        if s.size and bool(bad.any()):
+            raise ValueError(f"{name}: scales must be finite and nonzero, found {float(s[bad].ravel()[0])}")
     kb, nb = -(-K // block), -(-N // block)
     # per-tensor / row-wise shapes win where K fits one block and the shapes coincide
     rowwise = sa.shape in ((), (M,), (M, 1)) and sb.shape in ((), (N,), (1, N))
@@ -349,7 +380,7 @@ def _parse_scales(scale_a, scale_b, M: int, N: int, K: int, block: int):
         if not (a_block and b_block):
             raise ValueError(f"scale_a, scale_b: block-wise scaling needs scale_a of shape {(M, kb)} and "
                              f"scale_b of shape {(kb, nb)}, got {sa.shape} and {sb.shape}")
-        b_full = sb if sb.shape == (kb, N) else np.repeat(sb, block, axis=1)[:, :N]  # [KB, N]
+        b_full = sb if sb.shape == (kb, N) else xp.repeat(sb, block, axis=1)[:, :N]  # [KB, N]
         return sa, b_full, None
     if sa.ndim == 2 and sa.shape == (M, 1):
         sa = sa[:, 0]
@@ -376,9 +407,19 @@ def _apply_scales(acc: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> np.ndarray
 
 
 def _fp32_add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """IEEE FP32 addition, RNE: exact FP32 values in float64, one rounding (correct: 53 >= 2*24 + 2)."""
-    with np.errstate(invalid="ignore"):
+    """IEEE FP32 addition, RNE: float32 operands add in float32 where the hardware's add is IEEE (one kernel on a
+    GPU); otherwise exact FP32 values in float64, one rounding (correct: 53 >= 2*24 + 2)."""
+    fast = _casts.fp32_add(x, y)
+    if fast is not None:
+        return fast
+    with _quiet(namespace(x, y)):
         return _FP32.round(x + y)
+
+
+def _fp32_partial(fmt: Format, bits):
+    """A chain's FP32 result as float32 values (the type whose additions are FP32's), else exact float64."""
+    values = _casts.fp32_values(fmt, bits)
+    return fmt.to_float(bits) if values is None else values
 
 
 def _fp32_fma(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
@@ -391,16 +432,17 @@ def _fp32_fma(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
     >>> float(_fp32_fma(np.array(1 + 2.0**-23), np.array(1 - 2.0**-23), np.array(-1.0)))   # -2**-46 exactly
     -1.4210854715202004e-14
     """
-    x, y, z = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (x, y, z)))
-    with np.errstate(invalid="ignore", over="ignore"):
+    xp = namespace(x, y, z)
+    x, y, z = xp.broadcast_arrays(*(xp.asarray(v, np.float64) for v in (x, y, z)))
+    with _quiet(xp):
         p = x * y
         s = p + z
         bp = s - z
         err = (p - bp) + (z - (s - bp))  # TwoSum: s + err == p + z exactly
-        finite = np.isfinite(s) & np.isfinite(err)
+        finite = xp.isfinite(s) & xp.isfinite(err)
         odd = (s.view(np.uint64) & np.uint64(1)) == 1
-        toward = np.nextafter(s, np.where(err > 0, np.inf, -np.inf))
-        sticky = np.where(finite & (err != 0) & ~odd, toward, s)
+        toward = xp.nextafter(s, xp.where(err > 0, np.inf, -np.inf))
+        sticky = xp.where(finite & (err != 0) & ~odd, toward, s)
     return _FP32.round(sticky)
 
 

@@ -8,6 +8,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..arrays import on_device
+
 ENGINES = ("auto", "reference", "fast", "cuda", "exact")
 
 
@@ -51,7 +53,7 @@ def resolve_engine(name: str, *arrays) -> str:
 
 def _on_gpu(x) -> bool:
     module = type(x).__module__
-    return module.startswith("cupy") or (module.startswith("torch") and bool(getattr(x, "is_cuda", False)))
+    return on_device(x) or (module.startswith("torch") and bool(getattr(x, "is_cuda", False)))
 
 
 def grid_dot_bits(dot: Callable, spec, a_rows: np.ndarray, b_cols: np.ndarray, c: np.ndarray,

@@ -395,24 +395,38 @@ def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int,
     import cupy
 
     M, N = work.shape
-    tile = build.DEVICE_TILE
-    header = build.config_header(spec, plan, tile)
-    ta, tb = _device_tables(plan, cupy.cuda.Device().id)
+    device = cupy.cuda.Device().id
+    ta, tb = _device_tables(plan, device)
     args = (da, np.int64(da.shape[1]), db, np.int64(db.shape[1]), ta, tb, work, np.int32(M), np.int32(N),
             np.int32(k0), np.int32(k1)) + scales
-    stage_k = _stage_k(plan, tile) if tiled and build.tiled_reason(plan) is None else 0
-    if stage_k:
-        header = build.config_header(spec, plan, tile, stage_k)
-        kernel = build.device_module(header, "gemm_tiled").get_function("gemm_tiled")
-        smem = 4 * build.smem_words(plan, tile, stage_k)
-        if smem > _STATIC_SMEM:
-            kernel.max_dynamic_shared_size_bytes = smem
-        kernel(((N + tile.bn - 1) // tile.bn, (M + tile.bm - 1) // tile.bm), (tile.threads,), args,
-               shared_mem=smem)
+    kernel, smem, tile = _kernel(spec, plan, device, tiled)
+    if smem:
+        kernel(((N + tile.bn - 1) // tile.bn, (M + tile.bm - 1) // tile.bm), (tile.threads,), args, shared_mem=smem)
     else:
-        total = M * N
-        grid = ((total + _SCALAR_THREADS - 1) // _SCALAR_THREADS,)
-        build.device_module(header, "gemm_scalar").get_function("gemm_scalar")(grid, (_SCALAR_THREADS,), args)
+        kernel(((M * N + _SCALAR_THREADS - 1) // _SCALAR_THREADS,), (_SCALAR_THREADS,), args)
+
+
+_KERNELS: dict = {}
+
+
+def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool):
+    """(compiled kernel, dynamic shared memory bytes -- 0 for the per-output kernel --, tile), once per unit and GPU:
+    a model's thousands of chain launches skip the header generation and module lookup."""
+    key = (id(plan), device, tiled)
+    if key not in _KERNELS:
+        tile = build.DEVICE_TILE
+        stage_k = _stage_k(plan, tile) if tiled and build.tiled_reason(plan) is None else 0
+        if stage_k:
+            kernel = build.device_module(build.config_header(spec, plan, tile, stage_k), "gemm_tiled").get_function(
+                "gemm_tiled")
+            smem = 4 * build.smem_words(plan, tile, stage_k)
+            if smem > _STATIC_SMEM:
+                kernel.max_dynamic_shared_size_bytes = smem
+        else:
+            header = build.config_header(spec, plan, tile)
+            kernel, smem = build.device_module(header, "gemm_scalar").get_function("gemm_scalar"), 0
+        _KERNELS[key] = (plan, kernel, smem, tile)  # the plan kept alive: its id is the key
+    return _KERNELS[key][1:]
 
 
 # --- the same kernels built for the CPU (tests) ---------------------------------------------------

@@ -34,9 +34,11 @@ Example:
 from __future__ import annotations
 
 import warnings
+from functools import lru_cache
 
 import numpy as np
 
+from .. import arrays
 from ..formats import get_format
 from .calls import Call
 from .gpus import default_gpu, model_key
@@ -138,7 +140,13 @@ def _execute(plan: Plan, A3, B3, out: str, *, alpha=1.0, beta=0.0, C3=None, bias
         c = None if C3 is None else C3[i]
         res.append(run(plan.structure, a, b, out_format=out, alpha=alpha, beta=beta, C=c, bias=bias,
                        scale_a=scale_a, scale_b=scale_b, engine=engine, rows=rows, cols=cols))
-    return np.stack(res)
+    return arrays.stack(res)
+
+
+@lru_cache(maxsize=1 << 14)
+def _select(call: Call) -> Plan:
+    """``select`` once per call kind and shape: a model's repeated GEMMs cost a dictionary lookup."""
+    return select(call)
 
 
 class _Op:
@@ -155,6 +163,11 @@ class _Op:
     def plan(self, *args, **kwargs) -> Plan:
         return self._prepare(*args, **kwargs)[0]
 
+    def prepare(self, *args, **kwargs):
+        """``(plan, compute)``: the plan and a function computing the result, without the warning (for callers
+        that report unmodelled calls themselves, such as ``tcnumerics.torch``)."""
+        return self._prepare(*args, **kwargs)
+
     def __call__(self, *args, **kwargs) -> np.ndarray:
         plan, execute = self._prepare(*args, **kwargs)
         _warn(plan, f"{self.__name__} {plan.call.M}x{plan.call.N}x{plan.call.K}")
@@ -164,7 +177,7 @@ class _Op:
 def _prep_matmul(A, B, *, out_dtype=None, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper",
                  engine: str = "auto", rows=None, cols=None, gpu: str | None = None):
     """torch.matmul / torch.mm(..., out_dtype=): A [M, K] or [b, M, K], B [K, N] or [b, K, N]."""
-    A, B = np.asarray(A), np.asarray(B)
+    A, B = arrays.asarray(A), arrays.asarray(B)
     gpu = _check(arch, fp32_precision, gpu)
     if A.ndim not in (2, 3) or B.ndim not in (2, 3) or A.shape[-1] != B.shape[-2]:
         raise ValueError(f"A, B: expected [.., M, K] @ [.., K, N] with 2-D or 3-D operands, got {A.shape}, {B.shape}")
@@ -190,7 +203,7 @@ def _prep_matmul(A, B, *, out_dtype=None, full_shape=None, fp32_precision: str =
     r_at, c_at = _positions(rows, cols, M, N, fM, fN)
     call = Call("mm_out" if out != fmt else "matmul", fmt, out, fM, fN, fK, a_t=_transposed(A2), b_t=_transposed(B),
                 prec=fp32_precision, positions_known=r_at is not None and c_at is not None, gpu=gpu)
-    plan = select(call)
+    plan = _select(call)
 
     def execute():
         r = _execute(plan, A2[None], B[None], out, engine=engine, rows=r_at, cols=c_at)[0]
@@ -211,18 +224,19 @@ def _prep_batched(A, B, C, alpha, beta, op, full_shape, fp32_precision, engine, 
     C3 = None
     kind = "none"
     if C is not None and beta != 0:
-        C3 = np.broadcast_to(np.asarray(C).astype(np.float64), (b, M, N))
+        c = arrays.float64(C)
+        C3 = arrays.namespace(c).broadcast_to(c, (b, M, N))
         kind = "full"
     call = Call(op, fmt, out, fM, fN, fK, b=fb, a_t=_transposed(A), b_t=_transposed(B), c_kind=kind,
                 alpha=float(alpha), beta=float(beta), prec=fp32_precision, gpu=gpu)
-    plan = select(call)
+    plan = _select(call)
     return plan, lambda: _execute(plan, A, B, out, alpha=alpha, beta=beta, C3=C3, engine=engine)
 
 
 def _prep_linear(x, W, bias=None, *, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper",
                  engine: str = "auto", rows=None, cols=None, gpu: str | None = None):
     """F.linear(x, W, bias): x [M, K] (or [.., K]), W [N, K], bias [N] -- ``x @ W.T + bias``."""
-    x, W = np.asarray(x), np.asarray(W)
+    x, W = arrays.asarray(x), arrays.asarray(W)
     gpu = _check(arch, fp32_precision, gpu)
     if W.ndim != 2 or x.shape[-1] != W.shape[1]:
         raise ValueError(f"x, W: expected [.., K] and [N, K], got {x.shape} and {W.shape}")
@@ -237,15 +251,15 @@ def _prep_linear(x, W, bias=None, *, full_shape=None, fp32_precision: str = "hig
         fM = fb * fM
     bvals = None
     if bias is not None:
-        bias = np.asarray(bias)
+        bias = arrays.asarray(bias)
         if bias.shape not in ((N,), (1, N)):
             raise ValueError(f"bias: expected shape ({N},), got {bias.shape}")
-        bvals = bias.reshape(-1).astype(np.float64)
+        bvals = arrays.float64(bias.reshape(-1))
     # F.linear: cuBLAS sees W as the transposed (TN) operand; a transposed W view is the plain layout
     r_at, c_at = _positions(rows, cols, M, N, fM, fN)
     call = Call("linear", fmt, fmt, fM, fN, fK, a_t=_transposed(x2), b_t=not _transposed(W), bias=bias is not None,
                 prec=fp32_precision, positions_known=r_at is not None and c_at is not None, gpu=gpu)
-    plan = select(call)
+    plan = _select(call)
 
     def execute():
         r = _execute(plan, x2[None], W.T[None], fmt, bias=bvals, engine=engine, rows=r_at, cols=c_at)[0]
@@ -256,7 +270,7 @@ def _prep_linear(x, W, bias=None, *, full_shape=None, fp32_precision: str = "hig
 def _prep_addmm(C, A, B, *, beta=1, alpha=1, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper",
                 engine: str = "auto", out_dtype=None, rows=None, cols=None, gpu: str | None = None):
     """torch.addmm(C, A, B, beta=, alpha=): ``beta * C + alpha * (A @ B)``; C [M, N] or a row [N]."""
-    A, B, C = np.asarray(A), np.asarray(B), np.asarray(C)
+    A, B, C = arrays.asarray(A), arrays.asarray(B), arrays.asarray(C)
     gpu = _check(arch, fp32_precision, gpu)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"A, B: expected [M, K] and [K, N], got {A.shape} and {B.shape}")
@@ -269,14 +283,15 @@ def _prep_addmm(C, A, B, *, beta=1, alpha=1, full_shape=None, fp32_precision: st
     fb, fM, fN, fK = _shape(full_shape, False, M, N, K, 1)
     kind = "row" if C.ndim == 1 or (C.ndim == 2 and C.shape[0] == 1 and fM > 1) else "full"
     try:
-        Cb = np.broadcast_to(C.astype(np.float64), (M, N))
+        c = arrays.float64(C)
+        Cb = arrays.namespace(c).broadcast_to(c, (M, N))
     except ValueError:
         raise ValueError(f"C: shape {C.shape} does not broadcast to ({M}, {N})") from None
     r_at, c_at = _positions(rows, cols, M, N, fM, fN)
     call = Call("addmm", fmt, out, fM, fN, fK, a_t=_transposed(A), b_t=_transposed(B), c_kind=kind,
                 alpha=float(alpha), beta=float(beta), prec=fp32_precision,
                 positions_known=r_at is not None and c_at is not None, gpu=gpu)
-    plan = select(call)
+    plan = _select(call)
     bias_vals = Cb[0] if plan.structure.epilogue == "bias" else None
     return plan, lambda: _execute(plan, A[None], B[None], out, alpha=alpha, beta=beta, C3=Cb[None], bias=bias_vals,
                                   engine=engine, rows=r_at, cols=c_at)[0]
@@ -286,15 +301,15 @@ def _prep_bmm(A, B, *, full_shape=None, fp32_precision: str = "highest", arch: s
               gpu: str | None = None):
     """torch.bmm: [b, M, K] @ [b, K, N]."""
     gpu = _check(arch, fp32_precision, gpu)
-    return _prep_batched(np.asarray(A), np.asarray(B), None, 1.0, 0.0, "bmm", full_shape, fp32_precision, engine,
-                         gpu=gpu)
+    return _prep_batched(arrays.asarray(A), arrays.asarray(B), None, 1.0, 0.0, "bmm", full_shape, fp32_precision,
+                         engine, gpu=gpu)
 
 
 def _prep_baddbmm(C, A, B, *, beta=1, alpha=1, full_shape=None, fp32_precision: str = "highest", arch: str = "hopper",
                   engine: str = "auto", gpu: str | None = None):
     """torch.baddbmm(C, A, B, beta=, alpha=): ``beta * C + alpha * (A @ B)`` per batch."""
     gpu = _check(arch, fp32_precision, gpu)
-    return _prep_batched(np.asarray(A), np.asarray(B), np.asarray(C), alpha, beta, "baddbmm", full_shape,
+    return _prep_batched(arrays.asarray(A), arrays.asarray(B), arrays.asarray(C), alpha, beta, "baddbmm", full_shape,
                          fp32_precision, engine, gpu=gpu)
 
 
@@ -303,7 +318,7 @@ def _prep_scaled_mm(A, B, scale_a, scale_b, *, out_dtype="bf16", use_fast_accum:
                     gpu: str | None = None):
     """torch._scaled_mm(A, B, scale_a, scale_b): FP8 A [M, K] @ B [K, N]; scales per tensor ([]),
     row-wise ([M, 1], [1, N]) or block-wise ([M, K/128] for 1x128 blocks of A, [K/128, N/128] for B)."""
-    A, B = np.asarray(A), np.asarray(B)
+    A, B = arrays.asarray(A), arrays.asarray(B)
     gpu = _check(arch, fp32_precision, gpu)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"A, B: expected [M, K] and [K, N], got {A.shape} and {B.shape}")
@@ -318,7 +333,7 @@ def _prep_scaled_mm(A, B, scale_a, scale_b, *, out_dtype="bf16", use_fast_accum:
     fb, fM, fN, fK = _shape(full_shape, False, M, N, K, 1)
     if fK % 16 or fN % 16:  # torch refuses these on the device (holdout10: K = 13653), so there is no result to model
         raise ValueError(f"A, B: torch._scaled_mm needs K and N divisible by 16, got {fM} x {fN} x {fK} (M x N x K)")
-    sa, sb = np.asarray(scale_a, np.float64), np.asarray(scale_b, np.float64)
+    sa, sb = arrays.float64(scale_a), arrays.float64(scale_b)
     kind = "tensor" if sa.size == 1 and sb.size == 1 else (
         "blockwise" if sa.ndim == 2 and sa.shape[1] == -(-K // 128) and sa.shape[1] != 1 else "rowwise")
     if kind == "tensor":
@@ -326,7 +341,7 @@ def _prep_scaled_mm(A, B, scale_a, scale_b, *, out_dtype="bf16", use_fast_accum:
     elif kind == "rowwise":
         sa, sb = sa.reshape(-1), sb.reshape(-1)
     call = Call("scaled_mm", fa, out, fM, fN, fK, b_fmt=fb_, scales=kind, fast_accum=bool(use_fast_accum), gpu=gpu)
-    plan = select(call)
+    plan = _select(call)
     return plan, lambda: _execute(plan, A[None], B[None], out, scale_a=sa, scale_b=sb, engine=engine)[0]
 
 

@@ -40,8 +40,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..arrays import DeviceValues, concatenate, namespace, to_host
 from ..formats import get_format
-from ..gemm import _fp32_fma, gemm, split_bounds
+from ..gemm import _fp32_fma, _quiet, gemm, split_bounds
 from .simt import simt_reduce
 from .streamk import streamk_tf32
 
@@ -129,7 +130,17 @@ class Structure:
 
 def _tf32(x: np.ndarray, mode: str) -> np.ndarray:
     f = get_format("tf32")
-    return f.to_float(f.from_float(np.asarray(x, np.float64), mode)).astype(np.float32)
+    return f.to_float(f.from_float(namespace(x).asarray(x, np.float64), mode)).astype(np.float32)
+
+
+def _host_only(fn, *arrays):
+    """Run a host-only reduction (SIMT, stream-K and FFMA kernels: numba / numpy) on host copies of device
+    operands and return its FP32 values where the operands were."""
+    xp = namespace(*arrays)
+    out = fn(*(to_host(a) for a in arrays))
+    if xp is np:
+        return out
+    return [xp.asarray(o) for o in out] if isinstance(out, list) else xp.asarray(out)
 
 
 def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b=None,
@@ -140,14 +151,17 @@ def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b
     only stream-K kernels depend on them."""
     if s.stream_k is not None:
         sk = s.stream_k
-        r = np.arange(np.shape(A)[0]) if rows is None else np.asarray(rows)
-        c = np.arange(np.shape(B)[1]) if cols is None else np.asarray(cols)
-        return np.asarray(streamk_tf32(A, B, r, c, M=sk.M, N=sk.N, K=sk.K, ctas=sk.ctas, tile=sk.tile,
-                                       swizzle=sk.swizzle, reduce_kernel=sk.reduce_kernel, engine=engine), np.float64)
+        r = np.arange(A.shape[0]) if rows is None else np.asarray(to_host(rows))
+        c = np.arange(B.shape[1]) if cols is None else np.asarray(to_host(cols))
+        host_engine = "auto" if engine == "cuda" else engine
+        return _host_only(lambda a, b: np.asarray(streamk_tf32(
+            a, b, r, c, M=sk.M, N=sk.N, K=sk.K, ctas=sk.ctas, tile=sk.tile, swizzle=sk.swizzle,
+            reduce_kernel=sk.reduce_kernel, engine=host_engine), np.float64), A, B)
     if s.simt_kernel:
-        return simt_reduce(s.simt_kernel, A, B, lanes=s.simt_lanes, slices=s.simt_slices)
+        return _host_only(lambda a, b: simt_reduce(s.simt_kernel, a, b, lanes=s.simt_lanes, slices=s.simt_slices),
+                          A, B)
     if s.instruction is None:
-        return _sum_in_order(ffma_partials(s, A, B))
+        return _sum_in_order(_host_only(lambda a, b: ffma_partials(s, a, b), A, B))
     if s.input_rounding:
         A, B = _tf32(A, s.input_rounding), _tf32(B, s.input_rounding)
     if s.split_interleave:
@@ -155,11 +169,11 @@ def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b
     if s.split_partial_format and s.split_k:
         fmt = get_format(s.split_partial_format)
         parts = _slice_partials(s.with_(split_partial_format=None), A, B, engine)
-        return _sum_in_order([np.asarray(fmt.to_float(fmt.from_float(p)), np.float64) for p in parts])
+        return _sum_in_order([fmt.round(p) for p in parts])
     acc = gemm(A, B, instruction=s.instruction, promote_every=s.promote_every,
                split_k=list(s.split_k) if s.split_k else None, k_tile=s.k_tile, k_residue=s.k_residue,
                split_granule=s.split_granule, scale_a=scale_a, scale_b=scale_b, engine=engine)
-    return np.asarray(acc, np.float64)
+    return acc  # FP32 values, as float32: half the memory of float64 (the epilogue widens a block at a time)
 
 
 def _sum_in_order(partials: list[np.ndarray]) -> np.ndarray:
@@ -237,32 +251,44 @@ def _make_ffma_numba():
 _ffma_numba = _make_ffma_numba()
 
 
+def _values(x, xp) -> "np.ndarray":
+    """float64 values of an addend (C, bias) in the accumulator's namespace."""
+    if isinstance(x, DeviceValues):
+        return x.format.to_float(x.bits)
+    return xp.asarray(x, np.float64)
+
+
 def epilogue(s: Structure, acc: np.ndarray, out_format: str, *, alpha: float = 1.0, beta: float = 0.0,
              C: np.ndarray | None = None, bias: np.ndarray | None = None) -> np.ndarray:
-    """The kernel's epilogue on the FP32 accumulator: alpha, beta * C or bias, then the conversion."""
+    """The kernel's epilogue on the FP32 accumulator: alpha, beta * C or bias, then the conversion.
+
+    ``acc`` holds FP32 values (float32 or float64), on the host (numpy) or a GPU (CuPy); the result is where it
+    was."""
+    xp = namespace(acc)
+    acc = xp.asarray(acc, np.float64)
     out = get_format(out_format)
     f32 = _FP32.round
-    a = f32(np.float64(alpha))
-    if s.epilogue == "plain":
-        d = acc if a == 1 else f32(acc * a)
-    elif s.epilogue == "bias":
-        d = f32(acc if a == 1 else acc * a)
-        d = f32(d + np.asarray(bias, np.float64).reshape(1, -1))
-    elif s.epilogue == "badd":
-        c = np.asarray(C, np.float64)
-        d = out.to_float(out.from_float(acc if a == 1 else f32(acc * a))) + c
-    elif s.epilogue == "bias_out":
-        row = np.asarray(bias, np.float64).reshape(1, -1) if bias is not None else np.asarray(C, np.float64)
-        d = out.to_float(out.from_float(acc if a == 1 else f32(acc * a))) + row
-    elif s.epilogue == "bx":
-        c = np.asarray(C, np.float64)
-        d = _fp32_fma(np.full(np.shape(c), f32(np.float64(beta))), c, f32(acc * a))
-    elif s.epilogue == "bx_mul":
-        c = np.asarray(C, np.float64)
-        d = f32(f32(acc * a) + f32(c * f32(np.float64(beta))))
-    else:
-        raise ValueError(f"epilogue: expected one of {', '.join(EPILOGUES)}, got {s.epilogue!r}")
-    return out.to_array(out.from_float(np.asarray(d, np.float64)))
+    a = float(f32(np.float64(alpha)))
+    with _quiet(xp):
+        if s.epilogue == "plain":
+            d = acc if a == 1 else f32(acc * a)
+        elif s.epilogue == "bias":
+            d = f32(acc if a == 1 else acc * a)
+            d = f32(d + _values(bias, xp).reshape(1, -1))
+        elif s.epilogue == "badd":
+            d = out.round(acc if a == 1 else f32(acc * a)) + _values(C, xp)
+        elif s.epilogue == "bias_out":
+            row = _values(bias, xp).reshape(1, -1) if bias is not None else _values(C, xp)
+            d = out.round(acc if a == 1 else f32(acc * a)) + row
+        elif s.epilogue == "bx":
+            c = _values(C, xp)
+            d = _fp32_fma(xp.full(c.shape, float(f32(np.float64(beta)))), c, f32(acc * a))
+        elif s.epilogue == "bx_mul":
+            c = _values(C, xp)
+            d = f32(f32(acc * a) + f32(c * float(f32(np.float64(beta)))))
+        else:
+            raise ValueError(f"epilogue: expected one of {', '.join(EPILOGUES)}, got {s.epilogue!r}")
+    return out.to_array(out.from_float(d))
 
 
 def run(s: Structure, A, B, *, out_format: str, alpha: float = 1.0, beta: float = 0.0, C=None, bias=None,
@@ -272,15 +298,32 @@ def run(s: Structure, A, B, *, out_format: str, alpha: float = 1.0, beta: float 
     if s.split_reduce == "serial":
         return _serial_split(s, _slice_partials(s, A, B, engine), out_format, alpha, beta, C, bias)
     acc = accumulate(s, A, B, scale_a, scale_b, engine, rows, cols)
-    return epilogue(s, acc, out_format, alpha=alpha, beta=beta, C=C, bias=bias)
+    return _epilogue_in_chunks(s, acc, out_format, alpha=alpha, beta=beta, C=C, bias=bias)
+
+
+_EPILOGUE_CHUNK = 1 << 25  # outputs per epilogue pass: bounds its float64 temporaries (~2 GB) on big outputs
+
+
+def _epilogue_in_chunks(s: Structure, acc, out_format: str, *, C=None, **kw):
+    """``epilogue`` a block of rows at a time (elementwise, so the same bits): an LM head's weight gradient has
+    ~1e9 outputs, whose float64 temporaries would not fit next to the model."""
+    M, N = acc.shape
+    rows = max(1, _EPILOGUE_CHUNK // max(1, N))
+    if M <= rows:
+        return epilogue(s, acc, out_format, C=C, **kw)
+    c = None if C is None or isinstance(C, DeviceValues) else namespace(C).asarray(C)
+    if c is not None and c.ndim == 2 and c.shape[0] != M:
+        c = namespace(c).broadcast_to(c, (M, N))
+    parts = [epilogue(s, acc[r0:r0 + rows], out_format, C=None if C is None else (C if c is None else c)[r0:r0 + rows],
+                      **kw) for r0 in range(0, M, rows)]
+    return concatenate(parts)
 
 
 def _slice_partials(s: Structure, A, B, engine: str) -> list[np.ndarray]:
     """Each split-K slice's FP32 accumulator (FFMA chains, or the instruction chain on contiguous slices)."""
     if s.instruction is None:
-        return ffma_partials(s, A, B)
+        return _host_only(lambda a, b: ffma_partials(s, a, b), A, B)
     one = s.with_(split_k=None, split_reduce="parallel")
-    A, B = np.asarray(A), np.asarray(B)
     return [accumulate(one, A[:, k0:k1], B[k0:k1], engine=engine)
             for k0, k1 in split_bounds(A.shape[1], list(s.split_k) if s.split_k else None, 1)]
 
@@ -291,11 +334,12 @@ def _serial_split(s: Structure, partials, out_format: str, alpha: float, beta: f
     type again (BF16/FP16 outputs round between slices: measured, docs/gemm.md)."""
     out = get_format(out_format)
     d = epilogue(s.with_(split_reduce="parallel"), partials[0], out_format, alpha=alpha, beta=beta, C=C, bias=bias)
-    d = np.asarray(out.to_float(out.from_float(np.asarray(d, np.float64))), np.float64)
-    a = _FP32.round(np.float64(alpha))
+    d = out.to_float(out.bits_of(d))
+    xp = namespace(d)
+    a = float(_FP32.round(np.float64(alpha)))
     for p in partials[1:]:
-        d = out.to_float(out.from_float(_fp32_fma(np.full(d.shape, a), p, d)))
-    return out.to_array(out.from_float(np.asarray(d, np.float64)))
+        d = out.round(_fp32_fma(xp.full(d.shape, a), p, d))
+    return out.to_array(out.from_float(d))
 
 
 def simt_gemm(kernel_name: str, A, B, *, out_format: str, alpha: float = 1.0, beta: float = 0.0, C=None,

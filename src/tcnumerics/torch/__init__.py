@@ -35,9 +35,14 @@ class Emulation:
     ``with`` block (dispatch modes are per thread); forked children (DataLoader workers) may enter their own.
     """
 
-    def __init__(self, backend, conv=None):
+    def __init__(self, backend, conv=None, check: bool = False):
         self.backend = backend
         self.mode = EmulationMode(backend, conv)
+        self.check = check
+        if check:
+            from .check import Checker
+
+            self.mode.checker = Checker()
         self._stack: contextlib.ExitStack | None = None
 
     def __repr__(self) -> str:
@@ -49,6 +54,9 @@ class Emulation:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
+        if self.check:  # the profiler names the kernels of each native call (stopped last, on exit)
+            self.mode.checker.start()
+            stack.callback(self.mode.checker.stop)
         stack.enter_context(self.mode)
         self._stack = stack
         return self
@@ -62,10 +70,25 @@ class Emulation:
         """Per call site (op, phase, shape, dtypes, layout): count, kernel or recipe, modelled or not."""
         return self.mode.report()
 
+    def check_report(self):
+        """With ``check=True``: per call site, how many calls were bit-exact, flagged and different, or
+        silently wrong against the GPU's own cuBLAS, the largest fraction of outputs that differed and the
+        kernels cuBLAS ran (``tcnumerics.torch.check``)."""
+        if not self.check:
+            raise ValueError("check_report: this emulation was not made with check=True")
+        return self.mode.checker.report()
+
+    def save_check(self, path: str, *, overwrite: bool = False) -> None:
+        """With ``check=True``: write the checked call sites as JSON (GPU, versions, verdicts, kernels)."""
+        if not self.check:
+            raise ValueError("save_check: this emulation was not made with check=True")
+        self.mode.checker.save(path, overwrite=overwrite)
+
 
 def emulate(library: str | None = None, *, instruction=None, unit=None, operand_format=None,
             scaling: str | None = None, promote_every: int | None = None, split_k=None, rounding: str = "rne",
-            seed: int = 0, backward_instruction=None, engine: str = "auto", convolutions: bool = True) -> Emulation:
+            seed: int = 0, backward_instruction=None, engine: str = "auto", convolutions: bool = True,
+            check: bool = False, gpu: str | None = None) -> Emulation:
     """An ``Emulation`` context: library mode (``emulate("hopper")``) or unit mode (``instruction=`` / ``unit=``).
 
     Args:
@@ -80,6 +103,11 @@ def emulate(library: str | None = None, *, instruction=None, unit=None, operand_
         engine: "auto" (CUDA tensors: the GPU engine when usable), "fast", "reference", "exact".
         convolutions: unit mode only -- run convolutions as implicit GEMMs on the unit (a
             model, not cuDNN's bits); False runs them natively.
+        check: library mode on CUDA tensors -- also run every GEMM natively and compare bits per call
+            site (``run.check_report()``: exact / flagged / silent, kernels cuBLAS ran; ``run.save_check``).
+        gpu: library mode -- the GPU model whose measured tables predict cuBLAS's choices ("h100", "h200", or
+            any device name; calls its tables do not cover are flagged).  Default: the GPU the tensors are on;
+            for CPU tensors the library's default, the H100.
     """
     if library is not None:
         if any(v is not None for v in (instruction, unit, operand_format, scaling, promote_every, split_k,
@@ -88,9 +116,15 @@ def emulate(library: str | None = None, *, instruction=None, unit=None, operand_
                              "library architecture or instruction=/unit= with its recipe")
         if library != "hopper":
             raise ValueError(f"library: only 'hopper' (H100/H200 cuBLAS) is modelled, got {library!r}")
-        return Emulation(LibraryBackend(library, engine))
+        return Emulation(LibraryBackend(library, engine, gpu), check=bool(check))
     if instruction is None and unit is None:
         raise ValueError("emulate: pass a library architecture ('hopper') or instruction= / unit=")
+    if gpu is not None:
+        raise ValueError("gpu: a GPU model's tables belong to library mode (emulate('hopper', gpu=...)); a unit "
+                         "recipe computes the same on every GPU")
+    if check:
+        raise ValueError("check: the self-check compares library mode (emulate('hopper')) with the GPU's cuBLAS; "
+                         "a unit recipe is not a prediction of cuBLAS")
     recipe = UnitRecipe.create(instruction=instruction, unit=unit, operand_format=operand_format, scaling=scaling,
                                promote_every=promote_every, split_k=split_k, rounding=rounding, seed=seed,
                                engine=engine)

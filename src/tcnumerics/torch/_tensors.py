@@ -18,7 +18,10 @@ import ml_dtypes
 import numpy as np
 import torch
 
-__all__ = ["to_numpy", "from_numpy", "format_name", "TORCH_FORMATS"]
+from .. import interop
+from ..arrays import on_device
+
+__all__ = ["to_numpy", "from_numpy", "to_array", "to_tensor", "format_name", "TORCH_FORMATS"]
 
 # torch dtype -> (integer view dtype for the bits, numpy/ml_dtypes type, tcnumerics format name)
 _VIEWS = {
@@ -81,3 +84,21 @@ def from_numpy(a: np.ndarray, *, like: torch.Tensor | None = None, device: torch
     if device is None and like is not None:
         device = like.device
     return t if device is None or torch.device(device).type == "cpu" else t.to(device)
+
+
+def to_array(t: torch.Tensor, engine: str | None = None):
+    """The operand as the library takes it: on the GPU engine, a CUDA tensor's own memory as a CuPy array
+    (``DeviceValues`` for BF16/FP8) through DLPack, strides kept and nothing copied; otherwise a numpy view
+    (a host copy of a CUDA tensor when the GPU engine does not run it)."""
+    if t.is_cuda and engine == "cuda":
+        if t.dtype not in _VIEWS:
+            raise TypeError(f"tensor: dtype {t.dtype} is not a floating-point matrix operand type")
+        return interop.from_torch(t)
+    return to_numpy(t)
+
+
+def to_tensor(result, device: torch.device) -> torch.Tensor:
+    """A library result as a torch tensor on ``device``: device arrays without a copy (DLPack)."""
+    if on_device(result):
+        return interop.to_torch(result)
+    return from_numpy(np.asarray(result), device=device)

@@ -7,14 +7,16 @@ arithmetic of their own: the unit path is ``unit.UnitRecipe`` (formats + ``tcnum
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
+
+import functools
 
 import numpy as np
 import torch
 
+from .. import arrays
 from ..formats import get_format
-from ._tensors import format_name, to_numpy
+from ._tensors import format_name, to_array
 from .calls import GemmCall
 from .unit import UnitRecipe, epilogue
 
@@ -48,6 +50,10 @@ class UnitBackend:
         """The engine requested for this backend's GEMMs (the forward recipe's)."""
         return self.recipe.engine
 
+    def unsupported(self, call: GemmCall) -> str:
+        """Why this backend cannot compute ``call`` ("" when it can): a unit rounds any float operand."""
+        return ""
+
     def describe(self) -> str:
         text = f"unit mode: {self.recipe.describe()}"
         if self.backward is not self.recipe:
@@ -58,40 +64,52 @@ class UnitBackend:
                 full_shape: tuple | None = None, engine: str | None = None) -> tuple[np.ndarray, CallInfo]:
         """``full_shape`` is accepted and unused: a unit's result does not depend on the call's size."""
         recipe = self.backward if backward else self.recipe
-        a, b = to_numpy(call.a), to_numpy(call.b)
+        engine = engine or recipe.engine
+        a, b = to_array(call.a, engine), to_array(call.b, engine)
         out_fmt = format_name(call.out_dtype)
         batched = a.ndim == 3
         a3, b3 = (a, b) if batched else (a[None], b[None])
         shape = (a3.shape[0], a3.shape[1], b3.shape[2])
         c = None
         if call.c is not None and call.beta != 0:
-            c = np.broadcast_to(to_numpy(call.c).astype(np.float64), shape if batched else shape[1:])
+            c = arrays.float64(to_array(call.c, engine))
+            c = arrays.namespace(c).broadcast_to(c, shape if batched else shape[1:])
             c = c if batched else c[None]
         outs = []
         for i in range(shape[0]):
             acc = recipe.matmul(a3[i], b3[i], call_index=index * 65536 + i, engine=engine)
             if call.op == "_scaled_mm":
-                acc = _descale(acc, call)
+                acc = _descale(acc, call, engine)
             outs.append(epilogue(acc, out_fmt, alpha=call.alpha, C=None if c is None else c[i], beta=call.beta,
-                                 bias=None if call.bias is None else to_numpy(call.bias),
+                                 bias=None if call.bias is None else to_array(call.bias, engine),
                                  acc_format=recipe.acc_format))
-        result = np.stack(outs) if batched else outs[0]
+        result = arrays.stack(outs) if batched else outs[0]
         return result, CallInfo(recipe.spec.name if recipe.describe() == recipe.spec.name else recipe.describe())
 
 
-def _descale(acc: np.ndarray, call: GemmCall) -> np.ndarray:
+def _descale(acc: np.ndarray, call: GemmCall, engine: str | None) -> np.ndarray:
     """``_scaled_mm``'s scales in the epilogue, as the modelled cuBLASLt kernels apply them."""
-    sa = to_numpy(call.scale_a).astype(np.float64)
-    sb = to_numpy(call.scale_b).astype(np.float64)
+    sa = arrays.float64(to_array(call.scale_a, engine))
+    sb = arrays.float64(to_array(call.scale_b, engine))
     if sa.size == 1 and sb.size == 1:
         return _FP32.round(acc * _FP32.round(sa.reshape(()) * sb.reshape(())))
     return _FP32.round(_FP32.round(acc * sb.reshape(1, -1)) * sa.reshape(-1, 1))
 
 
+@functools.lru_cache(maxsize=None)
+def _device_model(index: int) -> str:
+    from ..library.gpus import model_key
+
+    return model_key(torch.cuda.get_device_name(index))
+
+
+_LIBRARY_DTYPES = {torch.bfloat16, torch.float16, torch.float32, torch.float8_e4m3fn, torch.float8_e5m2}
+
+
 class LibraryBackend:
     """Library mode: each call as ``tcnumerics.library`` predicts Hopper's cuBLAS computes it."""
 
-    def __init__(self, arch: str = "hopper", engine: str = "auto"):
+    def __init__(self, arch: str = "hopper", engine: str = "auto", gpu: str | None = None):
         from .. import library as lib
 
         missing = [name for name in ("matmul", "addmm", "bmm", "baddbmm", "scaled_mm") if not hasattr(lib, name)]
@@ -101,9 +119,26 @@ class LibraryBackend:
         self.lib = lib
         self.arch = arch
         self.engine = engine
+        self.gpu = gpu  # None: the GPU the tensors are on (CUDA), the library's default GPU model (CPU)
 
     def describe(self) -> str:
-        return f"library mode: {self.arch} cuBLAS as tcnumerics.library models it"
+        where = f"the {self.gpu} tables" if self.gpu else "the tables of the GPU the tensors are on (CPU: the H100's)"
+        return f"library mode: {self.arch} cuBLAS as tcnumerics.library models it, {where}"
+
+    def gpu_for(self, tensor: torch.Tensor) -> str | None:
+        """The GPU model whose tables predict a call on ``tensor``: ``gpu=`` if given, else the tensor's GPU."""
+        if self.gpu is not None or not tensor.is_cuda:
+            return self.gpu
+        return _device_model(tensor.device.index if tensor.device.index is not None else torch.cuda.current_device())
+
+    def unsupported(self, call: GemmCall) -> str:
+        """Why library mode runs ``call`` natively ("" when it models it): dtypes with no modelled cuBLAS kernels."""
+        dtypes = {call.a.dtype, call.b.dtype}
+        if dtypes <= _LIBRARY_DTYPES:
+            return ""
+        names = "/".join(sorted(str(d).replace("torch.", "") for d in dtypes - _LIBRARY_DTYPES))
+        return (f"{names} GEMMs are not modelled (cuBLAS runs FP64 DMMA / other kernels the library has not "
+                "measured); ran natively")
 
     def _options(self) -> dict:
         precision = torch.get_float32_matmul_precision()
@@ -111,22 +146,24 @@ class LibraryBackend:
 
     def execute(self, call: GemmCall, *, backward: bool = False, index: int = 0,
                 full_shape: tuple | None = None, engine: str | None = None) -> tuple[np.ndarray, CallInfo]:
-        fn, args, kwargs, caveat = self._route(call, full_shape)
-        if engine is not None:
-            kwargs["engine"] = engine
-        plan = fn.plan(*args, **kwargs)
+        engine = engine or self.engine
+        fn, args, kwargs, caveat = self._route(call, full_shape, engine)
+        kwargs["engine"] = engine
+        plan, run = fn.prepare(*args, **kwargs)
         modelled = bool(plan.modelled) and not caveat
         reason = caveat or ("" if plan.modelled else str(getattr(plan, "reason", "")))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", getattr(self.lib, "NotModelledWarning", UserWarning))
-            result = np.asarray(fn(*args, **kwargs))
-        return result, CallInfo(str(plan.kernel), modelled, reason)
+        return run(), CallInfo(str(plan.kernel), modelled, reason)
 
-    def _route(self, call: GemmCall, full_shape):
+    def _route(self, call: GemmCall, full_shape, engine: str):
         """(library function, args, kwargs, caveat) for a call; caveat: why it is not modelled even so."""
         lib = self.lib
-        a, b = to_numpy(call.a), to_numpy(call.b)
+
+        def arr(t):  # the operand where the engine runs: CUDA tensors stay on the GPU for engine="cuda"
+            return to_array(t, engine)
+
+        a, b = arr(call.a), arr(call.b)
         opts = self._options()
+        opts["gpu"] = self.gpu_for(call.a)
         if full_shape is not None:
             opts["full_shape"] = tuple(full_shape)
         out_dtype = format_name(call.out_dtype)
@@ -136,9 +173,9 @@ class LibraryBackend:
         if call.op == "_scaled_mm":
             if call.bias is not None or call.extra.get("scale_result") is not None:
                 caveat = "_scaled_mm with bias or scale_result is not modelled"
-            return lib.scaled_mm, (a, b, to_numpy(call.scale_a), to_numpy(call.scale_b)), \
+            return lib.scaled_mm, (a, b, arr(call.scale_a), arr(call.scale_b)), \
                 dict(opts, out_dtype=out_dtype, use_fast_accum=call.use_fast_accum), caveat
-        c = None if call.c is None else to_numpy(call.c)
+        c = None if call.c is None else arr(call.c)
         if call.batched:
             if c is None:
                 return lib.bmm, (a, b), opts, caveat

@@ -7,6 +7,7 @@ natively.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
 from collections import OrderedDict
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._tensors import from_numpy
+from ._tensors import to_tensor
 from .backends import CallInfo, NotModelledWarning
 from .calls import GEMM_OPS, GemmCall, finish, normalise
 from .devices import engine_for
@@ -79,12 +80,21 @@ class EmulationMode(TorchDispatchMode):
         self.counter = 0
         self._lock = threading.Lock()
         self._warned: set = set()
+        self.checker = None  # a check.Checker when emulate(..., check=True)
+        self._checked_calls = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
         if name in GEMM_OPS and _floating(args):
-            return self.gemm(normalise(func, args, kwargs))
+            call = normalise(func, args, kwargs)
+            reason = self.backend.unsupported(call)
+            if reason:  # e.g. float64 in library mode: native, flagged, in the report
+                self._record_native_call(call, f"native aten.{name}", reason)
+                return func(*args, **kwargs)
+            if self.checker is not None:
+                return self._checked(func, args, kwargs, call)
+            return self.gemm(call)
         if name in ("convolution", "convolution_backward"):
             return self.convolution(func, name, args, kwargs)
         return func(*args, **kwargs)
@@ -109,19 +119,40 @@ class EmulationMode(TorchDispatchMode):
             index = self.counter
             self.counter += 1
         device = call.a.device
+        stream = contextlib.nullcontext()
         if device.type != "cpu":
             engine = engine_for(device.type, getattr(self.backend, "engine", "auto"))
             if engine == "cuda":
                 options.setdefault("engine", engine)
+                stream = _on_torch_stream(device)
             else:
                 _warn_cuda_copy(device)
-        result, info = self.backend.execute(call, backward=backward, index=index, **options)
+        with stream:
+            result, info = self.backend.execute(call, backward=backward, index=index, **options)
+            out = to_tensor(result, device)
         self.record(call, "backward" if backward else "forward", info)
-        return from_numpy(result, device=device), info
+        return out, info
+
+    def _checked(self, func, args, kwargs, call: GemmCall) -> torch.Tensor:
+        """Self-check: the native result, then the emulated one (returned), compared bit for bit."""
+        if not call.a.is_cuda:
+            _warn_once(self, "check-cpu", "check=True compares with cuBLAS on CUDA tensors; CPU calls are not "
+                       "checked")
+            return self.gemm(call)
+        with self._lock:
+            index = self._checked_calls
+            self._checked_calls += 1
+        native = self.checker.native(index, func, args, kwargs)
+        result, info = self.compute(call)
+        out = finish(call, result)
+        phase = "backward" if torch._C._current_autograd_node() is not None else "forward"
+        row = dict(op=call.op, phase=phase, shape=call.shape, dtypes=_dtypes(call), layout=call.layout,
+                   predicted=info.kernel, modelled=info.modelled, reason=info.reason)
+        self.checker.compare(index, (call.op, phase, call.shape, row["dtypes"], call.layout), row, native, out)
+        return out
 
     def record(self, call: GemmCall, phase: str, info: CallInfo) -> None:
-        dtypes = "x".join(str(t.dtype).replace("torch.", "") for t in (call.a, call.b))
-        dtypes += "->" + str(call.out_dtype).replace("torch.", "")
+        dtypes = _dtypes(call)
         key = (call.op, phase, call.shape, dtypes, call.layout, info.kernel, info.modelled)
         with self._lock:
             site = self.sites.get(key)
@@ -146,6 +177,10 @@ class EmulationMode(TorchDispatchMode):
             return func(*args, **kwargs)
         return self.conv(self, func, name, args, kwargs)
 
+    def _record_native_call(self, call: GemmCall, kernel: str, reason: str) -> None:
+        backward = torch._C._current_autograd_node() is not None
+        self.record(call, "backward" if backward else "forward", CallInfo(kernel, False, reason))
+
     def _record_native(self, name: str, args, info: CallInfo) -> None:
         tensors = [a for a in args if isinstance(a, torch.Tensor)][:2]
         call = GemmCall(name, tensors[0], tensors[1], out_dtype=tensors[0].dtype)
@@ -155,6 +190,62 @@ class EmulationMode(TorchDispatchMode):
     def report(self) -> Report:
         with self._lock:
             return Report(CallSite(**vars(s)) for s in self.sites.values())
+
+
+@contextlib.contextmanager
+def _on_torch_stream(device: torch.device):
+    """CuPy work on ``device``, on torch's current stream there (emulated GEMMs order with torch's kernels) and in
+    torch's caching allocator (one memory pool: CuPy's own pool would hold freed blocks torch cannot reuse)."""
+    import cupy
+
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    stream = torch.cuda.current_stream(index)
+    with cupy.cuda.Device(index), _cupy_stream(cupy, stream), cupy.cuda.using_allocator(_torch_allocator(index, stream)):
+        yield
+
+
+def _cupy_stream(cupy, stream):
+    """torch's stream as a CuPy stream (the CUDA stream protocol where CuPy has it, else the raw handle)."""
+    try:
+        return cupy.cuda.Stream.from_external(stream)
+    except (AttributeError, TypeError, ValueError):  # an older CuPy, or a torch stream without the protocol
+        return cupy.cuda.ExternalStream(stream.cuda_stream)
+
+
+class _TorchBlock:
+    """Owns one block of torch's caching allocator; handing it back when CuPy drops the memory."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    def __del__(self):
+        torch.cuda.caching_allocator_delete(self.ptr)
+
+
+def _torch_allocator(index: int, stream):
+    import cupy
+
+    def alloc(size: int):
+        if size == 0:
+            return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(0, 0, None, index), 0)
+        ptr = torch.cuda.caching_allocator_alloc(size, index, stream)
+        return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(ptr, size, _TorchBlock(ptr), index), 0)
+    return alloc
+
+
+def _dtypes(call: GemmCall) -> str:
+    names = "x".join(str(t.dtype).replace("torch.", "") for t in (call.a, call.b))
+    return names + "->" + str(call.out_dtype).replace("torch.", "")
+
+
+def _warn_once(mode: EmulationMode, key: str, message: str) -> None:
+    with mode._lock:
+        if key in mode._warned:
+            return
+        mode._warned.add(key)
+    warnings.warn(message, RuntimeWarning, stacklevel=5)
 
 
 def _floating(args) -> bool:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import blockscale
+from .. import arrays, blockscale
 from ..api import Instruction
 from ..catalog import get_instruction
 from ..formats import FloatFormat, Rounding, get_format
@@ -137,31 +137,33 @@ class UnitRecipe:
         stochastic rounding (one stream per call, reproducible under ``seed``); ``engine``
         overrides the recipe's engine for this call (the GPU engine for CUDA tensors).
         """
-        a = np.asarray(A).astype(np.float64)
-        b = np.asarray(B).astype(np.float64)
+        a, b = arrays.float64(A), arrays.float64(B)
         if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
             raise ValueError(f"A, B: expected [M, K] and [K, N], got {a.shape} and {b.shape}")
         rng = np.random.default_rng([self.seed, call_index]) if self.rounding == "stochastic" else None
-        if self.scaling in ("mx", "nvfp4"):
-            return self._block_scaled(a, b.T, rng)
+        if self.scaling in ("mx", "nvfp4"):  # block-scaled units run on the host (tcnumerics.blockscale)
+            xp = arrays.namespace(a)
+            return xp.asarray(self._block_scaled(arrays.to_host(a), arrays.to_host(b).T, rng))
         qa, da = self._quantize(a, self.operand_a, self.spec.a_format, rng, axis=1)
         qb, db = self._quantize(b, self.operand_b, self.spec.b_format, rng, axis=0)
         out = gemm(qa, qb, instruction=self.spec, promote_every=self.promote_every, split_k=self.split_k,
                    scale_a=da, scale_b=db, engine=engine or self.engine)
-        return np.asarray(out).astype(np.float64)
+        return arrays.float64(out)
 
     def _round(self, values: np.ndarray, fmt: FloatFormat, rng, overflow: str = "ieee") -> np.ndarray:
         if rng is None:
             return fmt.from_float(values, Rounding.RNE, overflow=overflow)
-        bits = rng.integers(0, 1 << 32, size=values.shape, dtype=np.uint64)
+        # the host generator's bits, also for device values: the same seed gives the same roundings anywhere
+        bits = arrays.namespace(values).asarray(rng.integers(0, 1 << 32, size=values.shape, dtype=np.uint64))
         return fmt.from_float(values, Rounding.SR, overflow=overflow, random_bits=bits, random_bit_count=32)
 
     def _quantize(self, x: np.ndarray, fmt: FloatFormat, inst_fmt: FloatFormat, rng, axis: int):
         """(operand array in the instruction's format, FP32 descale or None) -- steps 1 and 2."""
         descale = None
+        xp = arrays.namespace(x)
         if self.scaling in ("tensor", "row"):
-            amax = np.max(np.abs(x), axis=axis, keepdims=True) if self.scaling == "row" else np.max(np.abs(x))
-            amax = np.where(np.isfinite(amax) & (amax > 0), amax, fmt.max_finite)
+            amax = xp.max(xp.abs(x), axis=axis, keepdims=True) if self.scaling == "row" else xp.max(xp.abs(x))
+            amax = xp.where(xp.isfinite(amax) & (amax > 0), amax, fmt.max_finite)
             scale = _FP32.round(fmt.max_finite / amax)
             x = _FP32.round(x * scale)
             descale = _FP32.round(1.0 / scale)
@@ -173,7 +175,7 @@ class UnitRecipe:
         if fmt != inst_fmt:
             inner = inst_fmt.from_float(values)
             with np.errstate(invalid="ignore"):
-                if not np.array_equal(inst_fmt.to_float(inner), values, equal_nan=True):
+                if not bool(xp.array_equal(inst_fmt.to_float(inner), values, equal_nan=True)):
                     raise ValueError(f"operand_format: {fmt.name} values are not exact in {self.spec.name}'s "
                                      f"{inst_fmt.name} operands")
             bits = inner
@@ -240,17 +242,17 @@ def epilogue(acc: np.ndarray, out_format: str, *, alpha: float = 1.0, C=None, be
     [1.0]
     """
     fmt = get_format(acc_format)
-    r = np.asarray(acc, np.float64)
+    r = arrays.float64(acc)
     with np.errstate(invalid="ignore", over="ignore"):
         if alpha != 1:
             r = fmt.round(float(fmt.round(np.array(alpha))) * r)
         if C is not None and beta != 0:
-            c = fmt.round(np.asarray(C).astype(np.float64))
+            c = fmt.round(arrays.float64(C))
             if beta != 1:
                 c = fmt.round(float(fmt.round(np.array(beta))) * c)
             r = fmt.round(r + c)
         if bias is not None:
-            r = fmt.round(r + fmt.round(np.asarray(bias).astype(np.float64)))
+            r = fmt.round(r + fmt.round(arrays.float64(bias)))
     out = get_format(out_format)
     return out.to_array(out.from_float(r, Rounding.RNE))
 

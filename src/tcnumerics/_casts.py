@@ -1,0 +1,257 @@
+"""Fast paths of ``FloatFormat.from_float`` / ``to_float`` through IEEE hardware casts, on numpy or CuPy.
+
+``formats.FloatFormat.encode`` is the specification (exact integer arithmetic, any rounding); these
+paths give the same bits for the conversions a GEMM epilogue does all the time, RNE to FP32, to the
+FP32-exponent formats (BF16, TF32, E8M13) and to FP16, with IEEE overflow and subnormals kept:
+
+* float64 -> float32 is the IEEE cast (RNE, gradual underflow, overflow to inf);
+* narrower targets first round to float32 *to odd* (the RNE cast, then one ulp toward the exact
+  value when it was inexact and landed on an even pattern), then RNE to the target.  Rounding to odd
+  with at least two more bits than the target keeps the second rounding correct (Boldo & Melquiond,
+  "Emulation of FMA and correctly rounded sums: proved algorithms using rounding to odd", 2008), so
+  there is no double rounding;
+* FP32-exponent targets round the float32 pattern with the integer add-and-shift (RNE on the
+  dropped bits), FP16 through the IEEE float32 -> float16 cast;
+* decoding goes the other way, exactly, through the same casts.
+
+NaN results are the format's canonical NaN, as ``encode`` gives.  On the host the casts obey the
+x86 MXCSR: if flush-to-zero or denormals-are-zero is set (``torch.set_flush_denormal(True)``), the
+probe below fails and ``formats`` falls back to ``encode``.  Equivalence with ``encode`` is tested on
+ties, near-ties, subnormals, overflow and NaN (``tests/test_casts.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from .arrays import namespace
+
+# (exp_bits, man_bits, bias, signed, specials, subnormals) of the formats the casts serve
+_FP32_EXPONENT = (8, 127, True, "ieee", True)
+_FP16 = (5, 10, 15, True, "ieee", True, 16, 0)
+_PROBE_IN = np.array([1.5 * 2.0 ** -149, 2.0 ** -140, 1.5 * 2.0 ** -24], np.float64)
+
+
+def _host_casts_ieee() -> bool:
+    """The host's float casts are IEEE (no FTZ/DAZ in MXCSR right now): subnormal ties round to even."""
+    f32 = _PROBE_IN.astype(np.float32)
+    if f32.view(np.uint32)[:2].tolist() != [2, 512] or f32[1].astype(np.float64) != 2.0 ** -140:
+        return False
+    return int(f32[2:].astype(np.float16).view(np.uint16)[0]) == 2
+
+
+def _route(fmt) -> str | None:
+    """Which cast path serves ``fmt``: "fp32", "e8" (FP32 exponent, fewer fraction bits), "fp16" or None."""
+    if (fmt.exp_bits, fmt.bias, fmt.signed, fmt.specials, fmt.subnormals) == _FP32_EXPONENT:
+        if fmt.man_bits == 23 and fmt.container_bits == 32 and fmt.pad_bits == 0:
+            return "fp32"
+        if 1 <= fmt.man_bits <= 21 and fmt.pad_bits + fmt.width <= fmt.container_bits:
+            return "e8"  # at least 2 bits below the target's last bit for the round-to-odd step
+        return None
+    if (fmt.exp_bits, fmt.man_bits, fmt.bias, fmt.signed, fmt.specials, fmt.subnormals, fmt.container_bits,
+            fmt.pad_bits) == _FP16:
+        return "fp16"
+    return None
+
+
+def _quiet(xp):
+    return np.errstate(all="ignore") if xp is np else contextlib.nullcontext()
+
+
+_DEVICE_IEEE: dict = {}
+
+
+def _device_casts_ieee(xp) -> bool:
+    """The same probe on the current GPU, once per device (kernels there have no run-time FTZ mode)."""
+    device = xp.cuda.Device().id
+    if device not in _DEVICE_IEEE:
+        f32 = xp.asarray(_PROBE_IN).astype(np.float32)
+        total = f32[:1] + f32[:1]  # float32 arithmetic keeps subnormals too (the FP32 adds of gemm use it)
+        ok = (f32.view(np.uint32)[:2].get().tolist() == [2, 512] and float(f32[1:2].astype(np.float64)[0].get())
+              == 2.0 ** -140 and int(f32[2:].astype(np.float16).view(np.uint16)[0].get()) == 2
+              and int(total.view(np.uint32)[0].get()) == 4)
+        _DEVICE_IEEE[device] = ok
+    return _DEVICE_IEEE[device]
+
+
+def _usable(xp) -> bool:
+    """IEEE casts and float32 arithmetic here: probed on the host at every call (MXCSR can change), once per GPU."""
+    if xp is np:
+        return _host_casts_ieee() and _host_f32_add_ieee()
+    return getattr(xp, "cuda", None) is None or _device_casts_ieee(xp)
+
+
+def _host_f32_add_ieee() -> bool:
+    tiny = np.array([2.0 ** -149], np.float32)  # the smallest subnormal, pattern 1
+    return int((tiny + tiny).view(np.uint32)[0]) == 2
+
+
+def fp32_values(fmt, bits):
+    """float32 values of ``fmt`` patterns whose values are all FP32 numbers (FP32, BF16, TF32, E8M13, FP16), or
+    None: the accumulator type in which FP32 additions are IEEE float32 additions."""
+    route = _route(fmt)
+    if route is None or bits.dtype != np.dtype(fmt.container_dtype):
+        return None
+    xp = namespace(bits)
+    if not _usable(xp):
+        return None
+    if route == "fp32":
+        return bits.view(np.float32)
+    if route == "fp16":
+        return bits.view(np.float16).astype(np.float32)
+    keep = np.uint32(((1 << fmt.width) - 1) << fmt.pad_bits)
+    return ((bits.astype(np.uint32) & keep) >> np.uint32(fmt.pad_bits) << np.uint32(23 - fmt.man_bits)).view(np.float32)
+
+
+def fp32_add(x, y):
+    """IEEE FP32 addition (RNE) of two float32 arrays where the hardware's float32 add is IEEE here, else None."""
+    xp = namespace(x, y)
+    if x.dtype != np.float32 or y.dtype != np.float32 or not _usable(xp):
+        return None
+    with _quiet(xp):
+        return x + y
+
+
+def fp32_round(fmt, x):
+    """``fmt.round(x)`` (RNE, IEEE overflow) for FP32 targets by casts: float64 values of float32, or None."""
+    if _route(fmt) != "fp32" or x.dtype.kind != "f":
+        return None
+    xp = namespace(x)
+    if not _usable(xp):
+        return None
+    with _quiet(xp):
+        v = x.astype(np.float32).astype(np.float64)
+    return xp.where(xp.isnan(v), np.nan, v)
+
+
+def _f32_bits_to_odd(x, xp):
+    """float32 bit patterns of float64 values rounded to odd (NaN inputs give some NaN pattern)."""
+    with _quiet(xp):
+        y = x.astype(np.float32)
+        bits = y.view(np.uint32)
+        back = y.astype(np.float64)
+        sticky = (back != x) & ((bits & np.uint32(1)) == 0) & ~xp.isnan(x)
+        away = xp.abs(x) > xp.abs(back)  # one ulp toward x: the odd neighbour
+    return xp.where(sticky, xp.where(away, bits + np.uint32(1), bits - np.uint32(1)), bits)
+
+
+def _kernels():
+    """(odd, e8): the host paths compiled with numba -- one pass instead of ~12 numpy ones -- or None."""
+    global _KERNELS
+    if _KERNELS is None:
+        try:
+            import numba
+        except ImportError:
+            _KERNELS = False
+            return None
+
+        @numba.njit(cache=True, nogil=True, inline="always")
+        def odd_bits(xi, b):  # pragma: no cover - compiled; b: the RNE cast's pattern; the steps of _f32_bits_to_odd
+            back = np.float64(np.float32(xi))
+            if back != xi and (b & np.uint32(1)) == 0 and xi == xi:
+                b = b + np.uint32(1) if abs(xi) > abs(back) else b - np.uint32(1)
+            return b
+
+        @numba.njit(cache=True, nogil=True)
+        def odd(x, bits):  # pragma: no cover - compiled; in place
+            for i in range(x.size):
+                bits[i] = odd_bits(x[i], bits[i])
+
+        @numba.njit(cache=True, nogil=True)
+        def e8(x, bits, shift, pad, nan_bits):  # pragma: no cover - compiled; the "e8" lines of from_float, in place
+            half = np.uint32((1 << (shift - 1)) - 1)
+            for i in range(x.size):
+                xi = x[i]
+                if xi != xi:
+                    bits[i] = nan_bits
+                    continue
+                b = odd_bits(xi, bits[i])
+                bits[i] = ((b + half + ((b >> shift) & np.uint32(1))) >> shift) << pad
+
+        _KERNELS = (odd, e8)
+    return _KERNELS or None
+
+
+_KERNELS = None
+
+
+def _f32_bits(x, xp, exact_via_float32: bool):
+    """float32 patterns holding x: the plain RNE cast for FP32 targets, rounded to odd for narrower ones."""
+    if x.dtype == np.float32:
+        return x.view(np.uint32)
+    if x.dtype == np.float16 or (x.dtype.kind == "V" and x.dtype.itemsize <= 2):
+        return x.astype(np.float32).view(np.uint32)  # FP16/BF16/FP8 values are exact in float32
+    x = x.astype(np.float64)
+    if exact_via_float32:
+        with _quiet(xp):
+            return x.astype(np.float32).view(np.uint32)
+    kernels = _kernels() if xp is np else None
+    if kernels is None:
+        return _f32_bits_to_odd(x, xp)
+    flat = np.ascontiguousarray(x).reshape(-1)
+    with _quiet(xp):
+        out = flat.astype(np.float32).view(np.uint32)  # the RNE cast; the kernel moves inexact even ones
+    kernels[0](flat, out)
+    return out.reshape(x.shape)
+
+
+def _e8_host(fmt, x):
+    """The "e8" route in one compiled pass over float64 host values, or None without numba."""
+    kernels = _kernels()
+    if kernels is None:
+        return None
+    flat = np.ascontiguousarray(x, np.float64).reshape(-1)
+    with _quiet(np):
+        out = flat.astype(np.float32).view(np.uint32)
+    kernels[1](flat, out, np.uint32(23 - fmt.man_bits), np.uint32(fmt.pad_bits), np.uint32(fmt.nan_bits))
+    return out.astype(fmt.container_dtype).reshape(x.shape)
+
+
+def from_float(fmt, x):
+    """Bits of ``fmt`` for values ``x`` rounded RNE (IEEE overflow, subnormals kept), or None if no cast applies."""
+    route = _route(fmt)
+    if route is None or x.dtype.kind not in "fV" or x.dtype.itemsize > 8:
+        return None
+    xp = namespace(x)
+    if not _usable(xp):
+        return None
+    if route == "e8" and xp is np and x.dtype == np.float64:
+        fast = _e8_host(fmt, x)
+        if fast is not None:
+            return fast
+    nan = xp.isnan(x) if x.dtype.kind == "f" else xp.isnan(x.astype(np.float32))
+    bits = _f32_bits(x, xp, exact_via_float32=route == "fp32")
+    if route == "fp32":
+        out = bits
+    elif route == "fp16":
+        with _quiet(xp):
+            out = bits.view(np.float32).astype(np.float16).view(np.uint16)
+    else:
+        shift = 23 - fmt.man_bits
+        lsb = (bits >> np.uint32(shift)) & np.uint32(1)
+        kept = (bits + np.uint32((1 << (shift - 1)) - 1) + lsb) >> np.uint32(shift)  # RNE on the dropped bits
+        out = (kept << np.uint32(fmt.pad_bits)).astype(fmt.container_dtype)
+    return xp.where(nan, fmt.nan_bits, out).astype(fmt.container_dtype)
+
+
+def to_float(fmt, bits):
+    """Exact float64 values of ``fmt`` patterns (canonical NaN), or None if no cast applies."""
+    route = _route(fmt)
+    if route is None or bits.dtype != np.dtype(fmt.container_dtype):
+        return None
+    xp = namespace(bits)
+    if not _usable(xp):
+        return None
+    if route == "fp32":
+        f32 = bits.view(np.float32)
+    elif route == "fp16":
+        f32 = bits.view(np.float16)
+    else:
+        keep = np.uint32(((1 << fmt.width) - 1) << fmt.pad_bits)
+        f32 = ((bits.astype(np.uint32) & keep) >> np.uint32(fmt.pad_bits) << np.uint32(23 - fmt.man_bits)).view(
+            np.float32)
+    with _quiet(xp):  # signalling NaN patterns
+        v = f32.astype(np.float64)
+    return xp.where(xp.isnan(v), np.nan, v)

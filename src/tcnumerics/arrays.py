@@ -1,0 +1,146 @@
+"""Where an array lives: numpy on the host, CuPy on an NVIDIA GPU -- and typed values CuPy cannot hold.
+
+The arithmetic of a GEMM's composition (conversions, FP32 roundings, split-K sums, epilogues) is
+written once over an array namespace ``xp``: ``namespace(x)`` is ``numpy`` for host arrays and
+``cupy`` for device arrays, so the same lines run where the data is.  CuPy has no BF16 or FP8
+dtypes, so device operands of those formats travel as ``DeviceValues``: the bit patterns (an
+unsigned CuPy array, strides kept) and the format they are in.  Nothing here imports CuPy unless a
+device array is handed in.
+
+Example:
+    >>> import numpy as np
+    >>> namespace(np.zeros(3)) is np
+    True
+    >>> namespace(None, 1.0) is np
+    True
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+__all__ = ["namespace", "on_device", "DeviceValues", "to_host", "asarray", "float64", "stack", "concatenate"]
+
+
+def on_device(x: Any) -> bool:
+    """True for CuPy arrays and ``DeviceValues`` (data in GPU memory).
+
+    >>> on_device(np.ones(2)), on_device(None)
+    (False, False)
+    """
+    return isinstance(x, DeviceValues) or type(x).__module__.startswith("cupy")
+
+
+def namespace(*arrays: Any) -> ModuleType:
+    """``cupy`` if any argument lives on a GPU, else ``numpy`` (None and Python scalars are ignored)."""
+    if any(on_device(x) for x in arrays):
+        import cupy
+
+        return cupy
+    return np
+
+
+def to_host(x: Any) -> Any:
+    """A numpy copy of a device array (``DeviceValues`` become typed numpy arrays); host arrays pass through."""
+    if isinstance(x, DeviceValues):
+        return x.get()
+    if type(x).__module__.startswith("cupy"):
+        return x.get()
+    return x
+
+
+def asarray(x: Any) -> Any:
+    """``x`` as an array where it lives: ``DeviceValues`` and CuPy arrays as they are, anything else numpy."""
+    return x if isinstance(x, DeviceValues) else namespace(x).asarray(x)
+
+
+def float64(x: Any) -> Any:
+    """Exact float64 values of an array of any supported type, in its namespace.
+
+    >>> float64(np.array([1.5], np.float16)).dtype
+    dtype('float64')
+    """
+    if isinstance(x, DeviceValues):
+        return x.format.to_float(x.bits)
+    return asarray(x).astype(np.float64)
+
+
+def stack(arrays: list) -> Any:
+    """``xp.stack`` that also stacks ``DeviceValues`` (by their bits)."""
+    if arrays and isinstance(arrays[0], DeviceValues):
+        import cupy
+
+        return DeviceValues(cupy.stack([a.bits for a in arrays]), arrays[0].format)
+    return namespace(*arrays).stack(arrays)
+
+
+def concatenate(arrays: list, axis: int = 0) -> Any:
+    """``xp.concatenate`` that also joins ``DeviceValues`` (by their bits)."""
+    if arrays and isinstance(arrays[0], DeviceValues):
+        import cupy
+
+        return DeviceValues(cupy.concatenate([a.bits for a in arrays], axis=axis), arrays[0].format)
+    return namespace(*arrays).concatenate(arrays, axis=axis)
+
+
+class DeviceValues:
+    """Values of a floating-point format on a GPU, held as their bit patterns.
+
+    ``bits``: an unsigned CuPy array of the format's container width (its shape and strides are the
+    values'); ``format``: a ``tcnumerics.formats.FloatFormat``.  It offers what the library's ops read
+    from an operand -- ``shape``, ``ndim``, ``strides`` (torch's layout rules), ``dtype`` (the
+    format's numpy/ml_dtypes dtype, for its name), ``T``, ``reshape`` and indexing -- and ``get()``,
+    a typed numpy copy.
+    """
+
+    __slots__ = ("bits", "format")
+
+    def __init__(self, bits, fmt) -> None:
+        if bits.dtype.kind != "u" or bits.dtype.itemsize * 8 != fmt.container_bits:
+            raise TypeError(f"bits: expected uint{fmt.container_bits} patterns of {fmt.name}, got dtype {bits.dtype}")
+        self.bits = bits
+        self.format = fmt
+
+    def __repr__(self) -> str:
+        return f"DeviceValues({self.format.name}, shape={self.shape}, device={self.bits.device.id})"
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.bits.shape)
+
+    @property
+    def ndim(self) -> int:
+        return self.bits.ndim
+
+    @property
+    def size(self) -> int:
+        return int(self.bits.size)
+
+    @property
+    def strides(self) -> tuple:
+        return tuple(self.bits.strides)
+
+    @property
+    def dtype(self) -> np.dtype:
+        dt = self.format.dtype
+        return dt if dt is not None else np.dtype(self.format.container_dtype)
+
+    @property
+    def T(self) -> "DeviceValues":
+        return DeviceValues(self.bits.T, self.format)
+
+    def reshape(self, *shape) -> "DeviceValues":
+        return DeviceValues(self.bits.reshape(*shape), self.format)
+
+    def __getitem__(self, index) -> "DeviceValues":
+        return DeviceValues(self.bits[index], self.format)
+
+    def __len__(self) -> int:
+        return len(self.bits)
+
+    def get(self) -> np.ndarray:
+        """A numpy copy with the format's ml_dtypes type (float32 containers for TF32-like formats)."""
+        return self.format.to_array(self.bits.get())

@@ -1,0 +1,182 @@
+"""The self-check: run each emulated GEMM natively too and say, per call site, where the prediction holds.
+
+``emulate("hopper", check=True)`` on CUDA tensors runs every intercepted GEMM twice -- natively (cuBLAS on
+the user's GPU, inside a ``torch.profiler`` range so the kernels it launched are known) and emulated -- and
+compares the two results bit for bit.  Each call is then
+
+* **exact** -- the same bits (whether or not the library vouched for it);
+* **flagged** -- different bits, and the library said beforehand the call was not modelled;
+* **silent** -- different bits although the library said the call was modelled: a wrong prediction, the
+  thing this check exists to find.
+
+The model continues on the emulated results.  ``run.check_report()`` lists call sites with these counts,
+the largest fraction of outputs that differed and the kernels cuBLAS ran; ``run.save_check(path)`` writes
+the observed calls as JSON (no pickles) for the library's tables (``tools/device_library``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+__all__ = ["Checker", "CheckSite", "CheckReport"]
+
+_RANGE = "tcnumerics.check."
+
+
+@dataclass
+class CheckSite:
+    """One call site (op, phase, shape, dtypes, layout) of a checked run."""
+
+    op: str
+    phase: str
+    shape: tuple
+    dtypes: str
+    layout: str
+    predicted: str
+    modelled: bool
+    reason: str = ""
+    calls: int = 0
+    exact: int = 0
+    flagged: int = 0
+    silent: int = 0
+    max_fraction_differing: float = 0.0
+    native_kernels: list = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        return "silent" if self.silent else "flagged" if self.flagged else "exact"
+
+
+class CheckReport(list):
+    """``run.check_report()``: CheckSite rows that print as a table, with totals."""
+
+    def totals(self) -> dict:
+        return {k: sum(getattr(s, k) for s in self) for k in ("calls", "exact", "flagged", "silent")}
+
+    def __str__(self) -> str:
+        if not self:
+            return "(no GEMM calls checked)"
+        lines = [f"{'op':<9} {'phase':<8} {'shape':<22} {'layout':<6} {'calls':>5} {'exact':>5} {'flag':>5} "
+                 f"{'SILENT':>6} {'max diff':>8}  cuBLAS kernels (predicted)"]
+        for s in self:
+            shape = "x".join(str(v) for v in s.shape)
+            kernels = ", ".join(s.native_kernels) or "?"
+            lines.append(f"{s.op:<9} {s.phase:<8} {shape:<22} {s.layout:<6} {s.calls:>5} {s.exact:>5} {s.flagged:>5} "
+                         f"{s.silent:>6} {s.max_fraction_differing:>8.2%}  {kernels} ({s.predicted})")
+        t = self.totals()
+        lines.append(f"{t['calls']} calls: {t['exact']} bit-exact, {t['flagged']} flagged and different, "
+                     f"{t['silent']} silently wrong")
+        return "\n".join(lines)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """An integer view of a tensor's bits, for comparisons that see -0 and NaN payloads."""
+    width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    return t.contiguous().view(width)
+
+
+class Checker:
+    """Collects native results, their kernels and the comparisons of one emulation."""
+
+    def __init__(self) -> None:
+        self.sites: dict = {}
+        self._pending: dict = {}
+        self._profiler = None
+        self.gpu: str | None = None
+
+    # --- the profiler spans the emulation, each native call is one labelled range ---------------------
+    def start(self) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        if not torch.cuda.is_available():  # nothing to check on a machine without a GPU
+            return
+        self._profiler = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        self._profiler.__enter__()
+
+    def stop(self) -> None:
+        prof, self._profiler = self._profiler, None
+        if prof is None:
+            return
+        prof.__exit__(None, None, None)
+        kernels = _kernels_by_range(prof)
+        for index, (key, _) in list(self._pending.items()):
+            site = self.sites[key]
+            for name in kernels.get(index, []):
+                if name not in site.native_kernels:
+                    site.native_kernels.append(name)
+        self._pending.clear()
+
+    def native(self, index: int, func, args, kwargs) -> torch.Tensor:
+        """The op's native result (a copy), computed inside a profiler range named after the call."""
+        if self.gpu is None:
+            device = next(a.device for a in args if isinstance(a, torch.Tensor))
+            self.gpu = torch.cuda.get_device_name(device)
+        with torch.profiler.record_function(f"{_RANGE}{index}"):
+            out = func(*args, **kwargs)
+        return out.clone()
+
+    def compare(self, index: int, key: tuple, row: dict, native: torch.Tensor, emulated: torch.Tensor) -> None:
+        """Record one call: ``row`` has op, phase, shape, dtypes, layout, predicted, modelled, reason."""
+        site = self.sites.get(key)
+        if site is None:
+            site = self.sites[key] = CheckSite(**row)
+        a, b = _bits(native), _bits(emulated)
+        differ = a.shape != b.shape or not torch.equal(a, b)
+        fraction = 1.0 if a.shape != b.shape else float((a != b).float().mean()) if differ else 0.0
+        site.calls += 1
+        if not differ:
+            site.exact += 1
+        elif row["modelled"]:
+            site.silent += 1
+        else:
+            site.flagged += 1
+        site.max_fraction_differing = max(site.max_fraction_differing, fraction)
+        self._pending[index] = (key, None)
+
+    def report(self) -> CheckReport:
+        return CheckReport(self.sites.values())
+
+    def save(self, path: str, *, overwrite: bool = False) -> None:
+        """Write the checked call sites as JSON: the GPU, torch / CUDA versions and one entry per site."""
+        if os.path.exists(path) and not overwrite:
+            raise FileExistsError(f"{path}: exists; pass overwrite=True or another name")
+        doc = dict(format="tcnumerics.check/1", gpu=self.gpu, torch=torch.__version__,
+                   cuda=torch.version.cuda, cublas=_cublas_version(), sites=[_as_json(s) for s in self.sites.values()])
+        with open(path, "w") as f:
+            json.dump(doc, f, indent=1)
+
+
+def _as_json(site: CheckSite) -> dict:
+    d = asdict(site)
+    d["shape"] = list(site.shape)
+    d["verdict"] = site.verdict
+    return d
+
+
+def _cublas_version() -> int | None:
+    try:
+        return int(torch._C._cuda_getCompiledVersion()) if torch.cuda.is_available() else None
+    except Exception:  # an older torch: the version is not essential to the record
+        return None
+
+
+def _kernels_by_range(prof) -> dict:
+    """{call index: names of the GPU kernels launched inside its ``tcnumerics.check.<index>`` range}."""
+    found: dict = {}
+    for event in prof.events():
+        if not event.name.startswith(_RANGE):
+            continue
+        index = int(event.name[len(_RANGE):])
+        names = found.setdefault(index, [])
+        stack = [event]
+        while stack:
+            e = stack.pop()
+            for k in getattr(e, "kernels", []):
+                if k.name not in names:
+                    names.append(k.name)
+            stack.extend(e.cpu_children)
+    return found

@@ -1,0 +1,115 @@
+"""The cast fast paths of from_float / to_float give the specification's bits (``FloatFormat.encode``)."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tcnumerics import _casts
+from tcnumerics.formats import get_format
+
+FORMATS = ("fp32", "bf16", "fp16", "tf32", "e8m13")
+
+
+def _spec_bits(fmt, x):
+    """from_float with the cast paths switched off: the integer encoder."""
+    saved = _casts.from_float
+    _casts.from_float = lambda f, v: None
+    try:
+        return fmt.from_float(x)
+    finally:
+        _casts.from_float = saved
+
+
+def _hard_values(fmt, rng) -> np.ndarray:
+    """Ties, near-ties, subnormals, overflow boundaries, specials and random bit patterns for ``fmt``."""
+    codes = rng.integers(0, 1 << (fmt.width - 1), 3000).astype(np.uint64) << np.uint64(fmt.pad_bits)
+    v = fmt.to_float(codes.astype(fmt.container_dtype))
+    v = v[np.isfinite(v)]
+    ulp = np.ldexp(1.0, np.maximum(np.frexp(v)[1] - 1 - fmt.man_bits, fmt.emin - fmt.man_bits))
+    mid = v + ulp / 2  # exact ties
+    near = np.concatenate([np.nextafter(mid, np.inf), np.nextafter(mid, -np.inf), mid + ulp * 2.0 ** -30,
+                           mid - ulp * 2.0 ** -30, v + ulp * 2.0 ** -40])
+    edges = [0.0, fmt.max_finite, fmt.max_finite + fmt.max_finite * 2.0 ** (-fmt.man_bits - 1),
+             np.nextafter(fmt.max_finite * (1 + 2.0 ** (-fmt.man_bits - 1)), 0), fmt.min_subnormal,
+             fmt.min_subnormal / 2, fmt.min_subnormal * 1.5, fmt.min_subnormal / 2 * (1 + 2.0 ** -40),
+             fmt.min_normal * (1 - 2.0 ** -30), 3.4028235677973366e38, 3.5e38, 1e300, 2.0 ** -149 * 1.5,
+             2.0 ** -150, 2.0 ** -1074, np.inf, np.nan]
+    random64 = rng.integers(0, 1 << 63, 3000, dtype=np.int64).view(np.float64)
+    everything = np.concatenate([v, mid, near, np.array(edges), random64])
+    return np.concatenate([everything, -everything])
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_from_float_casts_equal_the_encoder(name):
+    fmt = get_format(name)
+    x = _hard_values(fmt, np.random.default_rng(7))
+    want = _spec_bits(fmt, x)
+    assert np.array_equal(fmt.from_float(x), want)
+    # the numpy lines (what CuPy runs on the GPU) without the compiled host kernels
+    saved = _casts._KERNELS
+    _casts._KERNELS = False
+    try:
+        assert np.array_equal(fmt.from_float(x), want)
+    finally:
+        _casts._KERNELS = saved
+
+
+@pytest.mark.parametrize("name", FORMATS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+def test_from_float_of_narrow_inputs_equals_the_encoder(name, dtype):
+    fmt = get_format(name)
+    x = _hard_values(fmt, np.random.default_rng(3))
+    with np.errstate(over="ignore"):
+        x = x.astype(dtype)
+    assert np.array_equal(fmt.from_float(x), _spec_bits(fmt, x))
+
+
+@pytest.mark.parametrize("name", ("bf16", "fp16"))
+def test_to_float_casts_equal_the_decoder_on_every_pattern(name):
+    fmt = get_format(name)
+    bits = fmt.all_bits()
+    d = fmt.decode(bits)
+    mag = np.ldexp(d.significand.astype(np.float64), d.ulp_exponent.astype(np.int32))
+    want = np.where(d.kind == 2, np.nan, np.where(d.kind == 1, np.inf, mag) * np.where(d.sign, -1, 1))
+    got = fmt.to_float(bits)
+    assert np.array_equal(got.view(np.uint64), want.view(np.uint64))  # canonical NaN and -0 included
+
+
+@pytest.mark.parametrize("name", ("fp32", "tf32", "e8m13"))
+def test_to_float_casts_equal_the_decoder_on_random_patterns(name):
+    fmt = get_format(name)
+    bits = np.random.default_rng(1).integers(0, 1 << 32, 200_000, dtype=np.uint64).astype(np.uint32)
+    saved = _casts.to_float
+    _casts.to_float = lambda f, b: None
+    try:
+        want = fmt.to_float(bits)
+    finally:
+        _casts.to_float = saved
+    assert np.array_equal(fmt.to_float(bits).view(np.uint64), want.view(np.uint64))
+
+
+def test_flush_to_zero_on_the_host_falls_back_to_the_encoder():
+    torch = pytest.importorskip("torch")
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU cannot flush denormals")
+    try:
+        assert not _casts._host_casts_ieee()
+        x = np.array([1.5 * 2.0 ** -149, 2.0 ** -140, -3 * 2.0 ** -135])
+        assert np.array_equal(get_format("fp32").from_float(x), _spec_bits(get_format("fp32"), x))
+        assert get_format("bf16").to_float(np.array([1], np.uint16))[0] == 2.0 ** -133
+    finally:
+        torch.set_flush_denormal(False)
+    assert _casts._host_casts_ieee()
+
+
+def test_the_fast_paths_run_here(monkeypatch):
+    """On an ordinary machine (no FTZ/DAZ) the casts serve the common conversions: the encoder is not called."""
+    assert _casts._usable(np)
+    fmt = get_format("bf16")
+
+    def no_encoder(*a, **k):
+        raise AssertionError("the integer encoder ran where a cast applies")
+    monkeypatch.setattr(type(fmt), "encode", no_encoder)
+    x = np.array([1 + 2.0 ** -9, 3.0, -2.0 ** -130, np.nan])  # a tie to even, exact, a subnormal, NaN
+    assert fmt.from_float(x).tolist() == [0x3F80, 0x4040, 0x8008, 0x7FC0]
+    assert get_format("fp32").round(np.array([1 + 2.0 ** -30])).tolist() == [1.0]

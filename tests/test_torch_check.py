@@ -1,0 +1,95 @@
+"""The self-check (emulate("hopper", check=True)): classification, report, capture file; end to end on a GPU."""
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tcnumerics.torch as tct  # noqa: E402
+from tcnumerics.torch.check import Checker  # noqa: E402
+
+ROW = dict(op="mm", phase="forward", shape=(4, 3, 8), dtypes="bfloat16xbfloat16->bfloat16", layout="NN",
+           predicted="nvjet_x", modelled=True)
+
+
+def _checker_with(results):
+    c = Checker()
+    for i, (modelled, native, emulated) in enumerate(results):
+        c.compare(i, ("mm",), dict(ROW, modelled=modelled), native, emulated)
+    return c
+
+
+def test_calls_are_exact_flagged_or_silent():
+    a = torch.ones(4, 3, dtype=torch.bfloat16)
+    b = a.clone()
+    b[0, 0] = 2
+    c = _checker_with([(True, a, a), (False, a, b), (True, a, b), (False, a, a)])
+    (site,) = c.report()
+    assert (site.calls, site.exact, site.flagged, site.silent) == (4, 2, 1, 1)
+    assert site.verdict == "silent" and site.max_fraction_differing == pytest.approx(1 / 12)
+    assert "1 silently wrong" in str(c.report())
+
+
+def test_negative_zero_and_nan_payloads_count_as_different_bits():
+    a = torch.zeros(2, dtype=torch.float32)
+    c = _checker_with([(True, a, -a)])
+    assert c.report()[0].silent == 1
+
+
+def test_the_capture_file_is_json_and_never_overwritten(tmp_path):
+    a = torch.ones(2, 2)
+    c = _checker_with([(True, a, a)])
+    path = tmp_path / "check.json"
+    c.save(str(path))
+    doc = json.loads(path.read_text())
+    assert doc["format"] == "tcnumerics.check/1" and doc["sites"][0]["verdict"] == "exact"
+    with pytest.raises(FileExistsError):
+        c.save(str(path))
+
+
+def test_check_is_for_library_mode_only():
+    with pytest.raises(ValueError, match="library mode"):
+        tct.emulate(instruction="hopper.wgmma.m64n8k16.f32.bf16.bf16", check=True)
+    with pytest.raises(ValueError, match="check=True"):
+        tct.emulate("hopper").check_report()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_check_on_a_gpu_finds_a_planted_silent_miss(monkeypatch):
+    x = torch.randn(256, 4096, device="cuda").to(torch.bfloat16)
+    w = torch.randn(4096, 1024, device="cuda").to(torch.bfloat16)
+    with tct.emulate("hopper", check=True) as run:
+        x @ w
+    (site,) = run.check_report()
+    assert site.calls == 1 and site.native_kernels, "the profiler saw no cuBLAS kernel"
+    assert site.exact == 1 or not site.modelled  # a modelled call must be exact on the GPU it was measured on
+    backend = run.backend
+    real = backend.execute
+
+    def off_by_one_ulp(call, **kw):  # a prediction that claims to be modelled and is one ulp off
+        from tcnumerics import interop
+        from tcnumerics.torch.backends import CallInfo
+
+        out, info = real(call, **kw)
+        t = tct._tensors.to_tensor(out, call.a.device)
+        return interop.from_torch((t.view(torch.int16) ^ 1).view(torch.bfloat16)), CallInfo(info.kernel, True, "")
+    monkeypatch.setattr(backend, "execute", off_by_one_ulp)
+    with run:
+        x @ w
+    assert run.check_report()[0].silent == 1
+
+
+def test_a_gpu_model_without_tables_flags_every_call():
+    x = torch.randn(64, 256).to(torch.bfloat16)
+    w = torch.randn(256, 128).to(torch.bfloat16)
+    with pytest.warns(tct.NotModelledWarning, match="a100"):
+        with tct.emulate("hopper", gpu="a100") as run:
+            y = x @ w
+            torch.nn.functional.linear(x, w.T)
+    assert run.report().calls == 2 and run.report().not_modelled == 2
+    with tct.emulate("hopper") as default:  # CPU tensors: the H100's tables, which measured this call
+        assert torch.equal(x @ w, y)
+    assert default.report().not_modelled == 0
+    with pytest.raises(ValueError, match="library mode"):
+        tct.emulate(instruction="hopper.wgmma.m64n8k16.f32.bf16.bf16", gpu="h100")

@@ -1,0 +1,123 @@
+"""Training steps of published model shapes under ``emulate("hopper", check=True)``: every GEMM compared on the
+spot with what cuBLAS returns for the same operands on this GPU (the self-check).
+
+The models (``CHECK_SET_1``) were drawn on 2026-11-27, before any capture of them: published configurations
+none of whose names appears in any survey or held-out set of ``tools/device_library`` (survey_calls.py,
+kernel_calls.py, dense_calls.py).  Each is built from its shapes (LlamaForCausalLM: hidden, FFN, heads, KV
+heads, head dim, vocabulary; ``--layers`` decoder layers, random init, BF16, eager attention) and takes one
+training step (forward + backward, no optimizer) at each token count.  Prints one JSON line per (model,
+tokens) and writes every checked call site to ``$OUT/check_<gpu>.json`` (``Emulation.save_check`` format,
+one document per step).
+
+    python3 tools/device_models/check_training.py --tokens 256 2048 [--models llama3.2-1b ...] [--layers 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+# name: (hidden, FFN, heads, KV heads, head dim, vocabulary) -- from each model's published config.json
+CHECK_SET_1 = {
+    "llama3.2-1b": (2048, 8192, 32, 8, 64, 128256),
+    "llama3.2-3b": (3072, 8192, 24, 8, 128, 128256),
+    "gemma2-9b": (3584, 14336, 16, 8, 256, 256000),
+    "phi-4": (5120, 17920, 40, 10, 128, 100352),
+    "internlm3-8b": (4096, 10240, 32, 2, 128, 128512),
+    "olmo2-7b": (4096, 11008, 32, 32, 128, 100352),
+    "granite3.1-2b": (2048, 8192, 32, 8, 64, 49155),
+    "smollm3-3b": (2048, 11008, 16, 4, 128, 128256),
+    "falcon3-1b": (2048, 8192, 8, 4, 256, 131072),
+    "exaone3.5-2.4b": (2560, 7168, 32, 8, 80, 102400),
+    "mistral-nemo-12b": (5120, 14336, 32, 8, 128, 131072),
+}
+
+
+def build(shape, layers: int):
+    import torch
+    import transformers
+
+    hidden, ffn, heads, kv, head_dim, vocab = shape
+    cfg = transformers.LlamaConfig(hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers,
+                                   num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim,
+                                   vocab_size=vocab, max_position_embeddings=16384, tie_word_embeddings=False)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device("cuda"):
+            model = transformers.LlamaForCausalLM(cfg)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    return model.train(), cfg
+
+
+def step(model, ids) -> None:
+    model.zero_grad(set_to_none=True)
+    model(ids, labels=ids).loss.backward()
+
+
+def check(name: str, shape, tokens: int, layers: int, gpu: str) -> tuple[dict, dict]:
+    import torch
+
+    import tcnumerics.torch as tct
+
+    model, cfg = build(shape, layers)
+    ids = torch.randint(0, cfg.vocab_size, (1, tokens), device="cuda", generator=torch.Generator("cuda").manual_seed(7))
+    t = time.perf_counter()
+    with tct.emulate("hopper", check=True) as run:
+        step(model, ids)
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - t
+    rep = run.check_report()
+    tot = rep.totals()
+    path = f"/tmp/check_{name}_{tokens}.json"
+    if os.path.exists(path):
+        os.remove(path)
+    run.save_check(path)
+    doc = json.load(open(path))
+    doc.update(model=name, tokens=tokens, layers=layers)
+    silent = [f"{s.op} {s.phase} {'x'.join(map(str, s.shape))} {s.layout}: {','.join(s.native_kernels)[:120]} "
+              f"(predicted {s.predicted[:80]}; {s.max_fraction_differing:.2%} differ)" for s in rep if s.silent]
+    flagged_diff = [f"{s.op} {s.phase} {'x'.join(map(str, s.shape))} {s.layout}" for s in rep if s.flagged]
+    row = dict(gpu=gpu, model=name, tokens=tokens, layers=layers, seconds=round(seconds, 2), **tot,
+               flagged_sites=sum(1 for s in rep if not s.modelled), silent_sites=silent, flagged_differing=flagged_diff)
+    del model
+    torch.cuda.empty_cache()
+    return row, doc
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", nargs="+", default=list(CHECK_SET_1))
+    p.add_argument("--tokens", nargs="+", type=int, default=[256, 2048])
+    p.add_argument("--layers", type=int, default=1)
+    args = p.parse_args(argv)
+    import torch
+
+    unknown = [m for m in args.models if m not in CHECK_SET_1]
+    if unknown:
+        print(f"check_training: unknown models {unknown}; known: {', '.join(CHECK_SET_1)}", file=sys.stderr)
+        return 2
+    gpu = torch.cuda.get_device_name()
+    out_dir = os.environ.get("OUT", "/tmp")
+    docs, totals = [], dict(calls=0, exact=0, flagged=0, silent=0)
+    for name in args.models:
+        for tokens in args.tokens:
+            row, doc = check(name, CHECK_SET_1[name], tokens, args.layers, gpu)
+            print(json.dumps(row), flush=True)
+            docs.append(doc)
+            for k in totals:
+                totals[k] += row[k]
+    tag = gpu.replace("NVIDIA ", "").split()[0].lower()
+    with open(os.path.join(out_dir, f"check_{tag}.json"), "w") as f:
+        json.dump(dict(gpu=gpu, steps=docs), f)
+    print(json.dumps(dict(gpu=gpu, total=totals, exact_fraction=round(totals["exact"] / max(1, totals["calls"]), 4))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
