@@ -228,3 +228,14 @@ def test_replacing_a_table_changes_the_epoch_a_plan_cache_keys_on():
     gpus.set_manifest(None)
     launches.set_table("h200", None)
     assert e0 < e1 < e2 < gpus.tables_epoch()
+
+
+def test_the_op_functions_plan_cache_follows_the_tables(h200_tables):
+    """ops caches plans per call; a replaced manifest or table must not be answered from that cache."""
+    x, w = np.ones((16, 14336), BF16), np.ones((1024, 14336), BF16)
+    with_table = lib.linear.plan(x, w, gpu="h200")
+    assert with_table.modelled and with_table.structure.split_k is None
+    gpus.set_manifest(None)
+    launches.set_table("h200", None)
+    without = lib.linear.plan(x, w, gpu="h200")
+    assert not without.modelled and len(without.structure.split_k) == 8  # the H100's choice, flagged
