@@ -217,3 +217,25 @@ def test_the_presets_are_the_h200s_and_flag_other_models():
     A, B = np.ones((4, 32), BF16), np.ones((32, 8), BF16)
     with pytest.warns(UserWarning, match="presets' kernel choices were measured on an H200"):
         lib.library_gemm("torch.matmul", gpu="h100")(A, B)
+
+
+def test_replacing_a_table_changes_the_epoch_a_plan_cache_keys_on():
+    e0 = gpus.tables_epoch()
+    launches.set_table("h200", {})
+    e1 = gpus.tables_epoch()
+    measured.set_table("h200", None)
+    e2 = gpus.tables_epoch()
+    gpus.set_manifest(None)
+    launches.set_table("h200", None)
+    assert e0 < e1 < e2 < gpus.tables_epoch()
+
+
+def test_the_op_functions_plan_cache_follows_the_tables(h200_tables):
+    """ops caches plans per call; a replaced manifest or table must not be answered from that cache."""
+    x, w = np.ones((16, 14336), BF16), np.ones((1024, 14336), BF16)
+    with_table = lib.linear.plan(x, w, gpu="h200")
+    assert with_table.modelled and with_table.structure.split_k is None
+    gpus.set_manifest(None)
+    launches.set_table("h200", None)
+    without = lib.linear.plan(x, w, gpu="h200")
+    assert not without.modelled and len(without.structure.split_k) == 8  # the H100's choice, flagged

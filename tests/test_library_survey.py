@@ -183,6 +183,11 @@ def survey_only_table(monkeypatch):
     monkeypatch.setattr(launches, "find_launch", lambda c: None)
     monkeypatch.setattr(launches, "nearest_launch", lambda c: (None, ""))
     monkeypatch.setattr(launches, "predicted_nvjet_split", lambda c: (None, ""))
+    from tcnumerics.library import gpus
+
+    gpus.tables_changed()  # plans the op functions cached were made with the whole tables (and vice versa after)
+    yield
+    gpus.tables_changed()
 
 
 @pytest.mark.parametrize("call_id", [131, 136, 125] if os.path.exists(HOLDOUT) else [])

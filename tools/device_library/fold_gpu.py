@@ -30,6 +30,7 @@ import os
 import tarfile
 import tempfile
 from collections import Counter, defaultdict
+from functools import lru_cache
 
 import numpy as np
 
@@ -131,6 +132,7 @@ def run_launches(out_dir: str, bits_dir: str | None, captures: list[str], gpu: s
 
 # --- comparing with the reference model ---------------------------------------------------------------------
 
+@lru_cache(maxsize=None)
 def gemm_part(signature: str) -> tuple[str, ...]:
     """What the numerics depend on: every activity but torch's copy of C (a Memcpy or an elementwise kernel)."""
     return tuple(n for n in signature.split(" | ") if not n.startswith(("Memcpy", "void at::native")))
@@ -356,8 +358,11 @@ def docs_section(gpu: str, ref_gpu: str, env: dict, found: dict, per_kind: dict,
         borrow = v["compared"] >= gpus.MIN_AGREEING and v["same_structure"] == v["compared"]
         lines.append(f"| {kind_label(kind)} | {v['launches']:,} | {v['compared']:,} | {v['same_launch']:,} | "
                      f"{v['same_structure']:,} | {'yes' if borrow else 'no'} |")
-    lines += ["", f"Where the numerics differ ({R} launch -> {G} launch; M x N x K (x batch) examples), most common first:",
-              "", f"| call kind | {R} | {G} | launches | examples |", "|---|---|---|---|---|"]
+    if not groups:
+        lines += ["", f"No compared launch differs in its numerics between the {R} and the {G}."]
+    else:
+        lines += ["", f"Where the numerics differ ({R} launch -> {G} launch; M x N x K (x batch) examples), most "
+                  "common first:", "", f"| call kind | {R} | {G} | launches | examples |", "|---|---|---|---|---|"]
     for (kind, ref, own), g in sorted(groups.items(), key=lambda kv: -kv[1]["n"])[:40]:
         ex = ", ".join(f"{m} x {n} x {k}" + (f" (x{b})" if b > 1 else "") for m, n, k, b in g["examples"])
         lines.append(f"| {kind_label(kind)} | {ref} | {own} | {g['n']:,} | {ex} |")

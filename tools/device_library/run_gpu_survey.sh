@@ -25,13 +25,26 @@ python3 - > $OUT/env.json <<PY
 import json, subprocess, torch
 smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
                      capture_output=True, text=True).stdout.strip().splitlines()[0].split(", ")
+def cublas_runtime():
+    """cuBLAS's own MAJOR.MINOR.PATCH (cublasGetProperty of the library torch loaded)."""
+    import ctypes
+    torch.matmul(torch.ones(8, 8, device="cuda"), torch.ones(8, 8, device="cuda"))  # loads cuBLAS
+    for name in ("libcublas.so.13", "libcublas.so.12", "libcublas.so"):
+        try:
+            lib = ctypes.CDLL(name)
+            v = [ctypes.c_int() for _ in range(3)]
+            if all(lib.cublasGetProperty(i, ctypes.byref(v[i])) == 0 for i in range(3)):
+                return ".".join(str(x.value) for x in v)
+        except OSError:
+            continue
+    return "unknown"
 try:
     from importlib.metadata import version
-    cublas = version("nvidia-cublas")
-except Exception as exc:
-    cublas = f"unknown ({exc})"
+    cublas = version("nvidia-cublas")  # the form the H100's provenance has (13.1.0.3)
+except Exception:
+    cublas = cublas_runtime()
 print(json.dumps(dict(gpu="$GPU", device=torch.cuda.get_device_name(0), driver=smi[1], memory=smi[2],
-                      torch=torch.__version__, cuda=torch.version.cuda, cublas=cublas,
+                      torch=torch.__version__, cuda=torch.version.cuda, cublas=cublas, cublas_runtime=cublas_runtime(),
                       sms=torch.cuda.get_device_properties(0).multi_processor_count,
                       capability=list(torch.cuda.get_device_capability(0)), sets="$SETS")))
 PY

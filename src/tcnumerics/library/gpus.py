@@ -39,6 +39,7 @@ MANIFEST_PATH = os.path.join(_DIR, "gpus.json")
 MIN_AGREEING = 1000  # launches compared before a kind may borrow another model's tables (a measured statement)
 ARCHITECTURES = ("hopper",)  # names of an architecture, not of a GPU model (``arch=``)
 _MANIFEST: dict | None = None
+_EPOCH = [0]  # bumped whenever a manifest or table is replaced (tables_epoch)
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,18 @@ def set_manifest(m: dict | None) -> None:
     _MANIFEST = m
     model.cache_clear()
     coverage.cache_clear()
+    tables_changed()
+
+
+def tables_changed() -> None:
+    """Note that a manifest or a table was replaced (``launches.set_table``, ``measured.set_table`` call it)."""
+    _EPOCH[0] += 1
+
+
+def tables_epoch() -> int:
+    """A number that changes whenever the manifest or a table is replaced: a cache of plans keyed by
+    ``(call, tables_epoch())`` -- the call holds its GPU model -- is never stale."""
+    return _EPOCH[0]
 
 
 def _check_manifest(m: dict) -> None:

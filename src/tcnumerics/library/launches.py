@@ -223,6 +223,7 @@ def set_table(gpu: str, t: dict | str | None) -> None:
     _TABLES.pop(gpu, None)
     if t is not None:
         _TABLES[gpu] = _load(t) if isinstance(t, str) else t
+    gpus.tables_changed()
 
 
 def sources(c: Call) -> tuple[str, ...]:

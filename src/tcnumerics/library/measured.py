@@ -54,6 +54,7 @@ def set_table(gpu: str, t: dict | str | None) -> None:
         if not isinstance(t, dict) or "calls" not in t:
             raise ValueError("bit table: expected a dict with 'calls' (and 'frontier'), as fit_table.py writes")
         _TABLES[gpu] = t
+    gpus.tables_changed()
 
 
 def sources(c: Call) -> tuple[str, ...]:

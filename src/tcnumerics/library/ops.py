@@ -41,7 +41,7 @@ import numpy as np
 from .. import arrays
 from ..formats import get_format
 from .calls import Call
-from .gpus import default_gpu, model_key
+from .gpus import default_gpu, model_key, tables_epoch
 from .selection import Plan, select
 from .structure import run
 
@@ -143,9 +143,14 @@ def _execute(plan: Plan, A3, B3, out: str, *, alpha=1.0, beta=0.0, C3=None, bias
     return arrays.stack(res)
 
 
-@lru_cache(maxsize=1 << 14)
 def _select(call: Call) -> Plan:
-    """``select`` once per call kind and shape: a model's repeated GEMMs cost a dictionary lookup."""
+    """``select`` once per call kind and shape: a model's repeated GEMMs cost a dictionary lookup.  Keyed by the call
+    (its GPU model included) and ``gpus.tables_epoch()``: a replaced manifest or table is never answered from the cache."""
+    return _select_cached(call, tables_epoch())
+
+
+@lru_cache(maxsize=1 << 14)
+def _select_cached(call: Call, epoch: int) -> Plan:
     return select(call)
 
 
