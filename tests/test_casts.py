@@ -142,3 +142,14 @@ def test_the_fake_device_flushes_like_cupy_and_the_conversions_do_not_care(monke
     tiny = np.array([2.0 ** -140, -3 * 2.0 ** -149], np.float32)
     assert np.array_equal(get_format("bf16").from_float(cupy.asarray(tiny)).get(),
                           get_format("bf16").from_float(tiny))
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_rounding_in_float64_arithmetic_equals_the_encoder(name):
+    fmt = get_format(name)
+    x = _hard_values(fmt, np.random.default_rng(5))
+    with np.errstate(invalid="ignore", over="ignore"):
+        got = _casts.rne_values(fmt, x, np)
+    want = fmt.to_float(_spec_bits(fmt, x))
+    same = (got.view(np.uint64) == want.view(np.uint64)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), x[~same][:5]
