@@ -50,13 +50,15 @@ def rank_main(rank: int, args) -> None:
     import tcnumerics.torch as tct
 
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    dist.init_process_group("nccl", rank=rank, world_size=args.gpus, init_method=f"tcp://127.0.0.1:{args.port}")
-    torch.cuda.set_device(rank)
-    device = torch.device("cuda", rank)
+    cpu = args.backend == "gloo"  # a dry run of the same steps on the CPU (CI machines have no GPU)
+    dist.init_process_group(args.backend, rank=rank, world_size=args.gpus, init_method=f"tcp://127.0.0.1:{args.port}")
+    if not cpu:
+        torch.cuda.set_device(rank)
+    device = torch.device("cpu") if cpu else torch.device("cuda", rank)
     model, cfg = _model(args, device)
-    ddp = DistributedDataParallel(model, device_ids=[rank])
-    ids = torch.randint(0, cfg.vocab_size, (1, args.tokens), device=device,
-                        generator=torch.Generator(device).manual_seed(100 + rank))
+    ddp = DistributedDataParallel(model, device_ids=None if cpu else [rank])
+    ids = torch.randint(0, cfg.vocab_size, (1, args.tokens), generator=torch.Generator().manual_seed(100 + rank))
+    ids = ids.to(device)
     native_loss, native = _step(ddp, ids)
     with tct.emulate("hopper") as run:
         loss, grads = _step(ddp, ids)
@@ -64,7 +66,7 @@ def rank_main(rank: int, args) -> None:
     report = run.report()
     flagged = [f"{s.op} {s.phase} {'x'.join(map(str, s.shape))} {s.layout}: {s.kernel} ({s.reason[:80]})"
                for s in report if not s.modelled]
-    print(json.dumps(dict(rank=rank, gpu=torch.cuda.get_device_name(device), world=args.gpus,
+    print(json.dumps(dict(rank=rank, gpu="cpu" if cpu else torch.cuda.get_device_name(device), world=args.gpus,
                           loss_equal=bool(torch.equal(native_loss, loss)), gradients=len(native),
                           gradients_differing=len(differ), gemm_calls=report.calls, flagged_calls=report.not_modelled,
                           flagged_sites=flagged)), flush=True)
@@ -83,11 +85,12 @@ def main(argv=None) -> int:
     p.add_argument("--vocab", type=int, default=32000)
     p.add_argument("--tokens", type=int, default=512)
     p.add_argument("--port", type=int, default=29512)
+    p.add_argument("--backend", default="nccl", choices=["nccl", "gloo"], help="gloo: the same steps on the CPU")
     args = p.parse_args(argv)
     import torch
     import torch.multiprocessing as mp
 
-    if torch.cuda.device_count() < args.gpus:
+    if args.backend == "nccl" and torch.cuda.device_count() < args.gpus:
         print(f"ddp_emulate: {args.gpus} GPUs asked for, {torch.cuda.device_count()} visible", file=sys.stderr)
         return 2
     mp.spawn(rank_main, args=(args,), nprocs=args.gpus, join=True)
