@@ -235,7 +235,9 @@ def test_the_op_functions_plan_cache_follows_the_tables(h200_tables):
     x, w = np.ones((16, 14336), BF16), np.ones((1024, 14336), BF16)
     with_table = lib.linear.plan(x, w, gpu="h200")
     assert with_table.modelled and with_table.structure.split_k is None
-    gpus.set_manifest(None)
+    bare = copy.deepcopy(gpus.manifest())  # the H200 with no tables at all (the real ones now exist)
+    bare["models"]["h200"].update(launches=None, measured=None, kinds=[], agrees_with={})
+    gpus.set_manifest(bare)
     launches.set_table("h200", None)
     without = lib.linear.plan(x, w, gpu="h200")
     assert not without.modelled and len(without.structure.split_k) == 8  # the H100's choice, flagged
