@@ -37,13 +37,23 @@ def test_negative_zero_and_nan_payloads_count_as_different_bits():
     assert c.report()[0].silent == 1
 
 
-def test_the_capture_file_is_json_and_never_overwritten(tmp_path):
+def test_the_capture_file_is_the_librarys_and_never_overwritten(tmp_path):
+    from tcnumerics.library import Call
+    from tcnumerics.library.check import read_capture
+
     a = torch.ones(2, 2)
-    c = _checker_with([(True, a, a)])
+    c = Checker()
+    call = Call("matmul", "bf16", "bf16", 2, 2, 64)
+    c.compare(0, ("mm",), ROW, a, a, call=call)
+    c.compare(1, ("mm",), ROW, a, -a, call=call)
+    c.kernels.update({0: ["nvjet_sm90_tst_64x8_64x16_4x1_v_bz_NNT"], 1: ["nvjet_sm90_tst_64x8_64x16_4x1_v_bz_NNT"]})
+    c.gpu = "NVIDIA H200"
     path = tmp_path / "check.json"
-    c.save(str(path))
-    doc = json.loads(path.read_text())
-    assert doc["format"] == "tcnumerics.check/1" and doc["sites"][0]["verdict"] == "exact"
+    assert c.save(str(path)) == 2
+    env, seen = read_capture(str(path))
+    assert env["device"] == "NVIDIA H200" and [o.bits_match for o in seen] == [True, False]
+    assert seen[0].call == call and seen[1].verdict() in ("silent", "flagged")
+    assert json.loads(json.dumps(c.summary()))["sites"][0]["verdict"] == "silent"
     with pytest.raises(FileExistsError):
         c.save(str(path))
 

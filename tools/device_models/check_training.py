@@ -6,8 +6,9 @@ none of whose names appears in any survey or held-out set of ``tools/device_libr
 kernel_calls.py, dense_calls.py).  Each is built from its shapes (LlamaForCausalLM: hidden, FFN, heads, KV
 heads, head dim, vocabulary; ``--layers`` decoder layers, random init, BF16, eager attention) and takes one
 training step (forward + backward, no optimizer) at each token count.  Prints one JSON line per (model,
-tokens) and writes every checked call site to ``$OUT/check_<gpu>.json`` (``Emulation.save_check`` format,
-one document per step).
+tokens), writes every checked call site to ``$OUT/check_<gpu>.json`` (``Checker.summary()``, one document per
+step) and every observed call to ``$OUT/check_<gpu>_calls.json.gz`` (``Emulation.save_check``: the capture format
+``tools/device_library/fold_gpu.py --captures`` folds in).
 
     python3 tools/device_models/check_training.py --tokens 256 2048 [--models llama3.2-1b ...] [--layers 1]
 """
@@ -74,12 +75,8 @@ def check(name: str, shape, tokens: int, layers: int, gpu: str) -> tuple[dict, d
     seconds = time.perf_counter() - t
     rep = run.check_report()
     tot = rep.totals()
-    path = f"/tmp/check_{name}_{tokens}.json"
-    if os.path.exists(path):
-        os.remove(path)
-    run.save_check(path)
-    doc = json.load(open(path))
-    doc.update(model=name, tokens=tokens, layers=layers)
+    doc = dict(run.mode.checker.summary(), model=name, tokens=tokens, layers=layers)
+    observations = run.mode.checker.observations()
     silent = [f"{s.op} {s.phase} {'x'.join(map(str, s.shape))} {s.layout}: {','.join(s.native_kernels)[:120]} "
               f"(predicted {s.predicted[:80]}; {s.max_fraction_differing:.2%} differ)" for s in rep if s.silent]
     flagged_diff = [f"{s.op} {s.phase} {'x'.join(map(str, s.shape))} {s.layout}" for s in rep if s.flagged]
@@ -87,7 +84,7 @@ def check(name: str, shape, tokens: int, layers: int, gpu: str) -> tuple[dict, d
                flagged_sites=sum(1 for s in rep if not s.modelled), silent_sites=silent, flagged_differing=flagged_diff)
     del model
     torch.cuda.empty_cache()
-    return row, doc
+    return row, doc, observations
 
 
 def main(argv=None) -> int:
@@ -104,17 +101,22 @@ def main(argv=None) -> int:
         return 2
     gpu = torch.cuda.get_device_name()
     out_dir = os.environ.get("OUT", "/tmp")
-    docs, totals = [], dict(calls=0, exact=0, flagged=0, silent=0)
+    docs, seen, totals = [], [], dict(calls=0, exact=0, flagged=0, silent=0)
     for name in args.models:
         for tokens in args.tokens:
-            row, doc = check(name, CHECK_SET_1[name], tokens, args.layers, gpu)
+            row, doc, observations = check(name, CHECK_SET_1[name], tokens, args.layers, gpu)
             print(json.dumps(row), flush=True)
             docs.append(doc)
+            seen.extend(observations)
             for k in totals:
                 totals[k] += row[k]
     tag = gpu.replace("NVIDIA ", "").split()[0].lower()
     with open(os.path.join(out_dir, f"check_{tag}.json"), "w") as f:
         json.dump(dict(gpu=gpu, steps=docs), f)
+    from tcnumerics.library.check import write_capture
+
+    write_capture(os.path.join(out_dir, f"check_{tag}_calls.json.gz"), seen, dict(device=gpu, torch=torch.__version__,
+                                                                                  cuda=torch.version.cuda))
     print(json.dumps(dict(gpu=gpu, total=totals, exact_fraction=round(totals["exact"] / max(1, totals["calls"]), 4))))
     return 0
 

@@ -78,11 +78,13 @@ class Emulation:
             raise ValueError("check_report: this emulation was not made with check=True")
         return self.mode.checker.report()
 
-    def save_check(self, path: str, *, overwrite: bool = False) -> None:
-        """With ``check=True``: write the checked call sites as JSON (GPU, versions, verdicts, kernels)."""
+    def save_check(self, path: str, *, overwrite: bool = False) -> int:
+        """With ``check=True``: write every checked call (the library's call, cuBLAS's kernels, whether the bits
+        matched) as a capture file (``.json`` / ``.json.gz``) that ``tools/device_library/fold_gpu.py --captures``
+        folds into the GPU's tables; returns how many calls it holds."""
         if not self.check:
             raise ValueError("save_check: this emulation was not made with check=True")
-        self.mode.checker.save(path, overwrite=overwrite)
+        return self.mode.checker.save(path, overwrite=overwrite)
 
 
 def emulate(library: str | None = None, *, instruction=None, unit=None, operand_format=None,

@@ -7,7 +7,7 @@ arithmetic of their own: the unit path is ``unit.UnitRecipe`` (formats + ``tcnum
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import functools
 
@@ -36,6 +36,7 @@ class CallInfo:
     kernel: str
     modelled: bool = True
     reason: str = ""
+    call: object = field(default=None, compare=False)  # library mode: the library's Call (the self-check records it)
 
 
 class UnitBackend:
@@ -152,7 +153,7 @@ class LibraryBackend:
         plan, run = fn.prepare(*args, **kwargs)
         modelled = bool(plan.modelled) and not caveat
         reason = caveat or ("" if plan.modelled else str(getattr(plan, "reason", "")))
-        return run(), CallInfo(str(plan.kernel), modelled, reason)
+        return run(), CallInfo(str(plan.kernel), modelled, reason, plan.call)
 
     def _route(self, call: GemmCall, full_shape, engine: str):
         """(library function, args, kwargs, caveat) for a call; caveat: why it is not modelled even so."""

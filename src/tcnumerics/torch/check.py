@@ -11,7 +11,9 @@ compares the two results bit for bit.  Each call is then
 
 The model continues on the emulated results.  ``run.check_report()`` lists call sites with these counts,
 the largest fraction of outputs that differed and the kernels cuBLAS ran; ``run.save_check(path)`` writes
-the observed calls as JSON (no pickles) for the library's tables (``tools/device_library``).
+every observed call -- the library's call, the kernels cuBLAS ran, whether the bits matched -- as a capture
+file (``tcnumerics.library.check.write_capture``: JSON, no pickles) that ``tools/device_library/fold_gpu.py
+--captures`` folds into the GPU's tables; ``Checker.summary()`` is the per-site table as JSON.
 """
 
 from __future__ import annotations
@@ -87,6 +89,8 @@ class Checker:
         self._pending: dict = {}
         self._profiler = None
         self.gpu: str | None = None
+        self.calls: dict = {}  # call index -> (library Call, bits match, fraction differing, site key)
+        self.kernels: dict = {}  # call index -> the kernels its native run launched
 
     # --- the profiler spans the emulation, each native call is one labelled range ---------------------
     def start(self) -> None:
@@ -103,6 +107,7 @@ class Checker:
             return
         prof.__exit__(None, None, None)
         kernels = _kernels_by_range(prof)
+        self.kernels.update(kernels)
         for index, (key, _) in list(self._pending.items()):
             site = self.sites[key]
             for name in kernels.get(index, []):
@@ -119,8 +124,10 @@ class Checker:
             out = func(*args, **kwargs)
         return out.clone()
 
-    def compare(self, index: int, key: tuple, row: dict, native: torch.Tensor, emulated: torch.Tensor) -> None:
-        """Record one call: ``row`` has op, phase, shape, dtypes, layout, predicted, modelled, reason."""
+    def compare(self, index: int, key: tuple, row: dict, native: torch.Tensor, emulated: torch.Tensor,
+                call=None) -> None:
+        """Record one call: ``row`` has op, phase, shape, dtypes, layout, predicted, modelled, reason; ``call`` is
+        the library's Call of it (kept for the capture file)."""
         site = self.sites.get(key)
         if site is None:
             site = self.sites[key] = CheckSite(**row)
@@ -136,18 +143,37 @@ class Checker:
             site.flagged += 1
         site.max_fraction_differing = max(site.max_fraction_differing, fraction)
         self._pending[index] = (key, None)
+        if call is not None:
+            self.calls[index] = (call, not differ, fraction, key)
 
     def report(self) -> CheckReport:
         return CheckReport(self.sites.values())
 
-    def save(self, path: str, *, overwrite: bool = False) -> None:
-        """Write the checked call sites as JSON: the GPU, torch / CUDA versions and one entry per site."""
+    def summary(self) -> dict:
+        """The checked call sites as JSON-ready data: the GPU, versions and one entry per site with its verdict."""
+        return dict(format="tcnumerics.check/1", gpu=self.gpu, torch=torch.__version__, cuda=torch.version.cuda,
+                    cublas=_cublas_version(), sites=[_as_json(s) for s in self.sites.values()])
+
+    def observations(self) -> list:
+        """The checked calls as ``tcnumerics.library.check.Observation`` (calls whose kernels the profiler saw)."""
+        from ..library.check import observation
+
+        out = []
+        for index, (call, same, fraction, key) in sorted(self.calls.items()):
+            kernels = self.kernels.get(index)
+            if kernels:
+                out.append(observation(call, kernels, bits_match=same, differing=fraction, device=self.gpu or "",
+                                       site=" ".join(str(k) for k in key)))
+        return out
+
+    def save(self, path: str, *, overwrite: bool = False) -> int:
+        """Write the observed calls as a capture file (``library.check.write_capture``); returns how many."""
+        from ..library.check import write_capture
+
         if os.path.exists(path) and not overwrite:
             raise FileExistsError(f"{path}: exists; pass overwrite=True or another name")
-        doc = dict(format="tcnumerics.check/1", gpu=self.gpu, torch=torch.__version__,
-                   cuda=torch.version.cuda, cublas=_cublas_version(), sites=[_as_json(s) for s in self.sites.values()])
-        with open(path, "w") as f:
-            json.dump(doc, f, indent=1)
+        env = dict(device=self.gpu, torch=torch.__version__, cuda=torch.version.cuda, cublas=_cublas_version())
+        return write_capture(path, self.observations(), env)
 
 
 def _as_json(site: CheckSite) -> dict:

@@ -148,7 +148,8 @@ class EmulationMode(TorchDispatchMode):
         phase = "backward" if torch._C._current_autograd_node() is not None else "forward"
         row = dict(op=call.op, phase=phase, shape=call.shape, dtypes=_dtypes(call), layout=call.layout,
                    predicted=info.kernel, modelled=info.modelled, reason=info.reason)
-        self.checker.compare(index, (call.op, phase, call.shape, row["dtypes"], call.layout), row, native, out)
+        self.checker.compare(index, (call.op, phase, call.shape, row["dtypes"], call.layout), row, native, out,
+                             call=info.call)
         return out
 
     def record(self, call: GemmCall, phase: str, info: CallInfo) -> None:
