@@ -158,3 +158,15 @@ def test_uncaptured_combination_flagged():
     red = "void cublasLt::splitKreduce_kernel<32, 16, int, __half, __half, float>(...)"
     s, ok = cutlass_half.cutlass_half_structure(call, Structure("x"), _launch(gemm, red, z=3))
     assert s.split_k == (856, 856, 856) and s.split_partial_format == "fp16" and not ok
+
+
+def test_in_place_sm75_slices_are_pinned_only_where_the_two_rules_agree():
+    """The H200's train_bits #118 (156 x 5120 x 13653 FP16, s1688 128x128 in place, S = 19) missed 49 of 64 outputs
+    with whole K-tiles: where whole K-tiles and ceil(K / S) rounded to 8 cut K differently, the call is flagged."""
+    gemm = "void cutlass::Kernel2<cutlass_75_tensorop_f16_s1688gemm_f16_128x128_tn_align1>(...)"
+    odd = selection.Call("linear", "fp16", "fp16", 156, 5120, 13653, b_t=True)
+    s, ok = cutlass_half.cutlass_half_structure(odd, Structure("x"), _launch("Memset (Device)", gemm, z=19))
+    assert s.split_reduce == "serial" and s.split_k[0] == 736 and not ok
+    even = selection.Call("matmul", "bf16", "bf16", 64, 50257, 1024)
+    _, ok = cutlass_half.cutlass_half_structure(even, Structure("x"), _launch("Memset (Device)", GEMM, z=2))
+    assert ok  # 1024 / 2: both rules cut 512
