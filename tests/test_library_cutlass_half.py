@@ -160,9 +160,10 @@ def test_uncaptured_combination_flagged():
     assert s.split_k == (856, 856, 856) and s.split_partial_format == "fp16" and not ok
 
 
-def test_in_place_sm75_slices_are_pinned_only_where_the_two_rules_agree():
+def test_in_place_sm75_slices_with_a_residue_tile_are_pinned_only_where_the_two_rules_agree():
     """The H200's train_bits #118 (156 x 5120 x 13653 FP16, s1688 128x128 in place, S = 19) missed 49 of 64 outputs
-    with whole K-tiles: where whole K-tiles and ceil(K / S) rounded to 8 cut K differently, the call is flagged."""
+    with whole K-tiles: with a residue tile, where whole K-tiles and ceil(K / S) rounded to 8 cut K differently, the
+    call is flagged (the captures that chose whole K-tiles all had K a multiple of the tile)."""
     gemm = "void cutlass::Kernel2<cutlass_75_tensorop_f16_s1688gemm_f16_128x128_tn_align1>(...)"
     odd = selection.Call("linear", "fp16", "fp16", 156, 5120, 13653, b_t=True)
     s, ok = cutlass_half.cutlass_half_structure(odd, Structure("x"), _launch("Memset (Device)", gemm, z=19))
@@ -170,3 +171,6 @@ def test_in_place_sm75_slices_are_pinned_only_where_the_two_rules_agree():
     even = selection.Call("matmul", "bf16", "bf16", 64, 50257, 1024)
     _, ok = cutlass_half.cutlass_half_structure(even, Structure("x"), _launch("Memset (Device)", GEMM, z=2))
     assert ok  # 1024 / 2: both rules cut 512
+    aligned = selection.Call("matmul", "bf16", "bf16", 26, 50257, 4096)
+    _, ok = cutlass_half.cutlass_half_structure(aligned, Structure("x"), _launch("Memset (Device)", GEMM, z=5))
+    assert ok  # the rules differ (832 vs 824), whole K-tiles captured there (holdout8 #16)
