@@ -21,4 +21,4 @@ try:
     chain.plot(rows, str(target))
     print(f"figure written to {target}")
 except ImportError:
-    print("matplotlib is not installed (pip install 'tcnumerics[plot]'): no figure drawn")
+    print("matplotlib is not installed (pip install -e \".[plot]\"): no figure drawn")

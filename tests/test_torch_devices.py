@@ -4,10 +4,11 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 
-import tcnumerics.torch as tct
-from tcnumerics.torch import devices
+torch = pytest.importorskip("torch")
+
+import tcnumerics.torch as tct  # noqa: E402
+from tcnumerics.torch import devices  # noqa: E402
 
 BF16 = "hopper.wgmma.m64n8k16.f32.bf16.bf16"
 

@@ -23,11 +23,25 @@ def test_study_rows_cover_every_setting_and_are_seeded():
     curves = [r for r in rows if r["kind"] == "fp8-train"]
     assert len(curves) == 4
     assert "FP8 training" in module.render(rows, args)
-    # the same seed reproduces an evaluation exactly
+    # the same seed reproduces the trained weights (PyTorch's native FP32 training, on this machine and thread
+    # count) and the evaluation (tcnumerics' emulation) exactly; each checked on its own, so that a failure
+    # says which of the two differs
+    train = next(r for r in rows if r["kind"] == "train")
     codes, split, vocab, data = mn._data(3, 32)
     model = mn.train_native(codes, split, vocab, steps=30, seed=3)
+    assert torch.get_num_threads() == train["torch_threads"], "PyTorch's thread count changed during the run"
+    assert mn.weights_digest(model) == train["weights_sha256"], "native training did not reproduce its weights"
     again = mn.evaluate(model, data, mn.SETTINGS["Hopper FP8 fast accumulation"])
     assert again["loss"] == evals["Hopper FP8 fast accumulation"]["loss"]
+
+
+def test_study_reports_progress_on_stderr(capsys):
+    rows, args, module = run_experiment("model-numerics", ["--train-steps", "2", "--eval-positions", "8",
+                                                            "--fp8-steps", "1", "--seed", "4"])
+    err = capsys.readouterr().err
+    for stage in ("native FP32 training: 2/2", f"evaluations on emulated units: {len(mn.SETTINGS)}/",
+                  "FP8 training, fast accumulation then promotion: 2/2"):
+        assert stage in err, err
 
 
 def test_study_refuses_bad_options():

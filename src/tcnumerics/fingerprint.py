@@ -910,7 +910,7 @@ def _gpu_dot(name: str) -> Dot:
     try:
         from .probe import gpu_dot
     except ImportError as exc:
-        raise ValueError(f"--gpu: the GPU probe is not available ({exc}); install tcnumerics[gpu]") from None
+        raise ValueError(f"--gpu: the GPU probe is not available ({exc}); pip install -e \".[gpu]\"") from None
     try:
         dot = gpu_dot(name)
     except ImportError as exc:

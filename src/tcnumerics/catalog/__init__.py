@@ -49,10 +49,24 @@ def _load() -> None:
             importlib.import_module(f"{__name__}.{module}")
 
 
+def natural_key(name: str) -> list:
+    """Sort key that orders the numbers inside a name numerically, so shapes list k8 < k16 < k128.
+
+    >>> sorted(["mma.m16n8k128", "mma.m16n8k16", "mma.m16n8k8"], key=natural_key)
+    ['mma.m16n8k8', 'mma.m16n8k16', 'mma.m16n8k128']
+    """
+    # re.split with a group alternates text and digit runs, so equal positions always compare like with like
+    return [int(part) if i % 2 else part for i, part in enumerate(re.split(r"(\d+)", name))]
+
+
 def instruction_names(arch: str | None = None) -> list[str]:
-    """Every catalogued instruction name (optionally of one architecture), sorted."""
+    """Every catalogued instruction name (optionally of one architecture), numbers in numeric order.
+
+    >>> [n for n in instruction_names("hopper") if n.startswith("hopper.mma.m8n8k")][-3:]
+    ['hopper.mma.m8n8k32.satfinite.s32.u4.u4.s32', 'hopper.mma.m8n8k128.s32.b1.b1.s32.and.popc', 'hopper.mma.m8n8k128.s32.b1.b1.s32.xor.popc']
+    """
     _load()
-    names = sorted(n for n in _REGISTRY if arch is None or n.split(".", 1)[0] == arch)
+    names = sorted((n for n in _REGISTRY if arch is None or n.split(".", 1)[0] == arch), key=natural_key)
     if arch is not None and not names:
         known = sorted({n.split(".", 1)[0] for n in _REGISTRY})
         raise ValueError(f"arch: unknown architecture {arch!r} (known: {', '.join(known)})")
@@ -61,7 +75,7 @@ def instruction_names(arch: str | None = None) -> list[str]:
 
 def all_instructions() -> list[InstructionSpec]:
     _load()
-    return [_REGISTRY[n] for n in sorted(_REGISTRY)]
+    return [_REGISTRY[n] for n in sorted(_REGISTRY, key=natural_key)]
 
 
 def get_instruction(name: "str | InstructionSpec") -> InstructionSpec:

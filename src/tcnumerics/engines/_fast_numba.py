@@ -32,8 +32,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import sys
 import threading
 import types
 
@@ -84,6 +86,24 @@ def serial_only() -> bool:
     return _serial_only
 
 
+_compile_notice_given = False
+
+
+def _compile_notice(kernel) -> None:
+    """Say once on standard error when the first kernel a process runs is not in numba's disk cache: the
+    compilation that follows takes seconds (once per installation), and silence would look like a hang."""
+    global _compile_notice_given
+    _compile_notice_given = True
+    try:  # numba internals: the cache index a cached dispatcher would load; absent means it compiles now
+        cold = not kernel.signatures and not os.path.exists(kernel._cache._cache_file._index_path)
+    except AttributeError:
+        return
+    if cold:
+        sys.stderr.write("tcnumerics: compiling the fast engine's numba kernels for their first use (up to a minute, "
+                         "once; later runs load them from the cache)\n")
+        sys.stderr.flush()
+
+
 class fork_safe:
     """A ``parallel=True`` kernel that is safe to call from any thread and in forked children.
 
@@ -112,12 +132,38 @@ class fork_safe:
         return self._serial
 
     def __call__(self, *args):
+        if not _compile_notice_given:
+            _compile_notice(self.parallel)
         if _serial_only:
             return self.serial()(*args)
-        if _threading_layer() in (None, "workqueue"):  # None: the first launch may pick workqueue
+        layer = _threading_layer()
+        if layer is None:  # the first launch starts numba's threads (and may pick workqueue)
+            with _launch_lock, _torch_threads_kept():
+                return self.parallel(*args)
+        if layer == "workqueue":
             with _launch_lock:
                 return self.parallel(*args)
         return self.parallel(*args)
+
+
+@contextlib.contextmanager
+def _torch_threads_kept():
+    """Keep PyTorch's intra-op thread count across numba's first parallel launch.
+
+    Starting its OpenMP threads, numba calls ``omp_set_num_threads(NUMBA_NUM_THREADS)`` on the launching
+    thread; with both on one GNU OpenMP runtime that is also PyTorch's thread count from then on
+    (``torch.get_num_threads()`` reads it).  Without this, a user's ``torch.set_num_threads(1)`` -- or PyTorch's
+    default where it differs from numba's -- would silently change at the first tcnumerics call, and with it
+    the bits of PyTorch's own thread-partitioned reductions: state that depends on which ran first.
+    """
+    torch = sys.modules.get("torch")
+    get = getattr(torch, "get_num_threads", None)
+    before = get() if callable(get) else None
+    try:
+        yield
+    finally:
+        if before is not None and get() != before:
+            torch.set_num_threads(before)
 
 
 @njit(cache=True, nogil=True)

@@ -201,7 +201,7 @@ def _device_tables(plan: Plan, device: int):
 
 def _require_gpu() -> None:
     if not available():
-        raise RuntimeError("engine='cuda': no CUDA device visible to CuPy (install tcnumerics[gpu] on a machine "
+        raise RuntimeError("engine='cuda': no CUDA device visible to CuPy (pip install -e \".[gpu]\" on a machine "
                            "with an NVIDIA GPU, or use engine='fast')")
 
 

@@ -122,7 +122,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schemes", nargs="+", choices=list(SCHEMES), default=list(SCHEMES),
                         help="accumulation schemes to compare (default: all)")
     parser.add_argument("--plot", metavar="FILE.png", help="draw error vs K (needs matplotlib: pip install "
-                        "'tcnumerics[plot]')")
+                        "-e \".[plot]\")")
     parser.add_argument("--force", action="store_true", help="let --plot replace an existing file")
 
 

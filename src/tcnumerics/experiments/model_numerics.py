@@ -30,9 +30,10 @@ import time
 import numpy as np
 
 from .plotting import check_plot_target
+from .progress import Progress
 
-__all__ = ["SETTINGS", "corpus", "CharMLP", "train_native", "evaluate", "emulation", "add_arguments", "run", "render",
-           "plot"]
+__all__ = ["SETTINGS", "corpus", "CharMLP", "train_native", "weights_digest", "evaluate", "emulation", "add_arguments",
+           "run", "render", "plot"]
 
 CONTEXT, EMBED, HIDDEN = 32, 32, 256
 FP8 = "hopper.wgmma.m64n8k32.f32.e4m3.e4m3"
@@ -54,7 +55,7 @@ def _torch():
     try:
         import torch
     except ImportError:  # the CLI turns this into a one-line error
-        raise ModuleNotFoundError("needs torch: pip install 'tcnumerics[torch]'", name="torch") from None
+        raise ModuleNotFoundError("needs torch: pip install -e \".[torch]\"", name="torch") from None
     return torch
 
 
@@ -96,7 +97,8 @@ def _data(seed: int, eval_positions: int):
     return codes, split, vocab, _windows(codes, np.sort(eval_starts))
 
 
-def train_native(codes: np.ndarray, split: int, vocab: int, *, steps: int, seed: int, batch: int = 256):
+def train_native(codes: np.ndarray, split: int, vocab: int, *, steps: int, seed: int, batch: int = 256,
+                 progress: Progress | None = None):
     """Native FP32 training with Adam: the model every setting then evaluates."""
     torch = _torch()
     torch.manual_seed(seed)
@@ -109,7 +111,20 @@ def train_native(codes: np.ndarray, split: int, vocab: int, *, steps: int, seed:
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if progress is not None:
+            progress.advance()
     return model
+
+
+def weights_digest(model) -> str:
+    """SHA-256 of a model's parameters' bytes: two trainings that claim to be the same can be compared."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, p in model.state_dict().items():
+        h.update(name.encode())
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
 
 
 def emulation(setting):
@@ -149,7 +164,8 @@ def evaluate(model, data, setting) -> dict:
     return {"loss": loss, "accuracy": acc, "not_modelled_calls": flagged}
 
 
-def train_emulated(model, codes, split, setting, *, steps: int, seed: int, batch: int = 64) -> list[float]:
+def train_emulated(model, codes, split, setting, *, steps: int, seed: int, batch: int = 64,
+                   progress: Progress | None = None) -> list[float]:
     """Continue training (SGD) with every forward and backward GEMM emulated; the loss per step."""
     import copy
 
@@ -167,6 +183,8 @@ def train_emulated(model, codes, split, setting, *, steps: int, seed: int, batch
             loss.backward()
         opt.step()
         losses.append(loss.item())
+        if progress is not None:
+            progress.advance()
     return losses
 
 
@@ -189,19 +207,27 @@ def run(args: argparse.Namespace) -> list[dict]:
     torch = _torch()
     codes, split, vocab, data = _data(args.seed, args.eval_positions)
     t0 = time.perf_counter()
-    model = train_native(codes, split, vocab, steps=args.train_steps, seed=args.seed)
-    rows = [{"kind": "train", "setting": "native FP32", "seconds": time.perf_counter() - t0}]
-    for name, setting in SETTINGS.items():
-        t0 = time.perf_counter()
-        rows.append({"kind": "eval", "setting": name, **evaluate(model, data, setting),
-                     "seconds": time.perf_counter() - t0})
+    with Progress(args.train_steps, "model-numerics: native FP32 training", enabled=not args.quiet) as bar:
+        model = train_native(codes, split, vocab, steps=args.train_steps, seed=args.seed, progress=bar)
+    rows = [{"kind": "train", "setting": "native FP32", "seconds": time.perf_counter() - t0,
+             "weights_sha256": weights_digest(model), "torch_threads": torch.get_num_threads()}]
+    with Progress(len(SETTINGS), "model-numerics: evaluations on emulated units", enabled=not args.quiet) as bar:
+        for name, setting in SETTINGS.items():
+            t0 = time.perf_counter()
+            rows.append({"kind": "eval", "setting": name, **evaluate(model, data, setting),
+                         "seconds": time.perf_counter() - t0})
+            bar.advance()
     exact = rows[1]["loss"]
     for r in rows[1:]:
         r["loss_change"] = r["loss"] - exact
     curves = {}
-    for name in ("Hopper FP8 fast accumulation", "Hopper FP8 promote every 128"):
-        curves[name] = train_emulated(model, codes, split, SETTINGS[name], steps=args.fp8_steps, seed=args.seed)
-        rows += [{"kind": "fp8-train", "setting": name, "step": i, "loss": v} for i, v in enumerate(curves[name])]
+    with Progress(2 * args.fp8_steps, "model-numerics: FP8 training, fast accumulation then promotion",
+                  enabled=not args.quiet) as bar:
+        for name in ("Hopper FP8 fast accumulation", "Hopper FP8 promote every 128"):
+            curves[name] = train_emulated(model, codes, split, SETTINGS[name], steps=args.fp8_steps, seed=args.seed,
+                                          progress=bar)
+            rows += [{"kind": "fp8-train", "setting": name, "step": i, "loss": v}
+                     for i, v in enumerate(curves[name])]
     torch.set_grad_enabled(True)
     if args.plot:
         plot(rows, args.plot)

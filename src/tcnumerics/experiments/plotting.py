@@ -17,11 +17,11 @@ def check_plot_target(path: str, force: bool) -> None:
     if not path.lower().endswith(".png"):
         raise ValueError(f"--plot: expected a .png file name, got {path!r}")
     if os.path.exists(path) and not force:
-        raise ValueError(f"--plot: {path} exists; pass --force to replace it")
+        raise ValueError(f"--plot: {path} exists; name another file, or pass --force to replace it")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise ValueError(f"--plot: directory {parent} does not exist")
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise ValueError("--plot: needs matplotlib (pip install 'tcnumerics[plot]')") from None
+        raise ValueError("--plot: needs matplotlib (pip install -e \".[plot]\")") from None

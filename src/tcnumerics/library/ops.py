@@ -59,10 +59,18 @@ class NotModelledWarning(UserWarning):
     """The call's kernel family was not verified bit-exactly on the device: the result is a best guess."""
 
 
-def _fmt(name: str, x: np.ndarray) -> str:
+def _fmt(name: str, x: np.ndarray, *, fp8: bool = False) -> str:
+    """The operand's format name; a TypeError naming the argument for any type the op does not take.
+
+    FP8 operands are only taken where ``fp8`` (``scaled_mm``): torch's plain GEMM ops refuse FP8 on the device.
+    """
     f = _DTYPE_FMT.get(np.dtype(x.dtype).name)
     if f is None:
-        raise TypeError(f"{name}: expected bfloat16, float16, float32 or float8 (ml_dtypes) values, got {x.dtype}")
+        wanted = "float8_e4m3fn or float8_e5m2" if fp8 else "bfloat16, float16 or float32"
+        raise TypeError(f"{name}: expected {wanted} (ml_dtypes) values, got {x.dtype}")
+    if f in ("e4m3", "e5m2") and not fp8:
+        raise TypeError(f"{name}: {x.dtype} operands need scales: use library.scaled_mm (torch._scaled_mm); "
+                        "torch's matmul, mm, linear, addmm, bmm and baddbmm refuse FP8")
     return f
 
 
@@ -327,7 +335,7 @@ def _prep_scaled_mm(A, B, scale_a, scale_b, *, out_dtype="bf16", use_fast_accum:
     gpu = _check(arch, fp32_precision, gpu)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"A, B: expected [M, K] and [K, N], got {A.shape} and {B.shape}")
-    fa, fb_ = _fmt("A", A), _fmt("B", B)
+    fa, fb_ = _fmt("A", A, fp8=True), _fmt("B", B, fp8=True)
     if fa not in ("e4m3", "e5m2") or fb_ not in ("e4m3", "e5m2"):
         raise TypeError(f"A, B: _scaled_mm takes float8_e4m3fn / float8_e5m2, got {A.dtype}, {B.dtype}")
     if fa == fb_ == "e5m2":

@@ -4,7 +4,7 @@ Rooms: ``spec`` (parse and validate), ``units`` (catalog entries with fields cha
 ``grid`` (tasks and their spec-derived seeds), ``workloads`` (what is measured),
 ``exact`` (the exact GEMM reference), ``executors`` (local process pool, Dask),
 ``store`` (the resumable journal and the table), ``runner`` (the loop), ``plotting``.
-Needs pandas (and pyarrow for Parquet): ``pip install 'tcnumerics[cluster]'``.
+Needs pandas (and pyarrow for Parquet): ``pip install -e ".[cluster]"``.
 
 Example:
     >>> from tcnumerics.sweep import parse_spec, expand

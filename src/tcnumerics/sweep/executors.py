@@ -123,7 +123,7 @@ class DaskExecutor:
         try:
             from distributed import Client, LocalCluster
         except ImportError:
-            raise ValueError("--scheduler: needs dask.distributed (pip install 'tcnumerics[cluster]')") from None
+            raise ValueError("--scheduler: needs dask.distributed (pip install -e \".[cluster]\")") from None
         self._cluster = None
         if address == "local":
             n = workers or os.cpu_count() or 1

@@ -84,7 +84,7 @@ def plot_pareto(table, path: "str | os.PathLike", *, x: str | None = None, y: st
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ValueError("plot: needs matplotlib (pip install 'tcnumerics[plot]')") from None
+        raise ValueError("plot: needs matplotlib (pip install -e \".[plot]\")") from None
     dx, dy, dline = default_axes(table) if None in (x, y) else (x, y, line)
     x, y, line = x or dx, y or dy, line or dline
     lines = pareto_lines(table, x, y, line)

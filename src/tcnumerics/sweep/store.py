@@ -106,7 +106,7 @@ def _check_writer(path: str) -> None:
     missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
         raise StoreError(f"{path}: writing the table needs {' and '.join(missing)} "
-                         "(pip install 'tcnumerics[cluster]')")
+                         "(pip install -e \".[cluster]\")")
 
 
 def write_table(path: str, rows: list[dict]) -> None:

@@ -8,6 +8,8 @@ natively.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import threading
 import warnings
 from collections import OrderedDict
@@ -164,10 +166,8 @@ class EmulationMode(TorchDispatchMode):
             first = key not in self._warned
             self._warned.add(key)
         if not info.modelled and first:
-            shape = "x".join(str(v) for v in call.shape)
-            warnings.warn(f"aten.{call.op} {shape} ({dtypes}, {phase}): {info.kernel} is not modelled"
-                          + (f": {info.reason}" if info.reason else "") + "; the result is a best guess",
-                          NotModelledWarning, stacklevel=4)
+            warnings.warn(_not_modelled_message(call, phase, dtypes, info), NotModelledWarning,
+                          stacklevel=_caller_stacklevel())
 
     # --- convolutions ---------------------------------------------------------------------------
 
@@ -247,6 +247,28 @@ def _warn_once(mode: EmulationMode, key: str, message: str) -> None:
             return
         mode._warned.add(key)
     warnings.warn(message, RuntimeWarning, stacklevel=5)
+def _not_modelled_message(call: GemmCall, phase: str, dtypes: str, info: CallInfo) -> str:
+    """One line per call site; FP32 calls say what library mode models instead of the kernel's long reason."""
+    where = f"aten.{call.op} {'x'.join(str(v) for v in call.shape)} ({dtypes}, {phase})"
+    if call.a.dtype == torch.float32 and call.op in GEMM_OPS and call.op != "dot":  # dot: its own reason
+        return (f"{where}: cuBLAS's FP32 kernel is not modelled at this shape, a best guess (library mode is "
+                "verified on BF16/FP16 models: model.bfloat16(); run.report() says why)")
+    return (f"{where}: {info.kernel} is not modelled" + (f": {info.reason}" if info.reason else "")
+            + "; the result is a best guess")
+
+
+# frames in these packages are torch's dispatch machinery or ours, not the code a user would fix
+_OWN_DIRS = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+             os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the user's code: the first frame outside torch and tcnumerics
+    (a warning located in this module would name the same line of ours for every call site)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_OWN_DIRS):
+        frame, level = frame.f_back, level + 1
+    return level if frame is not None else 1
 
 
 def _floating(args) -> bool:
