@@ -24,7 +24,6 @@ MODULES_NEED = {
 }
 # doctests (file, doctest name) that use an extra while their module imports without it
 DOCTESTS_NEED = {
-    ("src/tcnumerics/engines/cuda.py", "tcnumerics.engines.cuda.torch_to_numpy"): "torch",
     ("src/tcnumerics/sweep/model_eval.py", "tcnumerics.sweep.model_eval"): "torch",
     ("src/tcnumerics/sweep/plotting.py", "tcnumerics.sweep.plotting"): "pandas",
     ("src/tcnumerics/sweep/runner.py", "tcnumerics.sweep.runner"): "pandas",

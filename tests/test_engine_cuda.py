@@ -155,22 +155,6 @@ def test_without_a_gpu_the_engine_says_so():
             cuda.dot_bits("hopper.wgmma.m64n8k16.f32.bf16.bf16", a, a, np.zeros(2, np.uint32))
 
 
-def test_torch_value_tensors_round_trip_bit_for_bit():
-    torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(SEED + 4)
-    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
-        t = torch.from_numpy(rng.standard_normal((5, 7)).astype(np.float32)).to(dtype)
-        host = cuda.torch_to_numpy(t)
-        assert host.shape == (5, 7) and np.array_equal(host.astype(np.float64), t.float().numpy())
-        back = cuda.numpy_to_torch(host, "cpu")
-        assert back.dtype == dtype
-        width = {1: torch.uint8, 2: torch.int16, 4: torch.int32}[t.element_size()]
-        assert torch.equal(back.view(width), t.view(width))
-    (a, b, none), restore = cuda.values_to_host(torch.ones(2, 3, dtype=torch.bfloat16), np.ones((3, 2)), None)
-    assert a.dtype.name == "bfloat16" and b.shape == (3, 2) and none is None
-    assert restore(np.zeros(2)) is not None  # host operands only: the result stays a numpy array
-
-
 @needs_cxx
 @pytest.mark.parametrize("name", ["blackwell.tcgen05.mma.kind::mxf8f6f4.block32.f32.e4m3.e4m3.ue8m0",
                                   "blackwell.tcgen05.mma.kind::mxf8f6f4.block32.f32.e2m1.e5m2.ue8m0"])

@@ -44,7 +44,7 @@ from ..model import InstructionSpec
 from . import _cuda_build as build
 from ._fast_plan import Plan, build_plan
 
-__all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "available", "values_to_host"]
+__all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "available"]
 
 _DOT_THREADS = 256
 _SCALAR_THREADS = 128
@@ -500,81 +500,3 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
             lib.host_gemm_scalar(*args, *scale_args)
     del keep
     return work.astype(spec.d_format.container_dtype)
-
-
-# --- value arrays of tcnumerics.gemm that live on a GPU ---------------------------------------------
-
-def _torch_numpy_pairs():
-    import ml_dtypes
-    import torch
-
-    pairs = [(torch.float64, np.float64, None), (torch.float32, np.float32, None), (torch.float16, np.float16, None),
-             (torch.bfloat16, ml_dtypes.bfloat16, torch.int16)]
-    for name, np_type in (("float8_e4m3fn", ml_dtypes.float8_e4m3fn), ("float8_e5m2", ml_dtypes.float8_e5m2)):
-        if hasattr(torch, name):
-            pairs.append((getattr(torch, name), np_type, torch.uint8))
-    return pairs
-
-
-def torch_to_numpy(t) -> np.ndarray:
-    """A torch tensor's values as a host numpy / ml_dtypes array of the same type (bits preserved).
-
-    >>> import torch
-    >>> torch_to_numpy(torch.tensor([1.5, -2.0], dtype=torch.bfloat16)).dtype.name
-    'bfloat16'
-    """
-    t = t.detach()
-    for torch_type, np_type, bits in _torch_numpy_pairs():
-        if t.dtype == torch_type:
-            host = (t.view(bits) if bits is not None else t).cpu().numpy()
-            return host.view(np_type) if bits is not None else host
-    return t.cpu().numpy()
-
-
-def numpy_to_torch(x: np.ndarray, device):
-    """The inverse of ``torch_to_numpy``, on ``device``."""
-    import torch
-
-    x = np.ascontiguousarray(x)
-    for torch_type, np_type, bits in _torch_numpy_pairs():
-        if x.dtype == np.dtype(np_type):
-            if bits is None:
-                return torch.from_numpy(x).to(device)
-            as_int = x.view({torch.int16: np.int16, torch.uint8: np.uint8}[bits])
-            return torch.from_numpy(as_int).to(device).view(torch_type)
-    return torch.from_numpy(x).to(device)
-
-
-def values_to_host(*arrays):
-    """Host copies of ``tcnumerics.gemm``'s value arguments and a function that puts a result back.
-
-    GPU-resident operands (CuPy arrays, torch CUDA tensors) are copied to the host for the
-    composition (each instruction chain then runs on the GPU through ``accumulate_bits``);
-    the result returns as a torch tensor on the first torch operand's device, or as a CuPy
-    array where CuPy holds its dtype (numpy otherwise).  None passes through.
-    """
-    kinds = [_kind(x) if x is not None else None for x in arrays]
-    host = []
-    for x, kind in zip(arrays, kinds):
-        if kind in ("torch", "torch-cpu"):
-            host.append(torch_to_numpy(x))
-        elif kind == "cupy":
-            host.append(x.get())
-        else:
-            host.append(x)
-    like = next((x for x, k in zip(arrays, kinds) if k in ("torch", "cupy")), None)
-
-    def restore(result: np.ndarray):
-        if like is None:
-            return result
-        if _kind(like) == "torch":
-            return numpy_to_torch(result, like.device)
-        import cupy
-
-        try:
-            with cupy.cuda.Device(like.device.id):
-                return cupy.asarray(result)
-        except (TypeError, ValueError):  # a dtype CuPy does not hold (bfloat16, FP8): keep numpy
-            return result
-
-    return host, restore
