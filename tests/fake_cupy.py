@@ -161,17 +161,23 @@ def _function(name: str):
 
 
 def install(monkeypatch) -> types.ModuleType:
-    """Make ``import cupy`` give this module and the GPU engine's chains run on the CPU fast engine."""
+    """Make ``import cupy`` give this module and the GPU engine's chains run on the CPU: the fast engine, or -- for
+    promotion inside the kernels -- the kernels' own host build (``engines.cuda.host_accumulate_bits``)."""
     module = sys.modules[__name__]
     monkeypatch.setitem(sys.modules, "cupy", module)
 
     from tcnumerics.engines import cuda, fast
 
-    def accumulate_bits(spec, a_rows, b_cols, acc, k_start=0, k_stop=None, **kw):
+    def accumulate_bits(spec, a_rows, b_cols, acc, k_start=0, k_stop=None, promote_every=None,
+                        promote_from_acc=False, **kw):
         for name, x in (("a_rows", a_rows), ("b_cols", b_cols), ("acc", acc)):
             if not isinstance(x, ndarray):
                 raise TypeError(f"{name}: the GPU engine was handed a host array ({type(x).__name__})")
-        out = fast.accumulate_bits(spec, a_rows.get(), b_cols.get(), acc.get(), k_start, k_stop, **kw)
+        if promote_every is not None:
+            out = cuda.host_accumulate_bits(spec, a_rows.get(), b_cols.get(), acc.get(), k_start, k_stop,
+                                            promote_every=promote_every, promote_from_acc=promote_from_acc, **kw)
+        else:
+            out = fast.accumulate_bits(spec, a_rows.get(), b_cols.get(), acc.get(), k_start, k_stop, **kw)
         return ndarray(out)
 
     monkeypatch.setattr(cuda, "accumulate_bits", accumulate_bits)

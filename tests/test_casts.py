@@ -10,12 +10,15 @@ from tcnumerics.formats import get_format
 FORMATS = ("fp32", "bf16", "fp16", "tf32", "e8m13")
 
 
-def _spec_bits(fmt, x):
+NARROW = ("e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e2m3", "e3m2", "e2m1")
+
+
+def _spec_bits(fmt, x, overflow="ieee"):
     """from_float with the cast paths switched off: the integer encoder."""
     saved = _casts.from_float
-    _casts.from_float = lambda f, v: None
+    _casts.from_float = lambda *args: None
     try:
-        return fmt.from_float(x)
+        return fmt.from_float(x, overflow=overflow)
     finally:
         _casts.from_float = saved
 
@@ -153,3 +156,38 @@ def test_rounding_in_float64_arithmetic_equals_the_encoder(name):
     want = fmt.to_float(_spec_bits(fmt, x))
     same = (got.view(np.uint64) == want.view(np.uint64)) | (np.isnan(got) & np.isnan(want))
     assert same.all(), x[~same][:5]
+
+
+@pytest.mark.parametrize("name", NARROW + FORMATS)
+@pytest.mark.parametrize("overflow", ["ieee", "saturate"])
+def test_the_integer_path_of_every_signed_format_equals_the_encoder(name, overflow):
+    """FP8 / FP6 / FP4 (FN, FNUZ, no specials) and both overflow policies: what quantisation runs, host and GPU."""
+    fmt = get_format(name)
+    x = _hard_values(fmt, np.random.default_rng(13))
+    want = _spec_bits(fmt, x, overflow)
+    assert np.array_equal(_casts.rne_bits(fmt, x, np, overflow), want)
+    assert np.array_equal(fmt.from_float(x, overflow=overflow), want)
+    if name in NARROW:  # every pattern's value, and narrow inputs, round trip
+        codes = np.arange(1 << fmt.width, dtype=np.uint64).astype(fmt.container_dtype)
+        values = fmt.to_float(codes)
+        assert np.array_equal(fmt.from_float(values, overflow=overflow), _spec_bits(fmt, values, overflow))
+        for dtype in (np.float32, np.float16, ml_dtypes.bfloat16):
+            with np.errstate(over="ignore", invalid="ignore"):
+                narrow = x.astype(dtype)
+            assert np.array_equal(fmt.from_float(narrow, overflow=overflow), _spec_bits(fmt, narrow, overflow))
+
+
+@pytest.mark.parametrize("overflow", ["ieee", "saturate"])
+def test_narrow_formats_on_the_fake_device_equal_the_encoder(monkeypatch, overflow):
+    import fake_cupy
+
+    cupy = fake_cupy.install(monkeypatch)
+    for name in NARROW:
+        fmt = get_format(name)
+        x = _hard_values(fmt, np.random.default_rng(4))
+        want = _spec_bits(fmt, x, overflow)
+        assert np.array_equal(fmt.from_float(cupy.asarray(x), overflow=overflow).get(), want), name
+        with np.errstate(over="ignore"):
+            x32 = x.astype(np.float32)
+        assert np.array_equal(fmt.from_float(cupy.asarray(x32), overflow=overflow).get(),
+                              _spec_bits(fmt, x32, overflow)), name

@@ -126,11 +126,15 @@ def test_gemm_on_device_equals_the_host(cupy, case):
     _same(dev, host)
 
 
-@pytest.mark.parametrize("scales", ["tensor", "row", "block"])
+@pytest.mark.parametrize("scales", ["tensor", "row", "block", "tensor promoted", "row promoted split"])
 def test_scaled_gemm_on_device_equals_the_host(cupy, scales):
     rng = np.random.default_rng(5)
     M, K, N = 24, 384, 136
     a, b = _operands(rng, M, K, N, ml_dtypes.float8_e4m3fn, spread=2)
+    options = {}
+    if "promoted" in scales:  # promotion inside the kernels (tests/test_promotion.py), after them the scales
+        options = dict(promote_every=64, split_k=2 if "split" in scales else None)
+        scales = scales.split()[0]
     if scales == "tensor":
         sa, sb = np.float32(0.5), np.float32(3.0)
     elif scales == "row":
@@ -138,9 +142,9 @@ def test_scaled_gemm_on_device_equals_the_host(cupy, scales):
     else:
         sa = rng.random((M, 3)).astype(np.float32) + 0.5
         sb = rng.random((3, 2)).astype(np.float32) + 0.5
-    host = gemm(a, b, instruction=E4M3, scale_a=sa, scale_b=sb, out_format="bf16")
+    host = gemm(a, b, instruction=E4M3, scale_a=sa, scale_b=sb, out_format="bf16", **options)
     dev = gemm(_device(a, cupy), _device(b, cupy), instruction=E4M3, scale_a=cupy.asarray(sa),
-               scale_b=cupy.asarray(sb), out_format="bf16")
+               scale_b=cupy.asarray(sb), out_format="bf16", **options)
     _same(dev, host)
 
 

@@ -119,9 +119,18 @@ def _ieee_like(fmt) -> bool:
     return fmt.specials == "ieee" and fmt.subnormals and fmt.signed and 1 <= fmt.man_bits <= 23 and fmt.exp_bits <= 8
 
 
-def rne_bits(fmt, x, xp):
-    """``fmt`` patterns of float64 values ``x``, rounded to nearest even (IEEE overflow, subnormals kept), in integer
-    arithmetic on the float64 patterns: no float32 operation, so flush-to-zero kernels (CuPy's) give IEEE bits."""
+def integer_route(fmt) -> bool:
+    """Formats ``rne_bits`` serves: signed, with subnormals, at most 51 fraction bits (every float format but the
+    unsigned scale formats and FP64)."""
+    return fmt.signed and fmt.subnormals and fmt.man_bits <= 51 and fmt.exp_bits <= 11 and \
+        fmt.specials in ("ieee", "fn", "fnuz", "none")
+
+
+def rne_bits(fmt, x, xp, overflow: str = "ieee"):
+    """``fmt`` patterns of float64 values ``x``, rounded to nearest even with subnormals kept, in integer arithmetic
+    on the float64 patterns: no float32 operation, so flush-to-zero kernels (CuPy's) give IEEE bits.  ``overflow``:
+    "ieee" (beyond the largest finite: inf, or NaN / the largest finite in formats without inf, as ``encode``) or
+    "saturate"; inputs inf and NaN as ``FloatFormat.from_float``.  Formats: ``integer_route``."""
     u = xp.asarray(x, dtype=np.float64).view(np.uint64)  # same width: any strides (and 0-d) view
     sign = (u >> np.uint64(63)).astype(np.int64)
     e = ((u >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64)
@@ -135,10 +144,24 @@ def rne_bits(fmt, x, xp):
     half = 1 << (shift - 1)
     q = q + ((rem > half) | ((rem == half) & ((q & 1) == 1))).astype(np.int64)
     code = xp.where(E >= emin, ((E + fmt.bias) << p) + q - (1 << p), q)  # a carry moves into the exponent field
-    inf_code = ((1 << fmt.exp_bits) - 1) << p
-    code = xp.where(code >= inf_code, inf_code, code)
+    code = xp.where(code > fmt.max_code, _overflow_code(fmt, overflow), code)  # inf inputs land here too
+    if fmt.specials == "fnuz":  # no -0; the one NaN is the "-0" pattern
+        sign = xp.where(code < 0, 1, xp.where(code == 0, 0, sign))
+        code = xp.maximum(code, 0)
     bits = ((sign << (fmt.width - 1)) | code) << fmt.pad_bits
-    return xp.where(e == 0x7FF, xp.where(frac == 0, bits, fmt.nan_bits), bits).astype(fmt.container_dtype)
+    nan = fmt.nan_bits if fmt.has_nan else 0
+    return xp.where(e == 0x7FF, xp.where(frac == 0, bits, nan), bits).astype(fmt.container_dtype)
+
+
+def _overflow_code(fmt, overflow: str) -> int:
+    """Magnitude code of an overflowing RNE result (-1: fnuz's NaN, packed with the sign bit by ``rne_bits``)."""
+    if overflow == "saturate" or fmt.specials == "none":
+        return fmt.max_code
+    if fmt.specials == "ieee":
+        return ((1 << fmt.exp_bits) - 1) << fmt.man_bits
+    if fmt.specials == "fn":
+        return (1 << (fmt.exp_bits + fmt.man_bits)) - 1
+    return -1
 
 
 def rne_values(fmt, v, xp):
@@ -295,15 +318,19 @@ def _e8_host(fmt, x):
     return out.astype(fmt.container_dtype).reshape(x.shape)
 
 
-def from_float(fmt, x):
-    """Bits of ``fmt`` for values ``x`` rounded RNE (IEEE overflow, subnormals kept), or None if no cast applies."""
-    route = _route(fmt)
-    if route is None or x.dtype.kind not in "fV" or x.dtype.itemsize > 8:
+def from_float(fmt, x, overflow: str = "ieee"):
+    """Bits of ``fmt`` for values ``x`` rounded RNE (``overflow`` "ieee" or "saturate", subnormals kept), or None
+    if no fast path applies.  IEEE casts where they are IEEE (the host) and serve the format with IEEE overflow;
+    else the integer path (``rne_bits``), on the GPU always, on the host for the other formats (FP8, FP6, FP4)."""
+    if x.dtype.kind not in "fV" or x.dtype.itemsize > 8 or overflow not in ("ieee", "saturate"):
         return None
+    route = _route(fmt) if overflow == "ieee" else None
     xp = namespace(x)
-    if xp is not np and _ieee_like(fmt):
-        return rne_bits(fmt, x if x.dtype == np.float64 else _device_float64(x, xp), xp)
-    if not _usable(xp, fp16=route == "fp16"):
+    if (route is None or xp is not np) and integer_route(fmt):
+        if x.dtype != np.float64:
+            x = _device_float64(x, xp) if xp is not np and x.dtype.kind == "f" else x.astype(np.float64)
+        return rne_bits(fmt, x, xp, overflow)
+    if route is None or not _usable(xp, fp16=route == "fp16"):
         return None
     if route == "e8" and xp is np and x.dtype == np.float64:
         fast = _e8_host(fmt, x)

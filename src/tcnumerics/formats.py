@@ -464,8 +464,8 @@ class FloatFormat:
         if x.dtype.kind not in "fiu" and x.dtype.kind != "V":
             raise TypeError(f"values: expected a numeric array, got dtype {x.dtype}")
         rounding = Rounding.parse(rounding)
-        if rounding is Rounding.RNE and overflow == "ieee" and subnormals == "keep":
-            fast = _casts.from_float(self, x)
+        if rounding is Rounding.RNE and subnormals == "keep":
+            fast = _casts.from_float(self, x, overflow)
             if fast is not None:
                 return fast
         x = x.astype(np.float64)

@@ -182,6 +182,7 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
             c_values = _FP32.round(_float_values("C", C))
 
     chain = _chainer(spec, engine)
+    promoter = None if blockwise or promote_every is None else _promoter(spec, engine)
     zero = xp.zeros((M, N), spec.c_format.container_dtype)
     if not multi:
         d_bits = chain(a_rows, b_cols, c_acc if c_acc is not None else zero, 0, k_pad)
@@ -195,6 +196,10 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
             if promote_every is None:
                 part = spec.d_format.to_float(chain(a_rows, b_cols, zero, k0, k1))
                 part = part if start is None else _fp32_add(start, part)
+            elif promoter is not None:  # the loop below in one engine call (bit for bit: tests/test_promotion.py)
+                acc = zero if start is None else _FP32.from_float(start).astype(spec.c_format.container_dtype)
+                part = _fp32_partial(spec.d_format, promoter(a_rows, b_cols, acc, k0, k1, promote_every,
+                                                             start is not None))
             else:
                 part = start
                 for b0, b1 in promotion_blocks(k0, k1, promote_every):
@@ -460,6 +465,21 @@ def _chainer(spec: InstructionSpec, engine: str):
         return _grid(eng, spec, a_rows[:, k0:k1], b_cols[:, k0:k1], acc)
 
     return chain
+
+
+def _promoter(spec: InstructionSpec, engine: str):
+    """``promote(a_rows, b_cols, acc, k0, k1, P, from_acc)``: FP32 promotion over k0:k1 in one engine call -- the
+    loop over ``promotion_blocks`` with ``_fp32_add`` -- where the engine offers it (``promotion_reason``), else None."""
+    eng = get_engine(engine)
+    reason = getattr(eng, "promotion_reason", None)
+    if reason is None or reason(spec) is not None:
+        return None
+
+    def promote(a_rows, b_cols, acc, k0, k1, promote_every, from_acc):
+        return eng.accumulate_bits(spec, a_rows, b_cols, acc, k0, k1, promote_every=promote_every,
+                                   promote_from_acc=from_acc)
+
+    return promote
 
 
 def _grid(eng, spec: InstructionSpec, a_rows: np.ndarray, b_cols: np.ndarray, c: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ tokens), writes every checked call site to ``$OUT/check_<gpu>.json`` (``Checker.
 step) and every observed call to ``$OUT/check_<gpu>_calls.json.gz`` (``Emulation.save_check``: the capture format
 ``tools/device_library/fold_gpu.py --captures`` folds in).
 
-    python3 tools/device_models/check_training.py --tokens 256 2048 [--models llama3.2-1b ...] [--layers 1]
+    python3 tools/device_models/check_training.py --tokens 256 2048 [--set 2] [--models llama3.2-1b ...] [--layers 1]
 """
 
 from __future__ import annotations
@@ -35,6 +35,25 @@ CHECK_SET_1 = {
     "exaone3.5-2.4b": (2560, 7168, 32, 8, 80, 102400),
     "mistral-nemo-12b": (5120, 14336, 32, 8, 128, 131072),
 }
+
+# Drawn on 2026-11-27 (second session), after CHECK_SET_1's H200 calls were folded in and before any capture of
+# these: published configurations none of whose names appears in any survey, held-out or check set above (grep of
+# tools/device_library and tools/device_models).  Grok-1 and Arctic: the attention and one expert's / the dense
+# residual MLP's shapes (a LlamaForCausalLM of those dimensions, as for every model here).
+CHECK_SET_2 = {
+    "grok-1": (6144, 32768, 48, 8, 128, 131072),
+    "snowflake-arctic": (7168, 4864, 56, 8, 128, 32000),
+    "minitron-4b": (3072, 9216, 24, 8, 128, 256000),
+    "mistral-nemo-minitron-8b": (4096, 11520, 32, 8, 128, 131072),
+    "eurollm-9b": (4096, 12288, 32, 8, 128, 128000),
+    "eurollm-1.7b": (2048, 5632, 16, 8, 128, 128000),
+    "salamandra-7b": (4096, 11008, 32, 8, 128, 256000),
+    "salamandra-2b": (2048, 5440, 16, 16, 128, 256000),
+    "viking-7b": (4096, 11008, 32, 32, 128, 131072),
+    "qwen2.5-72b": (8192, 29568, 64, 8, 128, 152064),
+    "llama3.1-405b": (16384, 53248, 128, 8, 128, 128256),
+}
+CHECK_SETS = {1: CHECK_SET_1, 2: CHECK_SET_2}
 
 
 def build(shape, layers: int):
@@ -89,28 +108,32 @@ def check(name: str, shape, tokens: int, layers: int, gpu: str) -> tuple[dict, d
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--models", nargs="+", default=list(CHECK_SET_1))
+    p.add_argument("--set", type=int, default=1, choices=sorted(CHECK_SETS), help="which check set")
+    p.add_argument("--models", nargs="+", default=None, help="some of the set's models (default: all)")
     p.add_argument("--tokens", nargs="+", type=int, default=[256, 2048])
     p.add_argument("--layers", type=int, default=1)
     args = p.parse_args(argv)
+    models = CHECK_SETS[args.set]
+    args.models = args.models or list(models)
+    unknown = [m for m in args.models if m not in models]
+    if unknown:
+        print(f"check_training: unknown models {unknown}; set {args.set} has: {', '.join(models)}", file=sys.stderr)
+        return 2
     import torch
 
-    unknown = [m for m in args.models if m not in CHECK_SET_1]
-    if unknown:
-        print(f"check_training: unknown models {unknown}; known: {', '.join(CHECK_SET_1)}", file=sys.stderr)
-        return 2
     gpu = torch.cuda.get_device_name()
     out_dir = os.environ.get("OUT", "/tmp")
     docs, seen, totals = [], [], dict(calls=0, exact=0, flagged=0, silent=0)
     for name in args.models:
         for tokens in args.tokens:
-            row, doc, observations = check(name, CHECK_SET_1[name], tokens, args.layers, gpu)
+            row, doc, observations = check(name, models[name], tokens, args.layers, gpu)
             print(json.dumps(row), flush=True)
             docs.append(doc)
             seen.extend(observations)
             for k in totals:
                 totals[k] += row[k]
     tag = gpu.replace("NVIDIA ", "").split()[0].lower()
+    tag = tag if args.set == 1 else f"{tag}_set{args.set}"
     with open(os.path.join(out_dir, f"check_{tag}.json"), "w") as f:
         json.dump(dict(gpu=gpu, steps=docs), f)
     from tcnumerics.library.check import write_capture

@@ -37,7 +37,7 @@ from ._cuda_source import HOST_LAUNCHER, HOST_PRELUDE, KERNEL_SOURCE
 from ._fast_plan import ZERO_EXP, Plan
 
 __all__ = ["Tile", "DEVICE_TILE", "HOST_TILE", "SubgroupPlan", "subgroup_plan", "config_header", "tiled_reason",
-           "tables", "smem_words",
+           "promotion_reason", "tables", "smem_words",
            "device_module", "host_library", "host_compiler"]
 
 
@@ -129,6 +129,23 @@ def tiled_reason(plan: Plan) -> str | None:
     return None
 
 
+def promotion_reason(spec: InstructionSpec, plan: Plan) -> str | None:
+    """Why the kernels cannot promote ``spec``'s chains to FP32 themselves (None: they can).
+
+    Promotion adds each block's chain result into an FP32 main accumulator (``gemm(promote_every=P)``); the
+    kernels do it where that result is already FP32 -- D and C in FP32 -- and the unit has no sub-group scales."""
+    from ..formats import get_format
+
+    fp32 = get_format("fp32")
+    if spec.d_format != fp32 or spec.c_format != fp32:
+        return f"{spec.name} accumulates in {spec.c_format.name} -> {spec.d_format.name}, not FP32"
+    if isinstance(plan, SubgroupPlan) or spec.model.algorithm == "subgroup_scaled":
+        return "sub-group scaled units promote through the host loop"
+    if plan.kind != "fused":
+        return "not a fused unit"
+    return None
+
+
 def _split_sum(plan: Plan, gl: int) -> bool:
     """Whether a group's truncated products are summed in two int32 halves (one could overflow)."""
     return gl * (1 << (plan.frac_bits + 2)) > 1 << 31
@@ -142,8 +159,9 @@ def _stage_groups(gl: int, stage_k: int = 32) -> int:
     return max(1, stage_k // gl)
 
 
-def smem_words(plan: Plan, tile: Tile, stage_k: int = 32) -> int:
-    """32-bit words of dynamic shared memory the tiled kernel needs (``stage_k`` K per shared stage)."""
+def smem_words(plan: Plan, tile: Tile, stage_k: int = 32, promote: bool = False) -> int:
+    """32-bit words of dynamic shared memory the tiled kernel needs (``stage_k`` K per shared stage; ``promote``:
+    the build that keeps an FP32 main accumulator per output for in-kernel promotion)."""
     gl = _group_length(plan)
     if isinstance(plan, SubgroupPlan):  # one group per stage: integer operands, 4 scale words per sub-group
         rows = tile.bm + tile.bn
@@ -151,7 +169,7 @@ def smem_words(plan: Plan, tile: Tile, stage_k: int = 32) -> int:
     gps = _stage_groups(gl, stage_k)
     ks = gl * gps
     rows = tile.bm + tile.bn
-    per_output = 3 + int(plan.ieee_add) + int(_split_sum(plan, gl))
+    per_output = 3 + int(plan.ieee_add) + int(_split_sum(plan, gl)) + int(promote)
     return 3 * ks * rows + 2 * gps * rows + tile.tm * tile.tn * tile.threads * per_output
 
 
@@ -162,8 +180,9 @@ def _fmt_struct(name: str, params: np.ndarray) -> str:
             f"static constexpr long long max_code = {p[9]}LL, emin = {p[10]}LL; }};")
 
 
-def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 32) -> str:
-    """The compile-time constants of one instruction's kernels (``stage_k``: K per shared stage).
+def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 32, promote: bool = False) -> str:
+    """The compile-time constants of one instruction's kernels (``stage_k``: K per shared stage; ``promote``: the
+    tiled kernel's build with FP32 promotion inside, see ``promotion_reason``).
 
     Block-scaled units (``scaled_fused`` with power-of-two scales) are the fused plan of their
     unscaled model plus ``SCALED`` / ``SCALE_BLOCK``: each product's exponent is raised by its
@@ -205,6 +224,7 @@ def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 
         f"#define TILED {int(tiled)}", f"#define GL {gl}", f"#define SPLIT_SUM {int(tiled and not subgroup and _split_sum(plan, gl))}",
         f"#define GPS {1 if sub_tiled else _stage_groups(gl, stage_k)}",
         f"#define TX {tile.tx}", f"#define TY {tile.ty}", f"#define TM {tile.tm}", f"#define TN {tile.tn}",
+        f"#define PROMOTE {int(promote)}",
     ]
     return "\n".join(lines) + "\n"
 

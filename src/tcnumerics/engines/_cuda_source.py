@@ -234,6 +234,16 @@ template <class FX, class FY, class FO> TC_FN long long tc_ieee_add(long long x,
     return tc_round<FO>(neg, mag, (long long)e - 53, rounding, 0, true);
 }
 
+#ifndef PROMOTE
+#define PROMOTE 0
+#endif
+// FP32 promotion (``gemm(promote_every=P)``): a block's chain result joins the FP32 main accumulator by one IEEE
+// RNE addition (FmtD is FP32 wherever it is used); the first block's result is the main accumulator itself unless
+// a start value was given -- as the host loop over ``promotion_blocks`` does
+TC_FN long long tc_promote(long long main, long long part, bool combine) {
+    return combine ? tc_ieee_add<FmtD, FmtD, FmtD>(main, part, 0) : part;
+}
+
 // result of a group with an inf/NaN operand or accumulator (-1: none); entries as in the tables
 TC_FN long long tc_special_one(int sa, int ea, int sb, int eb, int& nan, int& pos, int& neg) {
     int ka = ea < ZERO_EXP ? ZERO_EXP - ea : 0;
@@ -473,7 +483,8 @@ extern "C" __global__ void dot_kernel(const A_T* __restrict__ A, const B_T* __re
 // acc: [M, N] uint32 accumulator bits, updated in place over columns [k0, k1)
 extern "C" __global__ void gemm_scalar(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B,
                                        long long ldb, const int* __restrict__ TA, const int* __restrict__ TB,
-                                       unsigned* __restrict__ ACC, int M, int N, int k0, int k1
+                                       unsigned* __restrict__ ACC, int M, int N, int k0, int k1, int promote,
+                                       int promote_start
 #if SCALED || SUBGROUP
                                        , const unsigned char* __restrict__ SA, const unsigned char* __restrict__ SB,
                                        const int* __restrict__ TS
@@ -486,7 +497,18 @@ extern "C" __global__ void gemm_scalar(const A_T* __restrict__ A, long long lda,
     const unsigned char* sarow = SA + m * (lda / SCALE_BLOCK);
     const unsigned char* sbrow = SB + n * (ldb / SCALE_BLOCK);
 #endif
-    ACC[idx] = (unsigned)chain_one(A + m * lda, B + n * ldb, TA, TB, (long long)ACC[idx], k0, k1 SCALE_PASS);
+    if (promote == 0) {
+        ACC[idx] = (unsigned)chain_one(A + m * lda, B + n * ldb, TA, TB, (long long)ACC[idx], k0, k1 SCALE_PASS);
+        return;
+    }
+    // promotion blocks of ``promote`` columns from k0: each chained from zero, added into the FP32 main accumulator
+    long long main = ACC[idx];
+    for (int b0 = k0; b0 < k1; b0 += promote) {
+        const int b1 = b0 + promote < k1 ? b0 + promote : k1;
+        const long long part = chain_one(A + m * lda, B + n * ldb, TA, TB, 0LL, b0, b1 SCALE_PASS);
+        main = tc_promote(main, part, promote_start || b0 > k0);
+    }
+    ACC[idx] = (unsigned)main;
 }
 #endif
 
@@ -541,8 +563,10 @@ template <class T> TC_FN void tc_load_subgroup_stage(const T* __restrict__ X, lo
 extern "C" __global__ void __launch_bounds__(NT, 1)
 gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, long long ldb,
            const int* __restrict__ TA, const int* __restrict__ TB, unsigned* __restrict__ ACC,
-           int M, int N, int k0, int k1, const unsigned char* __restrict__ SA, const unsigned char* __restrict__ SB,
-           const int* __restrict__ TS) {
+           int M, int N, int k0, int k1, int promote, int promote_start, const unsigned char* __restrict__ SA,
+           const unsigned char* __restrict__ SB, const int* __restrict__ TS) {
+    static_assert(!PROMOTE, "sub-group scaled units promote through the host loop");
+    (void)promote; (void)promote_start;
 #ifdef TC_HOST
     unsigned* tc_smem = tc_host_smem;
 #else
@@ -750,7 +774,7 @@ TC_FN int tc_col(int t, int j) { return j < TN / 2 ? t * (TN / 2) + j : BN / 2 +
 extern "C" __global__ void __launch_bounds__(NT, 1)
 gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, long long ldb,
            const int* __restrict__ TA, const int* __restrict__ TB, unsigned* __restrict__ ACC,
-           int M, int N, int k0, int k1
+           int M, int N, int k0, int k1, int promote, int promote_start
 #if SCALED
            , const unsigned char* __restrict__ SA, const unsigned char* __restrict__ SB, const int* __restrict__ TS
 #endif
@@ -775,16 +799,21 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
     int* ES = (int*)(CB + TM * TN * NT);
     int* SUM = ES + TM * TN * NT;
     int* SUM_HALF = SUM + TM * TN * NT;  // SPLIT_SUM: the first half of the group's products
-#if IEEE_ADD
-    unsigned* CIN = (unsigned*)(SUM_HALF + (SPLIT_SUM ? TM * TN * NT : 0));
-#endif
+    unsigned* CIN = (unsigned*)(SUM_HALF + (SPLIT_SUM ? TM * TN * NT : 0));  // IEEE_ADD: C of each instruction
+    unsigned* MAIN = CIN + (IEEE_ADD ? TM * TN * NT : 0);  // PROMOTE: the FP32 main accumulator
+    (void)CIN; (void)MAIN;
     const int tid = threadIdx.x;
     const int tx = tid % TX, ty = tid / TX;
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    // promotion: blocks of promote_groups groups from k0, each chained from zero (0: one chain over k0:k1)
+    const int promote_groups = PROMOTE ? promote / GL : 0;
+    (void)promote_start;
 #pragma unroll 1
     for (int o = 0; o < TM * TN; ++o) {
         int m = m0 + tc_row(ty, o / TN), n = n0 + tc_col(tx, o % TN);
-        CB[o * NT + tid] = (m < M && n < N) ? ACC[(long long)m * N + n] : 0u;
+        const unsigned in = (m < M && n < N) ? ACC[(long long)m * N + n] : 0u;
+        if (promote_groups) { MAIN[o * NT + tid] = in; CB[o * NT + tid] = 0u; }
+        else CB[o * NT + tid] = in;
     }
     const int groups = (k1 - k0) / GL;
     for (int gs0 = 0; gs0 < groups; gs0 += GPS) {
@@ -934,12 +963,22 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
               }
             }
             (void)last;
+            if (promote_groups && ((g + 1) % promote_groups == 0 || g + 1 == groups)) {  // a promotion block ends
+                const bool combine = promote_start || g + 1 > promote_groups;
+#pragma unroll 1
+                for (int o = 0; o < TM * TN; ++o) {
+                    const int at = o * NT + tid;
+                    MAIN[at] = (unsigned)tc_promote((long long)MAIN[at], (long long)CB[at], combine);
+                    CB[at] = 0u;
+                }
+            }
         }
     }
+    const unsigned* RES = promote_groups ? MAIN : CB;
 #pragma unroll 1
     for (int o = 0; o < TM * TN; ++o) {
         int m = m0 + tc_row(ty, o / TN), n = n0 + tc_col(tx, o % TN);
-        if (m < M && n < N) ACC[(long long)m * N + n] = CB[o * NT + tid];
+        if (m < M && n < N) ACC[(long long)m * N + n] = RES[o * NT + tid];
     }
 }
 #endif
@@ -1003,19 +1042,21 @@ extern "C" void host_dot(const void* a, const void* b, const void* c, void* d, c
         }
 }
 extern "C" void host_gemm_scalar(const void* a, long long lda, const void* b, long long ldb, const int* ta,
-                                 const int* tb, unsigned* acc, int M, int N, int k0, int k1 HOST_SCALE_ARGS) {
+                                 const int* tb, unsigned* acc, int M, int N, int k0, int k1, int promote,
+                                 int promote_start HOST_SCALE_ARGS) {
     blockDim.x = 64;
     long long total = (long long)M * N;
     for (long long blk = 0; blk * 64 < total; ++blk)
         for (unsigned t = 0; t < 64; ++t) {
             blockIdx.x = (unsigned)blk; threadIdx.x = t;
-            gemm_scalar((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1 HOST_SCALE_PASS);
+            gemm_scalar((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, promote, promote_start
+                        HOST_SCALE_PASS);
         }
 }
 #if TILED
 extern "C" int host_gemm_tiled(const void* a, long long lda, const void* b, long long ldb, const int* ta,
-                               const int* tb, unsigned* acc, int M, int N, int k0, int k1, long long smem_words
-                               HOST_SCALE_ARGS) {
+                               const int* tb, unsigned* acc, int M, int N, int k0, int k1, int promote,
+                               int promote_start, long long smem_words HOST_SCALE_ARGS) {
     std::vector<unsigned> smem((size_t)smem_words);
     blockDim.x = NT;
     for (unsigned by = 0; by * BM < (unsigned)M; ++by)
@@ -1027,7 +1068,8 @@ extern "C" int host_gemm_tiled(const void* a, long long lda, const void* b, long
             for (unsigned t = 0; t < NT; ++t)
                 threads.emplace_back([=] {
                     blockIdx.x = bx; blockIdx.y = by; threadIdx.x = t;
-                    gemm_tiled((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1 HOST_SCALE_PASS);
+                    gemm_tiled((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, promote, promote_start
+                               HOST_SCALE_PASS);
                 });
             for (auto& th : threads) th.join();
         }

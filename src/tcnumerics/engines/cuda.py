@@ -44,7 +44,7 @@ from ..model import InstructionSpec
 from . import _cuda_build as build
 from ._fast_plan import Plan, build_plan
 
-__all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "available"]
+__all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "promotion_reason", "available"]
 
 _DOT_THREADS = 256
 _SCALAR_THREADS = 128
@@ -324,17 +324,23 @@ def gemm_bits(spec: "str | InstructionSpec", a_rows, b_cols, c, *, scale_a=None,
 
 
 def accumulate_bits(spec: "str | InstructionSpec", a_rows, b_cols, acc, k_start: int = 0, k_stop: int | None = None,
-                    *, scale_a=None, scale_b=None, kernel: str = "auto"):
+                    *, scale_a=None, scale_b=None, kernel: str = "auto", promote_every: int | None = None,
+                    promote_from_acc: bool = False):
     """Continue accumulators ``acc`` [M, N] over K columns ``k_start:k_stop`` (``fast.accumulate_bits``).
 
     Block-scaled (MX) units: ``scale_a`` [M, K/scale_block], ``scale_b`` [N, K/scale_block] (None: unit).
     ``kernel``: "auto" (the tiled kernel where ``tiled_reason`` allows), or "scalar" (the per-output
-    kernel, for cross-checks)."""
+    kernel, for cross-checks).  ``promote_every=P``: FP32 promotion inside the kernel -- blocks of P
+    columns from ``k_start``, each chained from zero and added (IEEE FP32, RNE) into the main
+    accumulator, which starts as ``acc`` if ``promote_from_acc``, else as the first block's result:
+    the loop of ``tcnumerics.gemm`` in one launch (``promotion_reason`` says where it is offered)."""
     if kernel not in ("auto", "scalar"):
         raise ValueError(f"kernel: expected 'auto' or 'scalar', got {kernel!r}")
     spec = _spec(spec)
     plan = _plan(spec)
     kind = _kind(a_rows)
+    if promote_every is not None:
+        _check_promote(spec, plan, promote_every)
     if isinstance(plan, str) and spec.model.is_block_scaled:
         raise ValueError(f"engine='cuda': {spec.name}: {plan}; block-scaled GEMMs of this unit run through "
                          "tcnumerics.blockscale on the CPU")
@@ -361,8 +367,27 @@ def accumulate_bits(spec: "str | InstructionSpec", a_rows, b_cols, acc, k_start:
         work = _to_device("c", acc, spec.c_format.container_dtype, _kind(acc)).astype(cupy.uint32)
         if k_stop > k_start and M and N:
             _run_gemm(spec, plan, da, db, work, k_start, k_stop, _device_scales(spec, ((scale_a, M), (scale_b, N)), K),
-                      tiled=kernel == "auto")
+                      tiled=kernel == "auto", promote=(promote_every or 0, int(bool(promote_from_acc))))
         return _from_device(work.astype(spec.d_format.container_dtype), kind)
+
+
+def promotion_reason(spec: "str | InstructionSpec") -> str | None:
+    """Why ``accumulate_bits(..., promote_every=P)`` is not offered for ``spec`` (None: it is)."""
+    spec = _spec(spec)
+    plan = _plan(spec)
+    if isinstance(plan, str):
+        return plan
+    return build.promotion_reason(spec, plan)
+
+
+def _check_promote(spec: InstructionSpec, plan, promote_every) -> None:
+    reason = promotion_reason(spec)
+    if reason is not None:
+        raise ValueError(f"promote_every: the GPU kernels do not promote {spec.name}: {reason}")
+    if isinstance(promote_every, bool) or not isinstance(promote_every, (int, np.integer)) or promote_every < spec.k \
+            or promote_every % spec.k:
+        raise ValueError(f"promote_every: must be a positive multiple of {spec.name}'s K={spec.k}, "
+                         f"got {promote_every!r}")
 
 
 def _check_range(spec: InstructionSpec, K: int, k_start: int, k_stop: int) -> None:
@@ -376,7 +401,7 @@ def _check_range(spec: InstructionSpec, K: int, k_start: int, k_stop: int) -> No
                          f"{spec.c_format.name} and writes D as {spec.d_format.name}")
 
 
-def _stage_k(plan: Plan, tile) -> int:
+def _stage_k(plan: Plan, tile, promote: bool = False) -> int:
     """K per shared stage that fits this GPU's shared memory (32, else one group; 0: none fits)."""
     import cupy
 
@@ -385,21 +410,22 @@ def _stage_k(plan: Plan, tile) -> int:
     except Exception:  # unknown: assume the Hopper limit the default configuration was sized for
         limit = 227 * 1024
     for stage_k in (32, 1):
-        if 4 * build.smem_words(plan, tile, stage_k) <= limit:
+        if 4 * build.smem_words(plan, tile, stage_k, promote) <= limit:
             return stage_k
     return 0
 
 
 def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int, scales: tuple = (),
-              tiled: bool = True) -> None:
+              tiled: bool = True, promote: tuple = (0, 0)) -> None:
+    """One kernel launch over K columns k0:k1; ``promote``: (columns per promotion block or 0, start from work)."""
     import cupy
 
     M, N = work.shape
     device = cupy.cuda.Device().id
     ta, tb = _device_tables(plan, device)
     args = (da, np.int64(da.shape[1]), db, np.int64(db.shape[1]), ta, tb, work, np.int32(M), np.int32(N),
-            np.int32(k0), np.int32(k1)) + scales
-    kernel, smem, tile = _kernel(spec, plan, device, tiled)
+            np.int32(k0), np.int32(k1), np.int32(promote[0]), np.int32(promote[1])) + scales
+    kernel, smem, tile = _kernel(spec, plan, device, tiled, promote[0] > 0)
     if smem:
         kernel(((N + tile.bn - 1) // tile.bn, (M + tile.bm - 1) // tile.bm), (tile.threads,), args, shared_mem=smem)
     else:
@@ -409,17 +435,19 @@ def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int,
 _KERNELS: dict = {}
 
 
-def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool):
+def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote: bool = False):
     """(compiled kernel, dynamic shared memory bytes -- 0 for the per-output kernel --, tile), once per unit and GPU:
-    a model's thousands of chain launches skip the header generation and module lookup."""
-    key = (id(plan), device, tiled)
+    a model's thousands of chain launches skip the header generation and module lookup.  ``promote``: the tiled
+    kernel's build with promotion inside (its own shared memory for the main accumulator; the per-output kernel
+    promotes in every build)."""
+    key = (id(plan), device, tiled, promote)
     if key not in _KERNELS:
         tile = build.DEVICE_TILE
-        stage_k = _stage_k(plan, tile) if tiled and build.tiled_reason(plan) is None else 0
+        stage_k = _stage_k(plan, tile, promote) if tiled and build.tiled_reason(plan) is None else 0
         if stage_k:
-            kernel = build.device_module(build.config_header(spec, plan, tile, stage_k), "gemm_tiled").get_function(
-                "gemm_tiled")
-            smem = 4 * build.smem_words(plan, tile, stage_k)
+            header = build.config_header(spec, plan, tile, stage_k, promote)
+            kernel = build.device_module(header, "gemm_tiled").get_function("gemm_tiled")
+            smem = 4 * build.smem_words(plan, tile, stage_k, promote)
             if smem > _STATIC_SMEM:
                 kernel.max_dynamic_shared_size_bytes = smem
         else:
@@ -471,7 +499,7 @@ def host_dot_bits(spec: "str | InstructionSpec", a: np.ndarray, b: np.ndarray, c
 
 def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: np.ndarray, acc: np.ndarray,
                          k_start: int = 0, k_stop: int | None = None, kernel: str = "auto", *, scale_a=None,
-                         scale_b=None) -> np.ndarray:
+                         scale_b=None, promote_every: int | None = None, promote_from_acc: bool = False) -> np.ndarray:
     """``accumulate_bits`` through the host build (``kernel``: "tiled", "scalar" or "auto")."""
     import ctypes
 
@@ -479,23 +507,27 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
     plan = _plan(spec)
     if isinstance(plan, str):
         raise ValueError(f"{spec.name}: {plan}")
+    if promote_every is not None:
+        _check_promote(spec, plan, promote_every)
+    promote = promote_every is not None
     a = np.ascontiguousarray(np.asarray(a_rows).astype(spec.a_format.container_dtype))
     b = np.ascontiguousarray(np.asarray(b_cols).astype(spec.b_format.container_dtype))
     work = np.ascontiguousarray(np.asarray(acc).astype(spec.c_format.container_dtype).astype(np.uint32))
     k_stop = a.shape[1] if k_stop is None else k_stop
     _check_range(spec, a.shape[1], k_start, k_stop)
     tile = build.HOST_TILE
-    lib = build.host_library(build.config_header(spec, plan, tile))
+    tiled = build.tiled_reason(plan) is None if kernel == "auto" else kernel == "tiled"
+    lib = build.host_library(build.config_header(spec, plan, tile, promote=promote and tiled))
     ta, tb = build.tables(plan)
     M, N = work.shape
-    tiled = build.tiled_reason(plan) is None if kernel == "auto" else kernel == "tiled"
     args = [ctypes.c_void_p(_ptr(a)), ctypes.c_longlong(a.shape[1]), ctypes.c_void_p(_ptr(b)),
             ctypes.c_longlong(b.shape[1]), ctypes.c_void_p(_ptr(ta)), ctypes.c_void_p(_ptr(tb)),
-            ctypes.c_void_p(_ptr(work)), ctypes.c_int(M), ctypes.c_int(N), ctypes.c_int(k_start), ctypes.c_int(k_stop)]
+            ctypes.c_void_p(_ptr(work)), ctypes.c_int(M), ctypes.c_int(N), ctypes.c_int(k_start), ctypes.c_int(k_stop),
+            ctypes.c_int(promote_every or 0), ctypes.c_int(int(bool(promote_from_acc)))]
     scale_args, keep = _host_scales(spec, scale_a, M, scale_b, N, a.shape[1])
     if k_stop > k_start and M and N:
         if tiled:
-            lib.host_gemm_tiled(*args, ctypes.c_longlong(build.smem_words(plan, tile)), *scale_args)
+            lib.host_gemm_tiled(*args, ctypes.c_longlong(build.smem_words(plan, tile, promote=promote)), *scale_args)
         else:
             lib.host_gemm_scalar(*args, *scale_args)
     del keep

@@ -171,8 +171,8 @@ class UnitRecipe:
             bits = self._round(x, fmt, rng, overflow="saturate")
         else:
             bits = self._round(x, fmt, rng)
-        values = fmt.to_float(bits)
         if fmt != inst_fmt:
+            values = fmt.to_float(bits)
             inner = inst_fmt.from_float(values)
             with np.errstate(invalid="ignore"):
                 if not bool(xp.array_equal(inst_fmt.to_float(inner), values, equal_nan=True)):
