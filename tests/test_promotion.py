@@ -15,7 +15,7 @@ from tcnumerics.engines import _cuda_build, cuda, fast
 from tcnumerics.formats import get_format
 from tcnumerics.gemm import _fp32_add, _fp32_partial, promotion_blocks
 
-pytestmark = pytest.mark.skipif(_cuda_build.host_compiler() is None, reason="no host C++ compiler")
+needs_host_build = pytest.mark.skipif(_cuda_build.host_compiler() is None, reason="no host C++ compiler")
 
 FP32 = get_format("fp32")
 UNITS = ["hopper.wgmma.m64n8k32.f32.e4m3.e4m3", "hopper.wgmma.m64n8k32.f32.e5m2.e4m3",
@@ -61,13 +61,24 @@ def _same(got, want, what):
     assert same.all(), f"{what}: {int((~same).sum())} of {same.size} differ, first at {np.argwhere(~same)[0]}"
 
 
+def _on_gpu(spec, a, b, acc, k0, k1, kernel, **kw):
+    """The same launch on a real GPU (numpy in, numpy out)."""
+    return cuda.accumulate_bits(spec, a, b, acc, k0, k1, kernel="auto" if kernel == "tiled" else "scalar", **kw)
+
+
 @pytest.mark.parametrize("name", UNITS)
 @pytest.mark.parametrize("kernel", ["tiled", "scalar"])
-def test_kernel_promotion_equals_the_loop(name, kernel):
+@pytest.mark.parametrize("where", ["host build", "gpu"])
+def test_kernel_promotion_equals_the_loop(name, kernel, where):
     spec = get_instruction(name)
     plan = cuda._plan(spec)
     if kernel == "tiled" and _cuda_build.tiled_reason(plan) is not None:
         pytest.skip(f"{name}: no tiled kernel ({_cuda_build.tiled_reason(plan)})")
+    if where == "gpu" and not cuda.available():
+        pytest.skip("no GPU here")
+    if where == "host build" and _cuda_build.host_compiler() is None:
+        pytest.skip("no host C++ compiler")
+    launch = cuda.host_accumulate_bits if where == "host build" else _on_gpu
     rng = np.random.default_rng(abs(hash((name, kernel))) % 2 ** 32)
     k = spec.k
     M, N, K = 13, 11, 11 * k  # blocks of 4k leave a short last block
@@ -77,11 +88,11 @@ def test_kernel_promotion_equals_the_loop(name, kernel):
     for P, k0, k1, from_acc in [(k, 0, K, False), (4 * k, 0, K, False), (4 * k, k, K - k, True),
                                 (2 * k, 3 * k, 3 * k + 2 * k, True), (K, 0, K, True)]:
         acc = start if from_acc else np.zeros((M, N), np.uint32)
-        got = cuda.host_accumulate_bits(spec, a, b, acc, k0, k1, kernel=kernel, promote_every=P,
-                                        promote_from_acc=from_acc)
+        got = launch(spec, a, b, acc, k0, k1, kernel=kernel, promote_every=P, promote_from_acc=from_acc)
         _same(got, _loop(spec, a, b, acc, k0, k1, P, from_acc), f"{name} {kernel} P={P} {k0}:{k1} from_acc={from_acc}")
 
 
+@needs_host_build
 def test_signed_zero_blocks_follow_the_loop():
     """A block of -0 products: the first block's -0 is the main accumulator as is; +0 + -0 = +0 after a start."""
     spec = get_instruction(UNITS[0])
@@ -96,6 +107,7 @@ def test_signed_zero_blocks_follow_the_loop():
             _same(got, _loop(spec, a, b, acc, 0, K, spec.k, from_acc), f"{kernel} from_acc={from_acc}")
 
 
+@needs_host_build
 def test_promotion_is_offered_only_where_the_chain_is_fp32():
     assert cuda.promotion_reason(UNITS[0]) is None
     assert "fp16" in cuda.promotion_reason("ampere.mma.m16n8k16.f16.f16.f16.f16")
