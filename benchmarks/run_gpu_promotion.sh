@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Device calls of 2026-11-27 (second session): promotion inside the kernels and the FP8 quantisation path.
+#   bash benchmarks/run_gpu_promotion.sh all     # GPU tests, the FP8 cases, then check
 #   bash benchmarks/run_gpu_promotion.sh speed   # real-CuPy tests, then issue 22's speed cases, FP8 recipe included
 #   bash benchmarks/run_gpu_promotion.sh check   # CHECK_SET_2's training steps under the self-check (issue 23)
 #   bash benchmarks/run_gpu_promotion.sh h200    # check, then the Llama-3-8B forward in library mode and FP8
@@ -16,6 +17,13 @@ check() {
         | tee -a "$OUT/check.jsonl"
 }
 case "${1:-speed}" in
+all)  # H100: the GPU tests of promotion and batching, the FP8 cases, then the check
+    timeout 100 python3 -m pytest -q -x -p no:cacheprovider tests/test_promotion.py tests/test_device_composition.py \
+        -k "gpu and (promot or scaled or recipe)" 2>&1 | tail -4 | tee -a "$OUT/tests.txt"
+    run 60 $B --model llama-1b --layers 2 --tokens 1024 --what fp8
+    run 180 $B --model llama3-8b --tokens 2048 --what forward fp8
+    check 300
+    ;;
 speed)
     timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/test_promotion.py tests/test_device_composition.py \
         -k "gpu or promot or scaled or recipe" 2>&1 | tail -6 | tee "$OUT/tests.txt"

@@ -191,3 +191,19 @@ def test_narrow_formats_on_the_fake_device_equal_the_encoder(monkeypatch, overfl
             x32 = x.astype(np.float32)
         assert np.array_equal(fmt.from_float(cupy.asarray(x32), overflow=overflow).get(),
                               _spec_bits(fmt, x32, overflow)), name
+
+
+def test_large_arrays_convert_in_blocks_with_the_same_bits(monkeypatch):
+    """Above ``_BLOCK`` elements the paths run block by block (bounded temporaries on a GPU): same bits."""
+    fmt = get_format("e4m3")
+    x = _hard_values(fmt, np.random.default_rng(3)).reshape(-1, 2)
+    whole = (_casts.rne_bits(fmt, x, np, "saturate"), _casts.rne_values(get_format("bf16"), x, np))
+    with np.errstate(all="ignore"):
+        whole_values = _casts.exact_values(fmt, whole[0], np)
+    monkeypatch.setattr(_casts, "_BLOCK", 1000)
+    assert x.size > 3 * 1000
+    assert np.array_equal(_casts.rne_bits(fmt, x, np, "saturate"), whole[0])
+    assert np.array_equal(_casts.rne_values(get_format("bf16"), x, np).view(np.uint64), whole[1].view(np.uint64))
+    with np.errstate(all="ignore"):
+        assert np.array_equal(_casts.exact_values(fmt, whole[0], np).view(np.uint64), whole_values.view(np.uint64))
+    assert np.array_equal(_casts.rne_bits(fmt, x.T, np, "saturate"), whole[0].T)  # strided input

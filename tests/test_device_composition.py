@@ -188,6 +188,11 @@ def test_unit_recipes_on_device_equal_the_host(cupy, recipe):
     host = epilogue(r.matmul(a, b, call_index=7), "bf16", alpha=0.5, C=c, beta=2.0)
     acc = r.matmul(cupy.asarray(a), cupy.asarray(b), call_index=7, engine="cuda")
     _same(epilogue(acc, "bf16", alpha=0.5, C=cupy.asarray(c), beta=2.0), host)
+    # a batch (an attention bmm's heads): quantised at once on the device, the host loop's bits
+    a3 = np.stack([a, a * 2.0 ** 9, a[::-1]])
+    b3 = np.stack([b, b[::-1], b * 2.0 ** -7])
+    host3 = np.stack([r.matmul(a3[i], b3[i], call_index=7 + i) for i in range(3)])
+    _same(r.matmul_batch(cupy.asarray(a3), cupy.asarray(b3), call_index=7, engine="cuda"), host3)
 
 
 @pytest.mark.parametrize("s", [s for s in STRUCTURES if s.split_reduce == "parallel"], ids=lambda s: s.family)

@@ -126,6 +126,28 @@ def integer_route(fmt) -> bool:
         fmt.specials in ("ieee", "fn", "fnuz", "none")
 
 
+_BLOCK = 1 << 24  # elements per pass of the integer / float64 paths: ~10 temporaries of 128 MB, not of the array
+
+
+def _in_blocks(fn):
+    """Run ``fn(fmt, x, xp, *args)`` over blocks of ``_BLOCK`` elements of large arrays: the same elementwise
+    result, with temporaries bounded (an LM head's weights as float64 are 4 GB; ten temporaries of that do not fit
+    beside the model)."""
+    def blocked(fmt, x, xp, *args):
+        if getattr(x, "size", 1) <= _BLOCK:
+            return fn(fmt, x, xp, *args)
+        flat = x.reshape(-1)
+        first = fn(fmt, flat[:_BLOCK], xp, *args)
+        out = xp.empty(flat.shape, first.dtype)
+        out[:_BLOCK] = first
+        for i in range(_BLOCK, flat.size, _BLOCK):
+            out[i:i + _BLOCK] = fn(fmt, flat[i:i + _BLOCK], xp, *args)
+        return out.reshape(x.shape)
+    blocked.__doc__, blocked.__name__, blocked.__wrapped__ = fn.__doc__, fn.__name__, fn
+    return blocked
+
+
+@_in_blocks
 def rne_bits(fmt, x, xp, overflow: str = "ieee"):
     """``fmt`` patterns of float64 values ``x``, rounded to nearest even with subnormals kept, in integer arithmetic
     on the float64 patterns: no float32 operation, so flush-to-zero kernels (CuPy's) give IEEE bits.  ``overflow``:
@@ -164,6 +186,7 @@ def _overflow_code(fmt, overflow: str) -> int:
     return -1
 
 
+@_in_blocks
 def rne_values(fmt, v, xp):
     """float64 values ``v`` rounded to ``fmt`` (RNE, IEEE overflow, subnormals kept), as float64, in float64
     arithmetic only: adding and subtracting 1.5 * 2^(u + 52), where 2^u is the target's quantum at ``v``, rounds to a
@@ -180,6 +203,7 @@ def rne_values(fmt, v, xp):
     return xp.where(r == 0, xp.copysign(0.0, v), r)  # a value rounding to zero keeps its sign; inf, NaN pass
 
 
+@_in_blocks
 def exact_values(fmt, bits, xp):
     """float64 values of ``fmt`` patterns (canonical NaN), in integer arithmetic plus exact float64 scaling of
     subnormals: no float32 operation (see ``rne_bits``)."""

@@ -76,15 +76,13 @@ class UnitBackend:
             c = arrays.float64(to_array(call.c, engine))
             c = arrays.namespace(c).broadcast_to(c, shape if batched else shape[1:])
             c = c if batched else c[None]
-        outs = []
-        for i in range(shape[0]):
-            acc = recipe.matmul(a3[i], b3[i], call_index=index * 65536 + i, engine=engine)
-            if call.op == "_scaled_mm":
-                acc = _descale(acc, call, engine)
-            outs.append(epilogue(acc, out_fmt, alpha=call.alpha, C=None if c is None else c[i], beta=call.beta,
-                                 bias=None if call.bias is None else to_array(call.bias, engine),
-                                 acc_format=recipe.acc_format))
-        result = arrays.stack(outs) if batched else outs[0]
+        acc = recipe.matmul_batch(a3, b3, call_index=index * 65536, engine=engine)
+        if call.op == "_scaled_mm":
+            acc = _descale(acc[0], call, engine)[None]
+        # the epilogue is elementwise: one pass over the whole batch
+        out = epilogue(acc, out_fmt, alpha=call.alpha, C=c, beta=call.beta,
+                       bias=None if call.bias is None else to_array(call.bias, engine), acc_format=recipe.acc_format)
+        result = out if batched else out[0]
         return result, CallInfo(recipe.spec.name if recipe.describe() == recipe.spec.name else recipe.describe())
 
 
