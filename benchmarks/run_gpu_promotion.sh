@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Device calls of 2026-11-27 (second session): promotion inside the kernels and the FP8 quantisation path.
 #   bash benchmarks/run_gpu_promotion.sh all     # GPU tests, the FP8 cases, then check
+#   bash benchmarks/run_gpu_promotion.sh regress # the GPU engine's tests, vectors/hopper through --engine cuda
 #   bash benchmarks/run_gpu_promotion.sh speed   # real-CuPy tests, then issue 22's speed cases, FP8 recipe included
 #   bash benchmarks/run_gpu_promotion.sh check   # CHECK_SET_2's training steps under the self-check (issue 23)
 #   bash benchmarks/run_gpu_promotion.sh h200    # check, then the Llama-3-8B forward in library mode and FP8
@@ -23,6 +24,13 @@ all)  # H100: the GPU tests of promotion and batching, the FP8 cases, then the c
     run 60 $B --model llama-1b --layers 2 --tokens 1024 --what fp8
     run 180 $B --model llama3-8b --tokens 2048 --what forward fp8
     check 300
+    ;;
+regress)  # the GPU engine's own tests and the Hopper vectors through it, after the kernels' new arguments
+    timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_engine_cuda.py tests/test_torch_gpu.py \
+        tests/test_torch_check.py tests/test_interop.py 2>&1 | tail -4 | tee -a "$OUT/tests.txt"
+    echo "+ vectors verify --engine cuda" | tee -a "$OUT/bench.log"
+    timeout 240 python3 -m tcnumerics vectors verify vectors/hopper --engine cuda --workers 1 2>>"$OUT/bench.log" \
+        | tail -6 | tee "$OUT/verify_cuda.txt"
     ;;
 speed)
     timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/test_promotion.py tests/test_device_composition.py \
