@@ -221,8 +221,13 @@ class _TorchBlock:
     def __init__(self, ptr: int):
         self.ptr = ptr
 
-    def __del__(self):
-        torch.cuda.caching_allocator_delete(self.ptr)
+    # both bound at class creation: at interpreter exit the module's globals (torch, sys) are already None
+    def __del__(self, _free=torch.cuda.caching_allocator_delete, _finalizing=sys.is_finalizing):
+        try:
+            _free(self.ptr)
+        except Exception:
+            if not _finalizing():  # at exit torch releases its whole pool itself
+                raise
 
 
 def _torch_allocator(index: int, stream):
