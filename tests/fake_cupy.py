@@ -166,7 +166,7 @@ def install(monkeypatch) -> types.ModuleType:
     module = sys.modules[__name__]
     monkeypatch.setitem(sys.modules, "cupy", module)
 
-    from tcnumerics.engines import cuda, fast
+    from tcnumerics.engines import _cuda_build, cuda, fast
 
     def accumulate_bits(spec, a_rows, b_cols, acc, k_start=0, k_stop=None, promote_every=None,
                         promote_from_acc=False, **kw):
@@ -180,7 +180,20 @@ def install(monkeypatch) -> types.ModuleType:
             out = fast.accumulate_bits(spec, a_rows.get(), b_cols.get(), acc.get(), k_start, k_stop, **kw)
         return ndarray(out)
 
+    def ffma_chain(a, b_t, cols=None):
+        for name, x in (("a", a), ("b_t", b_t)):
+            if not isinstance(x, ndarray):
+                raise TypeError(f"{name}: the GPU engine was handed a host array ({type(x).__name__})")
+        a, b_t = a.get(), b_t.get()
+        cols = np.arange(a.shape[1]) if cols is None else cols.get()
+        if _cuda_build.host_compiler() is None:  # no compiler here: the library's host chain (numba / numpy)
+            from tcnumerics.library.structure import Structure, ffma_partials
+
+            return ndarray(ffma_partials(Structure("ffma"), a[:, cols], b_t[:, cols].T)[0].astype(np.float32))
+        return ndarray(cuda.host_ffma_chain(a, b_t, cols))
+
     monkeypatch.setattr(cuda, "accumulate_bits", accumulate_bits)
+    monkeypatch.setattr(cuda, "ffma_chain", ffma_chain)
     return module
 
 

@@ -212,3 +212,27 @@ def test_the_epilogue_in_row_blocks_gives_the_same_bits(cupy, s, monkeypatch):
               **dict(kw, C=None if kw["C"] is None else cupy.asarray(c),
                      bias=None if kw["bias"] is None else cupy.asarray(bias))), whole)
     assert np.array_equal(run(s, a, b, **kw).view(np.uint16), whole.view(np.uint16))
+
+
+@pytest.mark.parametrize("s", [STRUCTURES[0], STRUCTURES[2], STRUCTURES[3], STRUCTURES[1], STRUCTURES[-3],
+                               STRUCTURES[-1]], ids=lambda s: s.family)
+def test_subnormal_fp32_values_survive_the_device_path(cupy, s):
+    """CuPy compiles with -ftz=true: a float32 cast or operation flushes subnormals, so the device path never
+    casts FP32 values -- tiny operands give subnormal FP32 accumulators, and C / bias are FP32 subnormals."""
+    rng = np.random.default_rng(9)
+    dtype = np.float32 if s.instruction is None else ml_dtypes.bfloat16
+    a, b = _operands(rng, 9, 64, 8, dtype)
+    a = (a.astype(np.float64) * 2.0 ** -66).astype(dtype)  # products near 2**-132: FP32 subnormal
+    b = (b.astype(np.float64) * 2.0 ** -66).astype(dtype)
+    c = (rng.standard_normal((9, 8)) * 2.0 ** -130).astype(np.float32)
+    bias = (rng.standard_normal(8) * 2.0 ** -128).astype(np.float32)
+    assert (np.abs(c) < 2.0 ** -126).all() and (c != 0).any()
+    for out in ("fp32", "bf16"):
+        kw = dict(out_format=out, bias=bias.astype(np.float64)) if s.epilogue == "bias" else \
+            dict(out_format=out, C=c.astype(np.float64), beta=1.0)
+        host = run(s, a, b, **kw)
+        assert (np.abs(np.asarray(host, np.float64)) < 2.0 ** -126).any()  # the case is a subnormal one
+        dev_kw = dict(kw, bias=cupy.asarray(bias)) if "bias" in kw else dict(kw, C=cupy.asarray(c))
+        _same(run(s, _device(a, cupy), _device(b, cupy), engine="cuda", **dev_kw), host)
+    host = gemm(a, b, c, instruction=BF16, c_role="epilogue")
+    _same(gemm(_device(a, cupy), _device(b, cupy), cupy.asarray(c), instruction=BF16, c_role="epilogue"), host)

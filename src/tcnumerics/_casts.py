@@ -23,11 +23,10 @@ ties, near-ties, subnormals, overflow and NaN (``tests/test_casts.py``).
 from __future__ import annotations
 
 import contextlib
-from types import SimpleNamespace
 
 import numpy as np
 
-from .arrays import namespace
+from .arrays import decode_ieee, float64, namespace
 
 # (exp_bits, man_bits, bias, signed, specials, subnormals) of the formats the casts serve
 _FP32_EXPONENT = (8, 127, True, "ieee", True)
@@ -105,13 +104,9 @@ def _host_f32_add_ieee() -> bool:
     return int((tiny + tiny).view(np.uint32)[0]) == 2
 
 
-_NATIVE = {2: SimpleNamespace(exp_bits=5, man_bits=10, bias=15, width=16, pad_bits=0),  # float16's fields
-           4: SimpleNamespace(exp_bits=8, man_bits=23, bias=127, width=32, pad_bits=0)}  # float32's
-
-
 def _device_float64(x, xp):
     """float64 values of a float16/float32 device array without a float32 operation (their patterns decoded)."""
-    return exact_values(_NATIVE[x.dtype.itemsize], x.view({2: np.uint16, 4: np.uint32}[x.dtype.itemsize]), xp)
+    return float64(x)
 
 
 def _ieee_like(fmt) -> bool:
@@ -206,16 +201,8 @@ def rne_values(fmt, v, xp):
 @_in_blocks
 def exact_values(fmt, bits, xp):
     """float64 values of ``fmt`` patterns (canonical NaN), in integer arithmetic plus exact float64 scaling of
-    subnormals: no float32 operation (see ``rne_bits``)."""
-    v = (bits.astype(np.int64) >> fmt.pad_bits) & ((1 << fmt.width) - 1)
-    sign = v >> (fmt.width - 1)
-    e = (v >> fmt.man_bits) & ((1 << fmt.exp_bits) - 1)
-    f = v & ((1 << fmt.man_bits) - 1)
-    normal = (((e - fmt.bias + 1023) << 52) | (f << (52 - fmt.man_bits))).astype(np.uint64).view(np.float64)
-    tiny = f.astype(np.float64) * 2.0 ** (1 - fmt.bias - fmt.man_bits)  # exact: a float64 normal number
-    mag = xp.where(e == 0, tiny, normal)
-    mag = xp.where(e == (1 << fmt.exp_bits) - 1, xp.where(f == 0, np.inf, np.nan), mag)
-    return xp.where(sign == 1, -mag, mag)
+    subnormals: no float32 operation (see ``rne_bits``; ``arrays.decode_ieee``)."""
+    return decode_ieee(bits, fmt.width, fmt.exp_bits, fmt.man_bits, fmt.bias, fmt.pad_bits, xp=xp)
 
 
 def fp32_values(fmt, bits):

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["namespace", "on_device", "DeviceValues", "to_host", "asarray", "float64", "stack", "concatenate"]
+__all__ = ["namespace", "on_device", "DeviceValues", "to_host", "asarray", "float64", "decode_ieee", "stack",
+           "concatenate"]
 
 
 def on_device(x: Any) -> bool:
@@ -60,12 +61,42 @@ def asarray(x: Any) -> Any:
 def float64(x: Any) -> Any:
     """Exact float64 values of an array of any supported type, in its namespace.
 
+    On a GPU, float16 / float32 arrays are decoded from their bit patterns: CuPy compiles its kernels with
+    ``-ftz=true``, so its float32 -> float64 cast turns subnormals into zeros.
+
     >>> float64(np.array([1.5], np.float16)).dtype
     dtype('float64')
     """
     if isinstance(x, DeviceValues):
         return x.format.to_float(x.bits)
-    return asarray(x).astype(np.float64)
+    x = asarray(x)
+    if namespace(x) is not np and x.dtype.kind == "f" and x.dtype.itemsize in _IEEE_FIELDS:
+        return decode_ieee(x.view(f"uint{8 * x.dtype.itemsize}"), *_IEEE_FIELDS[x.dtype.itemsize], xp=namespace(x))
+    return x.astype(np.float64)
+
+
+# (width, exp_bits, man_bits, bias) of float16 and float32
+_IEEE_FIELDS = {2: (16, 5, 10, 15), 4: (32, 8, 23, 127)}
+
+
+def decode_ieee(bits: Any, width: int, exp_bits: int, man_bits: int, bias: int, pad_bits: int = 0, *,
+                xp: ModuleType = np) -> Any:
+    """float64 values of IEEE-style bit patterns (``width`` bits above ``pad_bits``; subnormals, inf, canonical
+    NaN) in integer arithmetic and exact float64 scaling: no float32 operation, so flush-to-zero kernels give
+    the exact values.
+
+    >>> decode_ieee(np.array([0x3C00, 0x0001, 0xFC00], np.uint16), 16, 5, 10, 15).tolist()
+    [1.0, 5.960464477539063e-08, -inf]
+    """
+    v = (bits.astype(np.int64) >> pad_bits) & ((1 << width) - 1)
+    sign = v >> (width - 1)
+    e = (v >> man_bits) & ((1 << exp_bits) - 1)
+    f = v & ((1 << man_bits) - 1)
+    normal = (((e - bias + 1023) << 52) | (f << (52 - man_bits))).astype(np.uint64).view(np.float64)
+    tiny = f.astype(np.float64) * 2.0 ** (1 - bias - man_bits)  # exact: a float64 normal number
+    mag = xp.where(e == 0, tiny, normal)
+    mag = xp.where(e == (1 << exp_bits) - 1, xp.where(f == 0, np.inf, np.nan), mag)
+    return xp.where(sign == 1, -mag, mag)
 
 
 def stack(arrays: list) -> Any:

@@ -27,7 +27,7 @@ from typing import Literal, Union
 import numpy as np
 
 from . import _casts
-from .arrays import DeviceValues, namespace
+from .arrays import DeviceValues, float64, namespace
 
 __all__ = [
     "Rounding",
@@ -468,7 +468,7 @@ class FloatFormat:
             fast = _casts.from_float(self, x, overflow)
             if fast is not None:
                 return fast
-        x = x.astype(np.float64)
+        x = float64(x)  # exact on a GPU too (CuPy's float32 cast flushes subnormals)
         finite = xp.isfinite(x)
         safe = xp.where(finite, x, 0.0)
         m, e = xp.frexp(xp.abs(safe))

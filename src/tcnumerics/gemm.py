@@ -36,7 +36,7 @@ import numpy as np
 
 from . import _casts
 from .api import Instruction, _operand_bits
-from .arrays import DeviceValues, namespace, to_host
+from .arrays import DeviceValues, float64, namespace, to_host
 from .catalog import get_instruction
 from .engines import get_engine, grid_dot_bits, resolve_engine
 from .formats import Format, IntFormat, Rounding, get_format
@@ -359,7 +359,7 @@ def _float_values(name: str, x) -> np.ndarray:
     if x.dtype.kind not in "fiuV" and not x.dtype.name.startswith(("float", "bfloat")):
         raise TypeError(f"{name}: expected numeric values, got dtype {x.dtype}")
     try:
-        return x.astype(np.float64)
+        return float64(x)  # exact on a GPU too (no flush-to-zero cast)
     except (TypeError, ValueError):
         raise TypeError(f"{name}: cannot read dtype {x.dtype} as numbers") from None
 
@@ -438,7 +438,7 @@ def _fp32_fma(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
     -1.4210854715202004e-14
     """
     xp = namespace(x, y, z)
-    x, y, z = xp.broadcast_arrays(*(xp.asarray(v, np.float64) for v in (x, y, z)))
+    x, y, z = xp.broadcast_arrays(*(float64(xp.asarray(v)) for v in (x, y, z)))  # exact on a GPU too
     with _quiet(xp):
         p = x * y
         s = p + z

@@ -33,12 +33,12 @@ from pathlib import Path
 import numpy as np
 
 from ..model import InstructionSpec
-from ._cuda_source import HOST_LAUNCHER, HOST_PRELUDE, KERNEL_SOURCE
+from ._cuda_source import FFMA_HOST_LAUNCHER, FFMA_SOURCE, HOST_LAUNCHER, HOST_PRELUDE, KERNEL_SOURCE
 from ._fast_plan import ZERO_EXP, Plan
 
 __all__ = ["Tile", "DEVICE_TILE", "HOST_TILE", "SubgroupPlan", "subgroup_plan", "config_header", "tiled_reason",
            "promotion_reason", "tables", "smem_words",
-           "device_module", "host_library", "host_compiler"]
+           "device_module", "host_library", "host_compiler", "ffma_host_library", "ffma_device_kernel"]
 
 
 @dataclass(frozen=True)
@@ -318,10 +318,27 @@ def _cache_dir() -> Path:
 @lru_cache(maxsize=64)
 def host_library(header: str) -> ctypes.CDLL:
     """The kernels built for the CPU (same source behind HOST_PRELUDE), as a loaded shared library."""
+    return _host_build(HOST_PRELUDE + header + KERNEL_SOURCE + HOST_LAUNCHER)
+
+
+@lru_cache(maxsize=1)
+def ffma_host_library() -> ctypes.CDLL:
+    """The FFMA chain kernel built for the CPU (``FFMA_SOURCE`` behind HOST_PRELUDE)."""
+    return _host_build(HOST_PRELUDE + FFMA_SOURCE + FFMA_HOST_LAUNCHER)
+
+
+@lru_cache(maxsize=1)
+def ffma_device_kernel():
+    """The FFMA chain kernel compiled for the GPU (NVRTC through CuPy)."""
+    import cupy
+
+    return cupy.RawModule(code=FFMA_SOURCE, options=("-std=c++17",)).get_function("ffma_chain")
+
+
+def _host_build(text: str) -> ctypes.CDLL:
     cxx = host_compiler()
     if cxx is None:
         raise RuntimeError("no host C++ compiler (g++ or clang++) to build the GPU kernels for the CPU")
-    text = HOST_PRELUDE + header + KERNEL_SOURCE + HOST_LAUNCHER
     key = hashlib.sha256(text.encode()).hexdigest()[:24]
     lib = _cache_dir() / f"kernels-{key}.so"
     if not lib.exists():

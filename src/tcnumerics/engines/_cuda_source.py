@@ -32,7 +32,7 @@ Kernels (``extern "C"``):
 
 from __future__ import annotations
 
-__all__ = ["KERNEL_SOURCE", "HOST_PRELUDE", "HOST_LAUNCHER"]
+__all__ = ["KERNEL_SOURCE", "HOST_PRELUDE", "HOST_LAUNCHER", "FFMA_SOURCE", "FFMA_HOST_LAUNCHER"]
 
 KERNEL_SOURCE = r"""
 #ifndef TC_HOST
@@ -1076,4 +1076,40 @@ extern "C" int host_gemm_tiled(const void* a, long long lda, const void* b, long
     return 0;
 }
 #endif
+"""
+
+# FP32 FFMA chains (cuBLAS's SIMT / xmma FP32 kernels, one split-K slice): one thread per output, acc = fma(a, b, acc)
+# over the given K columns in order from +0.  __fmaf_ieee_rn is IEEE RNE with subnormals whatever -ftz says.
+FFMA_SOURCE = r"""
+#ifdef TC_HOST
+#define TC_FMA_IEEE(a, b, c) std::fma((a), (b), (c))
+#else
+#define TC_FMA_IEEE(a, b, c) __fmaf_ieee_rn((a), (b), (c))
+#endif
+extern "C" __global__ void ffma_chain(const float* __restrict__ A, long long lda, const float* __restrict__ BT,
+                                      long long ldb, const long long* __restrict__ COLS, int ncols,
+                                      float* __restrict__ OUT, int M, int N) {
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long long)M * N) return;
+    const long long m = idx / N, n = idx % N;
+    float acc = 0.0f;
+    for (int t = 0; t < ncols; ++t) {
+        const long long k = COLS[t];
+        acc = TC_FMA_IEEE(A[m * lda + k], BT[n * ldb + k], acc);
+    }
+    OUT[idx] = acc;
+}
+"""
+
+FFMA_HOST_LAUNCHER = r"""
+extern "C" void host_ffma_chain(const float* a, long long lda, const float* bt, long long ldb, const long long* cols,
+                                int ncols, float* out, int M, int N) {
+    blockDim.x = 64;
+    const long long total = (long long)M * N;
+    for (long long blk = 0; blk * 64 < total; ++blk)
+        for (unsigned t = 0; t < 64; ++t) {
+            blockIdx.x = (unsigned)blk; threadIdx.x = t;
+            ffma_chain(a, lda, bt, ldb, cols, ncols, out, M, N);
+        }
+}
 """

@@ -44,7 +44,8 @@ from ..model import InstructionSpec
 from . import _cuda_build as build
 from ._fast_plan import Plan, build_plan
 
-__all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "promotion_reason", "available"]
+__all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "promotion_reason", "ffma_chain",
+           "available"]
 
 _DOT_THREADS = 256
 _SCALAR_THREADS = 128
@@ -388,6 +389,44 @@ def _check_promote(spec: InstructionSpec, plan, promote_every) -> None:
             or promote_every % spec.k:
         raise ValueError(f"promote_every: must be a positive multiple of {spec.name}'s K={spec.k}, "
                          f"got {promote_every!r}")
+
+
+def ffma_chain(a, b_t, cols=None):
+    """FP32 FFMA chains on the GPU: ``out[m, n]`` is ``acc = fma(a[m, k], b_t[n, k], acc)`` over the K columns
+    ``cols`` in order (default: all), from +0, each FMA IEEE RNE with subnormals -- one split-K slice of cuBLAS's
+    SIMT / xmma FP32 kernels.  ``a`` [M, K] and ``b_t`` [N, K]: float32 CuPy arrays; the result is float32 [M, N]
+    on the same device (numpy inputs: through the host build, ``host_ffma_chain``)."""
+    if isinstance(a, np.ndarray):
+        return host_ffma_chain(a, b_t, cols)
+    import cupy
+
+    _require_gpu()
+    a, b_t = cupy.ascontiguousarray(a, np.float32), cupy.ascontiguousarray(b_t, np.float32)
+    (M, K), N = a.shape, b_t.shape[0]
+    cols = cupy.arange(K, dtype=np.int64) if cols is None else cupy.ascontiguousarray(cols, np.int64)
+    out = cupy.empty((M, N), np.float32)
+    if M and N:
+        build.ffma_device_kernel()(((M * N + _SCALAR_THREADS - 1) // _SCALAR_THREADS,), (_SCALAR_THREADS,),
+                                   (a, np.int64(K), b_t, np.int64(K), cols, np.int32(cols.size), out, np.int32(M),
+                                    np.int32(N)))
+    return out
+
+
+def host_ffma_chain(a: np.ndarray, b_t: np.ndarray, cols=None) -> np.ndarray:
+    """``ffma_chain`` through the host build of the same kernel source (the CI check of its logic; numpy only)."""
+    import ctypes
+
+    a = np.ascontiguousarray(a, np.float32)
+    b_t = np.ascontiguousarray(b_t, np.float32)
+    (M, K), N = a.shape, b_t.shape[0]
+    cols = np.arange(K, dtype=np.int64) if cols is None else np.ascontiguousarray(cols, np.int64)
+    out = np.empty((M, N), np.float32)
+    if M and N:
+        build.ffma_host_library().host_ffma_chain(
+            ctypes.c_void_p(_ptr(a)), ctypes.c_longlong(K), ctypes.c_void_p(_ptr(b_t)), ctypes.c_longlong(K),
+            ctypes.c_void_p(_ptr(cols)), ctypes.c_int(cols.size), ctypes.c_void_p(_ptr(out)), ctypes.c_int(M),
+            ctypes.c_int(N))
+    return out
 
 
 def _check_range(spec: InstructionSpec, K: int, k_start: int, k_stop: int) -> None:

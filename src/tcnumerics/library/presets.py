@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..arrays import float64
 from ..formats import get_format
 from ..gemm import gemm
 from .gpus import model_key
@@ -203,8 +204,9 @@ class LibraryGemm:
                           "the result is a best guess, not bit-exact", stacklevel=2)
         if plan.input_rounding:
             tf32 = get_format("tf32")
-            A = tf32.to_float(tf32.from_float(A.astype(np.float64), plan.input_rounding)).astype(np.float32)
-            B = tf32.to_float(tf32.from_float(B.astype(np.float64), plan.input_rounding)).astype(np.float32)
+            # the TF32 patterns as float32 (no float cast: exact on a GPU too)
+            A = tf32.to_array(tf32.from_float(float64(A), plan.input_rounding))
+            B = tf32.to_array(tf32.from_float(float64(B), plan.input_rounding))
         return gemm(A, B, C, out_format=out, scale_a=scale_a, scale_b=scale_b, engine=engine,
                     c_role="output", **plan.gemm_options())
 

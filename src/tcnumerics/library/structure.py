@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..arrays import DeviceValues, concatenate, namespace, to_host
+from ..arrays import DeviceValues, concatenate, float64, namespace, to_host
 from ..formats import get_format
 from ..gemm import _fp32_fma, _quiet, gemm, split_bounds
 from .simt import simt_reduce
@@ -129,8 +129,9 @@ class Structure:
 
 
 def _tf32(x: np.ndarray, mode: str) -> np.ndarray:
+    """FP32 values rounded to TF32, as float32 (the patterns themselves: no float cast, so none flushes on a GPU)."""
     f = get_format("tf32")
-    return f.to_float(f.from_float(namespace(x).asarray(x, np.float64), mode)).astype(np.float32)
+    return f.to_array(f.from_float(float64(x), mode))
 
 
 def _host_only(fn, *arrays):
@@ -161,7 +162,7 @@ def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b
         return _host_only(lambda a, b: simt_reduce(s.simt_kernel, a, b, lanes=s.simt_lanes, slices=s.simt_slices),
                           A, B)
     if s.instruction is None:
-        return _sum_in_order(_host_only(lambda a, b: ffma_partials(s, a, b), A, B))
+        return _sum_in_order(ffma_partials(s, A, B))
     if s.input_rounding:
         A, B = _tf32(A, s.input_rounding), _tf32(B, s.input_rounding)
     if s.split_interleave:
@@ -201,7 +202,16 @@ def slice_columns(s: Structure, K: int) -> list[np.ndarray]:
 
 
 def ffma_partials(s: Structure, A, B) -> list[np.ndarray]:
-    """Each split-K slice's sequential FP32 FMA chain from +0 (SIMT / xmma FFMA kernels), as float64 arrays."""
+    """Each split-K slice's sequential FP32 FMA chain from +0 (SIMT / xmma FFMA kernels), as float64 arrays.
+
+    Device operands run the same chains in the GPU engine's FFMA kernel (``engines.cuda.ffma_chain``: hardware
+    FP32 FMA, IEEE with subnormals), the results staying on the device."""
+    xp = namespace(A, B)
+    if xp is not np:
+        from ..engines import cuda
+
+        a, b_t = _fp32_array(A), xp.ascontiguousarray(_fp32_array(B).T)
+        return [float64(cuda.ffma_chain(a, b_t, xp.asarray(cols))) for cols in slice_columns(s, a.shape[1])]
     A, B = np.asarray(A, np.float32), np.asarray(B, np.float32)
     a, b = A.astype(np.float64), np.ascontiguousarray(B.astype(np.float64).T)
     out = []
@@ -215,6 +225,13 @@ def ffma_partials(s: Structure, A, B) -> list[np.ndarray]:
                 acc = _fp32_fma(a_s[:, k:k + 1], b_s[None, :, k].reshape(1, -1), acc)
         out.append(acc)
     return out
+
+
+def _fp32_array(x):
+    """FP32 values (rounded RNE where they are not) as a float32 array, by their patterns: no float cast."""
+    if not isinstance(x, DeviceValues) and x.dtype == np.float32:
+        return x
+    return _FP32.to_array(_FP32.from_float(float64(x)))
 
 
 def _make_ffma_numba():
@@ -253,9 +270,7 @@ _ffma_numba = _make_ffma_numba()
 
 def _values(x, xp) -> "np.ndarray":
     """float64 values of an addend (C, bias) in the accumulator's namespace."""
-    if isinstance(x, DeviceValues):
-        return x.format.to_float(x.bits)
-    return xp.asarray(x, np.float64)
+    return float64(x if isinstance(x, DeviceValues) else xp.asarray(x))
 
 
 def epilogue(s: Structure, acc: np.ndarray, out_format: str, *, alpha: float = 1.0, beta: float = 0.0,
@@ -265,7 +280,7 @@ def epilogue(s: Structure, acc: np.ndarray, out_format: str, *, alpha: float = 1
     ``acc`` holds FP32 values (float32 or float64), on the host (numpy) or a GPU (CuPy); the result is where it
     was."""
     xp = namespace(acc)
-    acc = xp.asarray(acc, np.float64)
+    acc = float64(acc)
     out = get_format(out_format)
     f32 = _FP32.round
     a = float(f32(np.float64(alpha)))
