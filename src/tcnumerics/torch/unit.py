@@ -159,8 +159,9 @@ class UnitRecipe:
         >>> r = UnitRecipe.create(instruction="hopper.wgmma.m64n8k32.f32.e4m3.e4m3", scaling="tensor")
         >>> A, B = np.ones((2, 3, 32)), np.ones((2, 32, 4))
         >>> A[1] *= 2
-        >>> r.matmul_batch(A, B)[:, 0, 0].tolist()
-        [32.0, 64.0]
+        >>> out = r.matmul_batch(A, B)
+        >>> out.shape, bool((out[1] == r.matmul(A[1], B[1], call_index=1)).all())
+        ((2, 3, 4), True)
         """
         a, b = arrays.float64(A), arrays.float64(B)
         if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
