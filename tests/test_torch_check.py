@@ -103,3 +103,24 @@ def test_a_gpu_model_without_tables_flags_every_call():
     assert default.report().not_modelled == 0
     with pytest.raises(ValueError, match="library mode"):
         tct.emulate(instruction="hopper.wgmma.m64n8k16.f32.bf16.bf16", gpu="h100")
+
+
+def test_saved_calls_carry_the_launch_grids_the_trace_gave(tmp_path):
+    """The grids from the profiler's trace reach the capture file (fold_gpu.py folds only launches with a grid)."""
+    import gzip
+
+    from tcnumerics.library.calls import Call
+    from tcnumerics.torch.check import Checker
+
+    checker = Checker()
+    call = Call("matmul", "bf16", "bf16", 256, 4096, 14336)
+    checker.calls[0] = (call, False, 0.004, ("mm", "forward"))
+    checker.kernels[0] = ["nvjet_sm90_tst_128x128_64x6_2x1_v_bz_splitK_TNT", "Memset (Device)"]
+    checker.grids[0] = {"nvjet_sm90_tst_128x128_64x6_2x1_v_bz_splitK_TNT": (64, 1, 3)}
+    obs = checker.observations()
+    assert obs[0].grids == ((64, 1, 3), None) and obs[0].main_grid == (64, 1, 3)
+    checker.gpu = "NVIDIA H100 80GB HBM3"
+    path = str(tmp_path / "calls.json.gz")
+    assert checker.save(path) == 1
+    saved = json.load(gzip.open(path))
+    assert saved["calls"]["0"][0][1] == [64, 1, 3] and saved["calls"]["0"][1][1] is None

@@ -91,6 +91,7 @@ class Checker:
         self.gpu: str | None = None
         self.calls: dict = {}  # call index -> (library Call, bits match, fraction differing, site key)
         self.kernels: dict = {}  # call index -> the kernels its native run launched
+        self.grids: dict = {}  # call index -> {kernel name: its launch grid (x, y, z)} (Kineto's trace)
 
     # --- the profiler spans the emulation, each native call is one labelled range ---------------------
     def start(self) -> None:
@@ -108,6 +109,7 @@ class Checker:
         prof.__exit__(None, None, None)
         kernels = _kernels_by_range(prof)
         self.kernels.update(kernels)
+        self.grids.update(_grids_of(prof))
         for index, (key, _) in list(self._pending.items()):
             site = self.sites[key]
             for name in kernels.get(index, []):
@@ -162,8 +164,9 @@ class Checker:
         for index, (call, same, fraction, key) in sorted(self.calls.items()):
             kernels = self.kernels.get(index)
             if kernels:
-                out.append(observation(call, kernels, bits_match=same, differing=fraction, device=self.gpu or "",
-                                       site=" ".join(str(k) for k in key)))
+                grids = self.grids.get(index, {})
+                out.append(observation(call, kernels, [grids.get(k) for k in kernels], bits_match=same,
+                                       differing=fraction, device=self.gpu or "", site=" ".join(str(k) for k in key)))
         return out
 
     def save(self, path: str, *, overwrite: bool = False) -> int:
@@ -188,6 +191,49 @@ def _cublas_version() -> int | None:
         return int(torch._C._cuda_getCompiledVersion()) if torch.cuda.is_available() else None
     except Exception:  # an older torch: the version is not essential to the record
         return None
+
+
+def _grids_of(prof) -> dict:
+    """{call index: {kernel name: launch grid}} from the profiler's Kineto trace, or {} where it has none."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        try:
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                trace = json.load(f)
+        except (OSError, ValueError, RuntimeError):  # no trace (CPU-only profile, an old torch): names only
+            return {}
+    return grids_by_range(trace.get("traceEvents", []))
+
+
+def grids_by_range(events: list) -> dict:
+    """{call index: {kernel name: (x, y, z)}} from Kineto trace events: a kernel belongs to the call whose
+    ``tcnumerics.check.<index>`` range holds the CPU launch (runtime or driver API event) of the same correlation
+    id -- how ``tools/device_library/kernel_survey.py`` matches launches.
+
+    >>> ev = [dict(cat="user_annotation", name="tcnumerics.check.4", ts=10, dur=5),
+    ...       dict(cat="cuda_driver", name="cuLaunchKernelEx", ts=12, dur=1, args=dict(correlation=7)),
+    ...       dict(cat="kernel", name="nvjet_x_splitK", ts=30, dur=2, args=dict(correlation=7, grid=[8, 1, 3]))]
+    >>> grids_by_range(ev)
+    {4: {'nvjet_x_splitK': (8, 1, 3)}}
+    """
+    ranges = sorted((e["ts"], e["ts"] + e.get("dur", 0), int(e["name"][len(_RANGE):])) for e in events
+                    if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(_RANGE))
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in events
+                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    found: dict = {}
+    for e in events:
+        args = e.get("args", {})
+        if e.get("cat") != "kernel" or "grid" not in args or args.get("correlation") not in launch_ts:
+            continue
+        ts = launch_ts[args["correlation"]]
+        for t0, t1, index in ranges:
+            if t0 <= ts <= t1:
+                found.setdefault(index, {}).setdefault(e["name"], tuple(int(g) for g in args["grid"]))
+                break
+    return found
 
 
 def _kernels_by_range(prof) -> dict:
