@@ -489,6 +489,30 @@ def held_out_calls(n: int, n_per_kind: int = 28) -> list[dict]:
     return _held_out_set(models, tokens, str(n), _shapes_before(n), n_per_kind)
 
 
+def longk_calls() -> list[dict]:
+    """Issue 23's #15 leftovers, surveyed (2026-11-27, second session): FP8 ``_scaled_mm`` and TF32 matmuls at long
+    K (12,288 to 32,768) with small M and N -- where split-K counts were k-NN guesses, flagged -- and FP32 matmuls
+    at tiny shapes (gemmSN / SIMT kernels).  A survey set: it feeds the tables.
+
+    >>> len(longk_calls())
+    209
+    """
+    calls: list[dict] = []
+    add = _adder(calls, "longk")
+    small = ((16, 16), (16, 64), (64, 16), (32, 32), (64, 64), (64, 128), (128, 64), (128, 128), (256, 64))
+    for M, N in small:
+        for K in (12288, 16384, 32768):
+            for fast in (True, False):
+                for out in ("bf16", "fp32"):
+                    add("scaled_mm", "e4m3", M, N, K, b_fmt="e4m3", scales="tensor", fast_accum=fast, out_dtype=out)
+                add("scaled_mm", "e4m3", M, N, K, b_fmt="e4m3", scales="rowwise", fast_accum=fast, out_dtype="bf16")
+            add("matmul", "fp32", M, N, K, prec="high")
+    for M in (1, 2, 3, 4, 7):
+        for N, K in ((7, 100), (100, 7), (7, 7), (100, 100)):
+            add("matmul", "fp32", M, N, K, prec="highest")
+    return calls
+
+
 HELD_OUT = {"holdout": holdout_calls, "holdout2": holdout2_calls,
             **{f"holdout{n}": partial(held_out_calls, n) for n in LATER_SETS}}
-SURVEY_SETS = {"survey": survey_calls, **HELD_OUT}  # the op survey and every held-out set, by name
+SURVEY_SETS = {"survey": survey_calls, "longk": longk_calls, **HELD_OUT}  # the surveys and every held-out set
