@@ -104,11 +104,6 @@ def _host_f32_add_ieee() -> bool:
     return int((tiny + tiny).view(np.uint32)[0]) == 2
 
 
-def _device_float64(x, xp):
-    """float64 values of a float16/float32 device array without a float32 operation (their patterns decoded)."""
-    return float64(x)
-
-
 def _ieee_like(fmt) -> bool:
     """Formats the integer paths serve: IEEE specials, subnormals, signed, at most 23 fraction bits."""
     return fmt.specials == "ieee" and fmt.subnormals and fmt.signed and 1 <= fmt.man_bits <= 23 and fmt.exp_bits <= 8
@@ -237,7 +232,7 @@ def fp32_round(fmt, x):
         return None
     xp = namespace(x)
     if xp is not np:
-        v = rne_values(fmt, x if x.dtype == np.float64 else _device_float64(x, xp), xp)
+        v = rne_values(fmt, x if x.dtype == np.float64 else float64(x), xp)  # float16/32 from their patterns
         return xp.where(xp.isnan(v), np.nan, v)
     if not _usable(xp):
         return None
@@ -338,9 +333,7 @@ def from_float(fmt, x, overflow: str = "ieee"):
     route = _route(fmt) if overflow == "ieee" else None
     xp = namespace(x)
     if (route is None or xp is not np) and integer_route(fmt):
-        if x.dtype != np.float64:
-            x = _device_float64(x, xp) if xp is not np and x.dtype.kind == "f" else x.astype(np.float64)
-        return rne_bits(fmt, x, xp, overflow)
+        return rne_bits(fmt, x if x.dtype == np.float64 else float64(x), xp, overflow)  # exact on a GPU too
     if route is None or not _usable(xp, fp16=route == "fp16"):
         return None
     if route == "e8" and xp is np and x.dtype == np.float64:
