@@ -128,9 +128,12 @@ class Structure:
         return ", ".join(parts)
 
 
-def _tf32(x: np.ndarray, mode: str) -> np.ndarray:
-    """FP32 values rounded to TF32, as float32 (the patterns themselves: no float cast, so none flushes on a GPU)."""
-    f = get_format("tf32")
+def _float32_patterns(x, fmt: str = "fp32", mode: str = "rne"):
+    """``x`` rounded to ``fmt`` (FP32 or TF32) as a float32 array of the patterns themselves: no float cast, so
+    nothing flushes on a GPU (CuPy's ``-ftz=true``)."""
+    if fmt == "fp32" and not isinstance(x, DeviceValues) and x.dtype == np.float32:
+        return x
+    f = get_format(fmt)
     return f.to_array(f.from_float(float64(x), mode))
 
 
@@ -164,7 +167,7 @@ def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b
     if s.instruction is None:
         return _sum_in_order(ffma_partials(s, A, B))
     if s.input_rounding:
-        A, B = _tf32(A, s.input_rounding), _tf32(B, s.input_rounding)
+        A, B = _float32_patterns(A, "tf32", s.input_rounding), _float32_patterns(B, "tf32", s.input_rounding)
     if s.split_interleave:
         raise ValueError(f"{s.family}: interleaved split-K is modelled for FFMA chains only")
     if s.split_partial_format and s.split_k:
@@ -210,7 +213,7 @@ def ffma_partials(s: Structure, A, B) -> list[np.ndarray]:
     if xp is not np:
         from ..engines import cuda
 
-        a, b_t = _fp32_array(A), xp.ascontiguousarray(_fp32_array(B).T)
+        a, b_t = _float32_patterns(A), xp.ascontiguousarray(_float32_patterns(B).T)
         return [float64(cuda.ffma_chain(a, b_t, xp.asarray(cols))) for cols in slice_columns(s, a.shape[1])]
     A, B = np.asarray(A, np.float32), np.asarray(B, np.float32)
     a, b = A.astype(np.float64), np.ascontiguousarray(B.astype(np.float64).T)
@@ -225,13 +228,6 @@ def ffma_partials(s: Structure, A, B) -> list[np.ndarray]:
                 acc = _fp32_fma(a_s[:, k:k + 1], b_s[None, :, k].reshape(1, -1), acc)
         out.append(acc)
     return out
-
-
-def _fp32_array(x):
-    """FP32 values (rounded RNE where they are not) as a float32 array, by their patterns: no float cast."""
-    if not isinstance(x, DeviceValues) and x.dtype == np.float32:
-        return x
-    return _FP32.to_array(_FP32.from_float(float64(x)))
 
 
 def _make_ffma_numba():
