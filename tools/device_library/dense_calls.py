@@ -201,7 +201,49 @@ def dense_misaligned_calls() -> DenseSet:
     return DenseSet(main + more, rows, "dense-misaligned")
 
 
+# The fifth dense survey (2026-11-27, third session; issue 23's #15 leftovers): narrow outputs over long K -- LoRA
+# adapters (rank 8..128), MoE routers (8..160 experts), small heads -- where cuBLAS splits K and the earlier grids
+# (one side a hidden size of 512 or more) measured nothing: every FP8 variant torch takes, TF32 / FP32 and BF16/FP16.
+LONGK_N = (16, 32, 48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512)
+LONGK_N_ANY = LONGK_N + (1, 7, 8, 60, 100)  # FP8 takes only multiples of 16
+LONGK_K = tuple(range(2048, 32769, 256)) + tuple(range(36864, 65537, 4096))
+M_LONGK = tuple(m for m in M_GRID if m <= 4096)
+FP8_MIXES = (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"))
+
+
+def longk_fp8_kinds() -> list[tuple[str, str, dict]]:
+    """Every FP8 ``_scaled_mm`` variant: the three operand mixes x fast / promoted accumulation x tensor scales
+    with BF16, FP32 or FP16 out, and row-wise scales (BF16 out)."""
+    kinds = []
+    for a, b in FP8_MIXES:
+        for fast in (True, False):
+            for out in ("bf16", "fp32", "fp16"):
+                kinds.append(("scaled_mm", a, dict(b_fmt=b, scales="tensor", fast_accum=fast, out_dtype=out)))
+            kinds.append(("scaled_mm", a, dict(b_fmt=b, scales="rowwise", fast_accum=fast, out_dtype="bf16")))
+    return kinds
+
+
+LONGK_OTHER_KINDS = [("matmul", "fp32", dict(prec="high")), ("matmul", "fp32", dict(prec="highest")),
+                     ("linear", "fp32", dict(prec="high", bias=False)), ("linear", "fp32", dict(prec="highest", bias=False)),
+                     ("linear", BF16, dict(bias=False)), ("matmul", BF16, {}), ("linear", FP16, dict(bias=False)),
+                     ("mm_out", BF16, dict(out_dtype="fp32"))]
+
+
+def dense_longk_calls() -> DenseSet:
+    """``LONGK_N`` x ``LONGK_K`` x ``M_LONGK`` for every FP8 variant, ``LONGK_N_ANY`` for the other kinds.
+
+    >>> ds = dense_longk_calls(); 2_000_000 < len(ds) < 3_000_000, len(ds.kinds)
+    (True, 32)
+    """
+    fp8 = longk_fp8_kinds()
+    rows = np.concatenate([_rows(fp8, _shapes([(n, k) for n in LONGK_N for k in LONGK_K], M_LONGK)),
+                           _rows(LONGK_OTHER_KINDS, _shapes([(n, k) for n in LONGK_N_ANY for k in LONGK_K], M_LONGK),
+                                 len(fp8))])
+    return DenseSet(fp8 + LONGK_OTHER_KINDS, rows, "dense-longk")
+
+
 DENSE_SETS = {"dense_models": dense_model_calls, "dense_grid": lambda: dense_grid_calls("main"),
               "dense_grid_more": lambda: dense_grid_calls("more"), "dense_attention": dense_attention_calls,
               "dense_models_more": dense_model_more_calls, "dense_attention_more": dense_attention_more_calls,
-              "dense_grid_extra": dense_grid_extra_calls, "dense_misaligned": dense_misaligned_calls}
+              "dense_grid_extra": dense_grid_extra_calls, "dense_misaligned": dense_misaligned_calls,
+              "dense_longk": dense_longk_calls}

@@ -42,7 +42,7 @@ from tcnumerics.library.selection import plan_from_launch
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 LIB = os.path.join(ROOT, "src", "tcnumerics", "library")
-BIT_SETS = ("train_bits", "holdout11")
+BIT_SETS = ("train_bits", "holdout11")  # the bit sets every model's run captures (the H100's adds longk2, holdout12)
 MAX_EXAMPLES = 3  # example shapes per differing (kind, reference launch, own launch) group
 
 
@@ -102,8 +102,32 @@ def capture_rows(paths: list[str], gpu: str) -> tuple[list[tuple], int]:
     return rows, skipped
 
 
-def run_launches(out_dir: str, bits_dir: str | None, captures: list[str], gpu: str, sig_index: dict) -> tuple[dict, dict]:
-    """Every launch of a run (and of ``captures``), merged: (columns, what came from where)."""
+def bit_sets(bits_dir: str | None) -> list[str]:
+    """The bit sets a run captured (``bits/<set>/index.json``), sorted."""
+    if not bits_dir or not os.path.isdir(bits_dir):
+        return []
+    return sorted(n for n in os.listdir(bits_dir) if os.path.exists(os.path.join(bits_dir, n, "index.json")))
+
+
+def survey_rows(surveys: list[str]) -> tuple[list[tuple], dict]:
+    """Launch rows of kernel-survey result files given as ``SET=PATH`` (``kernel_survey.py`` / ``graph_survey.py``
+    output of a named call list), and the count per file."""
+    rows, found = [], {}
+    for spec in surveys:
+        name, sep, path = spec.partition("=")
+        if not sep or not os.path.exists(path):
+            raise SystemExit(f"--surveys {spec!r}: expected SET=PATH of an existing kernel-survey result file")
+        got = export_kernels.rows_of(path, name)
+        found[f"{name} ({os.path.basename(path)})"] = len(got)
+        rows += got
+    return rows, found
+
+
+def run_launches(out_dir: str, bits_dir: str | None, captures: list[str], gpu: str, sig_index: dict,
+                 held_out: tuple[str, ...] = (), surveys: tuple[str, ...] = ()) -> tuple[dict, dict]:
+    """Every launch of a run (and of ``captures`` and ``surveys``), merged: (columns, what came from where).  The
+    launches of the bit sets named in ``held_out`` are left out: a held-out set tests the table, it does not feed it
+    (until its first replay is recorded)."""
     from train_calls import ALL_DENSE_SETS
 
     parts, found = [], {}
@@ -112,10 +136,14 @@ def run_launches(out_dir: str, bits_dir: str | None, captures: list[str], gpu: s
             part = export_kernels.dense_rows(out_dir, name, sig_index)
             found[name] = len(part["M"])
             parts.append(part)
-    rows = []
-    for name in BIT_SETS:
+    rows, from_surveys = survey_rows(list(surveys))
+    found.update(from_surveys)
+    for name in bit_sets(bits_dir):
         path = os.path.join(bits_dir or "", "launches", f"graph_{name}.json.gz")
-        if bits_dir and os.path.exists(path):
+        if os.path.exists(path):
+            if name in held_out:
+                found[f"{name} (launches, held out: not folded)"] = 0
+                continue
             got = export_kernels.rows_of(path, name)
             found[f"{name} (launches)"] = len(got)
             rows += got
@@ -393,7 +421,7 @@ def export_bits(bits_dir: str, gpu: str, vectors: str) -> list[str]:
     """The run's bit captures packed as ``export_survey.py`` does: ``vectors/hopper_op_<set>_<gpu>.npz`` (never over
     a committed capture: those are compared, ``compare_bits``)."""
     written = []
-    for name in BIT_SETS:
+    for name in bit_sets(bits_dir):
         src = os.path.join(bits_dir, name)
         if not os.path.exists(os.path.join(src, "index.json")):
             continue
@@ -449,6 +477,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reference", default=None, help="the model to compare with (default: the manifest's reference)")
     ap.add_argument("--reference-out", default=None, help="the reference model's own run_gpu_survey.sh output")
     ap.add_argument("--captures", nargs="*", default=[], help="self-check capture files of calls on this GPU")
+    ap.add_argument("--surveys", nargs="*", default=[], metavar="SET=PATH",
+                    help="kernel-survey result files (json.gz) of named call lists, measured on this GPU, to fold too")
+    ap.add_argument("--hold-out", nargs="*", default=[], metavar="SET",
+                    help="bit sets whose launches are not folded (held-out sets, before their first replay)")
     ap.add_argument("--write", action="store_true", help="write the table, manifest, bit captures and docs section")
     ap.add_argument("--lib", default=LIB, help=argparse.SUPPRESS)
     ap.add_argument("--docs", default=os.path.join(ROOT, "docs", "gemm.md"), help=argparse.SUPPRESS)
@@ -463,7 +495,8 @@ def main(argv: list[str] | None = None) -> int:
         bits_dir = unpack_bits(a.out_dir, os.path.join(tmp, "own"))
         ref_bits = unpack_bits(a.reference_out, os.path.join(tmp, "ref")) if a.reference_out else None
         sig_index: dict[str, int] = {}
-        own, found = run_launches(a.out_dir, bits_dir, a.captures, gpu, sig_index)
+        own, found = run_launches(a.out_dir, bits_dir, a.captures, gpu, sig_index, tuple(a.hold_out),
+                                  tuple(a.surveys))
         signatures = list(sig_index)
         per_kind, groups = compare(own, signatures, reference_tables(ref, a.reference_out, found), ref)
         bits = {}
@@ -510,7 +543,8 @@ def fold_reference(a, gpu: str, env: dict) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         bits_dir = unpack_bits(a.out_dir, os.path.join(tmp, "own"))
         sig_index: dict[str, int] = {s: i for i, s in enumerate(launches.table(gpu)["signatures"])}
-        own, found = run_launches(a.out_dir, bits_dir, a.captures, gpu, sig_index)
+        own, found = run_launches(a.out_dir, bits_dir, a.captures, gpu, sig_index, tuple(a.hold_out),
+                                  tuple(a.surveys))
         t = launches.table(gpu)
         already = sum(int(table_lookup(t, k, own["M"][own["kind"] == k], own["N"][own["kind"] == k],
                                        own["K"][own["kind"] == k], own["b"][own["kind"] == k])[0].sum())
@@ -528,7 +562,7 @@ def fold_reference(a, gpu: str, env: dict) -> int:
         os.replace(tmp_table, path)
         print(f"{path}: {added:,} launches added, {differ:,} measured again with another launch (the table's kept); "
               f"{counts['launches']:,} launches in all")
-        for name in BIT_SETS:
+        for name in bit_sets(bits_dir):
             committed = os.path.join(a.vectors, f"hopper_op_{name}_{gpu}.npz")
             if bits_dir and os.path.exists(committed) and os.path.exists(os.path.join(bits_dir, name, "index.json")):
                 r = compare_bits(committed, os.path.join(bits_dir, name))

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Issue 23: one GPU model's launch survey, in one device call (<= 9 minutes wall, at most 7 files in $OUT).
 #   bash tools/device_library/run_gpu_survey.sh h200    # the full survey (run_h200_survey.sh), ~8 minutes
-#   bash tools/device_library/run_gpu_survey.sh h100    # the H100 companion: the training sets and bits, ~6 minutes
+#   bash tools/device_library/run_gpu_survey.sh h100    # the H100 companion: the training sets, the dense long-K
+#                                                         # survey, and bits (longk2, held-out set 12), ~7 minutes
 # Foreground: graph_survey.py in P processes over the training-step GEMMs of every published configuration
 # (train_calls.py: forward, input and weight gradients, 1..16384 tokens, split-K-prone calls first) and, on a model
 # other than the H100, a sample of the H100 table's own calls (agreement measured on every call kind).  Background
@@ -13,14 +14,14 @@ set -o pipefail
 GPU=${1:?usage: run_gpu_survey.sh h200|h100 (the GPU model this device is)}
 export PYTHONPATH=src:tools/device_library PYTHONUNBUFFERED=1
 START=$(date +%s)
-WALL=${WALL:-$([ "$GPU" = h100 ] && echo 360 || echo 500)}  # seconds to the end of the surveys; merging follows
+WALL=${WALL:-500}  # seconds to the end of the surveys; merging follows
 P=${P:-14}
 case $GPU in
-  h100) SETS=${SETS:-"train_splitk train_rest"} ;;
-  *) SETS=${SETS:-"train_splitk train_rest h100_counterparts"} ;;
+  h100) SETS=${SETS:-"dense_longk train_splitk train_rest"}; BITS=${BITS:-"train_bits holdout11 longk2 holdout12"} ;;
+  *) SETS=${SETS:-"train_splitk train_rest h100_counterparts"}; BITS=${BITS:-"train_bits holdout11"} ;;
 esac
 DEVICE=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-echo "run_gpu_survey.sh $GPU on '$DEVICE': sets $SETS, $P processes, surveys until +$((WALL - 70)) s" | tee $OUT/log.txt
+echo "run_gpu_survey.sh $GPU on '$DEVICE': sets $SETS, bits $BITS, $P processes, surveys until +$((WALL - 70)) s" | tee $OUT/log.txt
 python3 - > $OUT/env.json <<PY
 import json, subprocess, torch
 smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
@@ -55,10 +56,10 @@ case "$DEVICE" in
 esac
 (
   mkdir -p $OUT/bits
-  for s in train_bits holdout11; do
+  for s in $BITS; do
     OUT=$OUT/bits timeout 100 python3 tools/device_library/survey_ops.py --set $s 2>&1 | grep -v USDT | tail -2
   done
-  OUT=$OUT/bits timeout 80 python3 tools/device_library/graph_survey.py --sets train_bits,holdout11 --budget 50 \
+  OUT=$OUT/bits timeout 80 python3 tools/device_library/graph_survey.py --sets $(echo $BITS | tr ' ' ,) --budget 50 \
       2>&1 | grep -v USDT | tail -2
   timeout 100 python3 tools/device_library/train_check.py 2>&1 | grep -v USDT | tail -4
 ) > $OUT/side.log 2>&1 &

@@ -17,7 +17,7 @@ view of a contiguous tensor), ``bias``, ``beta``, ``alpha``, ``c_1d`` (addmm's C
 from __future__ import annotations
 
 import itertools
-from functools import partial
+from functools import lru_cache, partial
 import zlib
 
 HIDDEN = (768, 1024, 2048, 4096, 5120, 8192)
@@ -391,6 +391,16 @@ TOKENS11 = (1, 2, 4, 6, 9, 13, 18, 25, 36, 52, 70, 96, 135, 190, 260, 370, 520, 
             5750, 8100, 11500)
 
 
+MODELS12 = {  # none of these in any earlier list; drawn 2026-11-27 (third session), before the dense long-K survey ran
+    "glm-4-9b": (4096, 13696, 151552, 4608, 128), "olmo-2-13b": (5120, 13824, 100352, 15360, 128),
+    "nemotron-4-15b": (6144, 24576, 256000, 8192, 128), "yi-1.5-9b": (4096, 11008, 64000, 5120, 128),
+    "aya-23-8b": (4096, 14336, 256000, 6144, 128), "baichuan-7b": (4096, 11008, 64000, 12288, 128),
+    "llama-2-13b": (5120, 13824, 32000, 15360, 128), "pixtral-12b": (5120, 14336, 131072, 6144, 128),
+}
+TOKENS12 = (1, 3, 5, 8, 11, 16, 22, 31, 44, 64, 88, 120, 176, 240, 352, 480, 704, 960, 1400, 1920, 2800, 3840, 5600,
+            7680, 11200, 15360)
+
+
 
 ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
     "3": ((32, 420, 420, 128), (32, 420, 128, 420), (71, 257, 257, 64), (71, 257, 64, 257), (40, 1, 1337, 128),
@@ -411,6 +421,8 @@ ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
            (48, 1, 128, 2350), (9, 205, 205, 64), (28, 600, 600, 128)),
     "11": ((32, 370, 370, 128), (32, 370, 128, 370), (16, 520, 520, 72), (16, 520, 72, 520), (64, 1, 2050, 64),
            (28, 1, 128, 1450), (12, 190, 190, 64), (32, 730, 730, 128)),
+    "12": ((32, 352, 352, 128), (32, 352, 128, 352), (40, 704, 704, 128), (40, 704, 128, 704), (48, 1, 1920, 128),
+           (40, 1, 128, 2800), (32, 176, 176, 128), (64, 480, 480, 128)),
 }
 ATTENTION_BADD = {"3": ((32, 257, 257, 80), (16, 130, 64, 130)), "4": ((36, 365, 365, 64), (40, 90, 128, 90)),
                   "5": ((32, 200, 200, 128), (40, 96, 128, 96)), "6": ((32, 160, 160, 128), (64, 70, 128, 70)),
@@ -418,7 +430,8 @@ ATTENTION_BADD = {"3": ((32, 257, 257, 80), (16, 130, 64, 130)), "4": ((36, 365,
                   "8": ((32, 210, 210, 128), (32, 95, 128, 95)),
                   "9": ((32, 256, 256, 128), (40, 60, 128, 60)),
                   "10": ((32, 290, 290, 128), (36, 105, 128, 105)),
-                  "11": ((32, 260, 260, 64), (28, 96, 128, 96))}
+                  "11": ((32, 260, 260, 64), (28, 96, 128, 96)),
+                  "12": ((32, 240, 240, 128), (40, 88, 128, 88))}
 
 
 def _shapes_before(n: int) -> set[tuple[int, int, int]]:
@@ -473,11 +486,11 @@ def _held_out_set(models: dict, tokens: tuple, tag: str, seen: set, n_per_kind: 
     return calls
 
 
-LATER_SETS = {n: (globals()[f"MODELS{n}"], globals()[f"TOKENS{n}"]) for n in range(3, 12)}  # held-out sets 3..11
+LATER_SETS = {n: (globals()[f"MODELS{n}"], globals()[f"TOKENS{n}"]) for n in range(3, 13)}  # held-out sets 3..12
 
 
 def held_out_calls(n: int, n_per_kind: int = 28) -> list[dict]:
-    """Held-out set ``n`` (3..11): realistic calls of ``MODELS{n}`` x ``TOKENS{n}`` (each drawn when its comment
+    """Held-out set ``n`` (3..12): realistic calls of ``MODELS{n}`` x ``TOKENS{n}`` (each drawn when its comment
     says, none of its models in an earlier list), the shapes of the op survey and the earlier sets left out, the
     kinds of ``holdout2_calls``.
 
@@ -485,8 +498,15 @@ def held_out_calls(n: int, n_per_kind: int = 28) -> list[dict]:
     ...     for cs in (held_out_calls(n) for n in LATER_SETS))
     True
     """
+    return [dict(c) for c in _held_out_cached(n, n_per_kind)]
+
+
+@lru_cache(maxsize=None)
+def _held_out_cached(n: int, n_per_kind: int) -> tuple[dict, ...]:
+    """Each set once: set n leaves out the shapes of every earlier set, so uncached the sets would be drawn 2^n
+    times over."""
     models, tokens = LATER_SETS[n]
-    return _held_out_set(models, tokens, str(n), _shapes_before(n), n_per_kind)
+    return tuple(_held_out_set(models, tokens, str(n), _shapes_before(n), n_per_kind))
 
 
 def longk_calls() -> list[dict]:
@@ -513,6 +533,74 @@ def longk_calls() -> list[dict]:
     return calls
 
 
+def _narrow_calls(models: dict, tokens: tuple, tag: str, seen: set) -> list[tuple]:
+    """Narrow outputs over long K, the #15 leftovers' kinds as models run them: LoRA adapters (x @ A, rank 8..128,
+    K the hidden or FFN width), MoE routers (8..128 experts) and small classifier heads at tiny shapes, as
+    (op, fmt, M, N, K, options)."""
+    lora = sorted({(m, r, k) for h, ffn, _, _, _ in models.values() for r in (8, 16, 32, 64, 128) for k in (h, ffn)
+                   for m in tokens if m <= 4096} - seen)
+    router = sorted({(m, e, h) for h, _, _, _, _ in models.values() for e in (8, 16, 64, 128) for m in tokens
+                     if m <= 4096} - seen)
+    both = sorted(set(lora) | set(router))
+    a16 = [s for s in both if s[1] % 16 == 0 and s[2] % 16 == 0]
+    out = []
+    fp8 = [dict(b_fmt="e4m3", scales="tensor", fast_accum=True, out_dtype="bf16"),
+           dict(b_fmt="e4m3", scales="rowwise", fast_accum=True, out_dtype="bf16"),
+           dict(b_fmt="e5m2", scales="tensor", fast_accum=True, out_dtype="bf16"),
+           dict(b_fmt="e4m3", scales="tensor", fast_accum=True, out_dtype="fp32"),
+           dict(b_fmt="e4m3", scales="tensor", fast_accum=False, out_dtype="bf16")]
+    for i, (M, N, K) in enumerate(_pick(a16, 10, f"h{tag}-narrow-fp8")):
+        out.append(("scaled_mm", "e4m3", M, N, K, fp8[i % len(fp8)]))
+    for M, N, K in _pick(both, 4, f"h{tag}-narrow-tf32"):
+        out.append(("matmul", "fp32", M, N, K, dict(prec="high")))
+    for M, N, K in _pick(router, 3, f"h{tag}-narrow-router"):
+        out.append(("linear", "fp32", M, N, K, dict(prec="highest", bias=False)))
+    for M, N, K in _pick(lora, 5, f"h{tag}-narrow-lora"):
+        out.append(("linear", "bf16", M, N, K, dict(bias=False)))
+    heads = [(m, n, k) for m in (1, 2, 3, 4, 6, 8) for n in (2, 3, 5, 10, 100) for k in (5, 7, 16, 64, 100)]
+    for M, N, K in _pick(heads, 4, f"h{tag}-narrow-head"):
+        out.append(("matmul", "fp32", M, N, K, dict(prec="highest")))
+    return out
+
+
+def holdout12_calls() -> list[dict]:
+    """Held-out set 12: ``held_out_calls(12)`` and ``_narrow_calls`` of ``MODELS12`` (26 calls), for the first
+    replay after the dense long-K survey is folded in.
+
+    >>> cs = holdout12_calls(); 230 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
+    (True, True)
+    """
+    calls = held_out_calls(12)
+    add = _adder(calls, "holdout12-narrow")
+    seen = _shapes_before(13)
+    for op, fmt, M, N, K, kw in _narrow_calls(MODELS12, TOKENS12, "12", seen):
+        add(op, fmt, M, N, K, **kw)
+    return calls
+
+
+def longk2_calls() -> list[dict]:
+    """Bits for the dense long-K survey's kinds (``dense_calls.dense_longk_calls``): every FP8 variant at five
+    narrow long-K shapes where cuBLAS splits K, and the TF32 / FP32 / BF16 / FP16 kinds at six.  A survey set: it
+    verifies the structures the launches of that survey are planned with.
+
+    >>> len(longk2_calls())
+    168
+    """
+    from dense_calls import LONGK_OTHER_KINDS, longk_fp8_kinds
+
+    calls: list[dict] = []
+    add = _adder(calls, "longk2")
+    fp8_shapes = ((64, 64, 16384), (16, 128, 12288), (128, 32, 28672), (48, 96, 20480), (256, 16, 65536))
+    other_shapes = fp8_shapes + ((5, 8, 14336),)
+    for op, fmt, kw in longk_fp8_kinds():
+        for M, N, K in fp8_shapes:
+            add(op, fmt, M, N, K, **kw)
+    for op, fmt, kw in LONGK_OTHER_KINDS:
+        for M, N, K in other_shapes:
+            add(op, fmt, M, N, K, **dict(kw))
+    return calls
+
+
 HELD_OUT = {"holdout": holdout_calls, "holdout2": holdout2_calls,
-            **{f"holdout{n}": partial(held_out_calls, n) for n in LATER_SETS}}
-SURVEY_SETS = {"survey": survey_calls, "longk": longk_calls, **HELD_OUT}  # the surveys and every held-out set
+            **{f"holdout{n}": partial(held_out_calls, n) for n in LATER_SETS}, "holdout12": holdout12_calls}
+SURVEY_SETS = {"survey": survey_calls, "longk": longk_calls, "longk2": longk2_calls, **HELD_OUT}  # the surveys and every held-out set
