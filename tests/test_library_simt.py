@@ -110,8 +110,7 @@ def test_every_captured_simt_call_is_collected():
 
 
 # captured calls the structures do not reproduce yet (the library flags them: not silent); strict, so a fix shows
-UNREPRODUCED = {("longk", 190): "gemvx at M = 1, K = 7 (N = 100): its lanes' order at K < 8 is not identified",
-                ("longk", 191): "gemvx at M = 1, K = 7 (N = 7): its lanes' order at K < 8 is not identified"}
+UNREPRODUCED: dict = {}  # (capture, call id) -> why; none since the short-dot runs (2026-11-27)
 
 
 def _params():
@@ -184,6 +183,19 @@ def test_gemvx_n_order():
     assert gemvx_lanes(GX_N, 28672, 224) == 4 and gemvx_lanes(GX_N, 2560, 80) == 16
 
 
+def test_gemvx_n_short_dots_deal_runs_of_four():
+    # K = 7 (H100 captures, 2 and 8 lanes): (k0..k3) + (k4..k6); one chain would lose the 1.0 to BIG first
+    a = np.ones((1, 7), np.float32)
+    b = _column(7, {0: BIG, 4: 1.0, 5: -BIG})  # lane 1: 1 - BIG, exact; one chain: BIG + 1 loses the 1.0
+    assert simt_reduce(GX_N, a, b, lanes=2)[0, 0] == 1.0 and simt_reduce(GX_N, a, b, lanes=8)[0, 0] == 1.0
+    b = _column(7, {4: BIG, 5: 1.0, 0: 1.0, 1: 1.0})  # lane 0 holds 2.0, lane 1 BIG (+1.0 lost): 2 + BIG exact
+    assert simt_reduce(GX_N, a, b, lanes=2)[0, 0] == BIG + 2.0  # one chain: BIG + 3 rounds to BIG + 4
+    # the run length is pinned for at most 7 elements or at least 64 per lane; in between it is a guess
+    assert modelled(GX_N, 7, lanes=8) and modelled(GX_N, 512, lanes=8) and modelled(GX_N, 768, lanes=4)
+    assert not modelled(GX_N, 100, lanes=4) and not modelled(GX_N, 8, lanes=2) and not modelled(GX_N, 768)
+    assert modelled(GX_NL, 100, lanes=4)  # long indices deal element by element: no run to pin
+
+
 def test_gemvx_split_slices_in_order():
     # 2 slices of 256: slice 0 = BIG (its 1.0 lost), slice 1 = 16 - BIG (exact): the reduce gives 16
     K = 512
@@ -193,7 +205,7 @@ def test_gemvx_split_slices_in_order():
     got = simt_reduce(GX_N, np.ones((1, K)), b, lanes=4, slices=2)[0, 0]
     assert got == 4.0
     assert simt_reduce(GX_N, np.ones((1, K)), b, lanes=4)[0, 0] != got
-    assert modelled(GX_N, 65536, slices=5) and not modelled(GX_N, 65545, slices=5)
+    assert modelled(GX_N, 65536, slices=5, lanes=16) and not modelled(GX_N, 65545, slices=5, lanes=16)
 
 
 def test_gemvx_t_order():

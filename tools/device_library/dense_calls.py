@@ -242,8 +242,46 @@ def dense_longk_calls() -> DenseSet:
     return DenseSet(fp8 + LONGK_OTHER_KINDS, rows, "dense-longk")
 
 
+# The sixth (2026-11-27, third session, after held-out set 12's replay): the narrow long-K region at the token
+# counts between M_LONGK's (split counts change with the tile count, so a call between two measured token counts
+# is planned only where both agree), for the kinds models run there; and FP32 at tiny shapes (SIMT kernels).
+M_NARROW = tuple(sorted(set(range(1, 65)) | set(range(72, 513, 8)) | set(range(544, 1025, 32)) |
+                        set(range(1088, 4097, 64)) - set(M_LONGK)))
+NARROW_FP8_KINDS = [("scaled_mm", "e4m3", dict(b_fmt=b, scales=sc, fast_accum=fast, out_dtype=out))
+                    for b, sc, out in (("e4m3", "tensor", "bf16"), ("e4m3", "rowwise", "bf16"), ("e5m2", "tensor", "bf16"))
+                    for fast in (True, False)] + [("scaled_mm", "e4m3", dict(b_fmt="e4m3", scales="tensor",
+                                                                              fast_accum=True, out_dtype="fp32"))]
+TINY = tuple(range(1, 33)) + (48, 64, 100, 128)
+TINY_K = TINY + (256,)
+TINY32_KINDS = LONGK_OTHER_KINDS[:4]  # FP32 / TF32 matmul and F.linear
+
+
+def dense_narrow_calls() -> DenseSet:
+    """``LONGK_N`` x ``LONGK_K`` x ``M_NARROW`` for the main FP8 variants, ``LONGK_N_ANY`` for the TF32 / FP32 and
+    BF16/FP16 kinds of ``dense_longk_calls``.
+
+    >>> ds = dense_narrow_calls(); 5_000_000 < len(ds) < 6_000_000, len(ds.kinds)
+    (True, 15)
+    """
+    rows = np.concatenate([
+        _rows(NARROW_FP8_KINDS, _shapes([(n, k) for n in LONGK_N for k in LONGK_K], M_NARROW)),
+        _rows(LONGK_OTHER_KINDS, _shapes([(n, k) for n in LONGK_N_ANY for k in LONGK_K], M_NARROW),
+              len(NARROW_FP8_KINDS))])
+    return DenseSet(NARROW_FP8_KINDS + LONGK_OTHER_KINDS, rows, "dense-narrow")
+
+
+def dense_tiny32_calls() -> DenseSet:
+    """FP32 and TF32 matmul and F.linear at M = 1..16, N in ``TINY``, K in ``TINY_K`` (gemmSN, gemv kernels).
+
+    >>> len(dense_tiny32_calls())
+    85248
+    """
+    shapes = _shapes([(n, k) for n in TINY for k in TINY_K], tuple(range(1, 17)))
+    return DenseSet(TINY32_KINDS, _rows(TINY32_KINDS, shapes), "dense-tiny32")
+
+
 DENSE_SETS = {"dense_models": dense_model_calls, "dense_grid": lambda: dense_grid_calls("main"),
               "dense_grid_more": lambda: dense_grid_calls("more"), "dense_attention": dense_attention_calls,
               "dense_models_more": dense_model_more_calls, "dense_attention_more": dense_attention_more_calls,
               "dense_grid_extra": dense_grid_extra_calls, "dense_misaligned": dense_misaligned_calls,
-              "dense_longk": dense_longk_calls}
+              "dense_longk": dense_longk_calls, "dense_narrow": dense_narrow_calls, "dense_tiny32": dense_tiny32_calls}

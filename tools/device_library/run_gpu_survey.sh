@@ -7,7 +7,7 @@
 # (train_calls.py: forward, input and weight gradients, 1..16384 tokens, split-K-prone calls first) and, on a model
 # other than the H100, a sample of the H100 table's own calls (agreement measured on every call kind).  Background
 # (the GPU is idle: a graph capture runs nothing): bits of the cases + a train_splitk sample (train_bits) and
-# of holdout11, their launches, and the autograd check (train_check.py).  $OUT then holds: log.txt, env.json,
+# of holdout11 (BITS), their launches; then the autograd check (train_check.py).  $OUT then holds: log.txt, env.json,
 # <set>.npz per dense set (train_splitk, train_rest[, h100_counterparts]), bits.tgz, autograd_check.json.
 # Next, on the CPU: tools/device_library/fold_gpu.py (docs/gemm.md, "Per GPU model").
 set -o pipefail
@@ -61,13 +61,14 @@ esac
   done
   OUT=$OUT/bits timeout 80 python3 tools/device_library/graph_survey.py --sets $(echo $BITS | tr ' ' ,) --budget 50 \
       2>&1 | grep -v USDT | tail -2
-  timeout 100 python3 tools/device_library/train_check.py 2>&1 | grep -v USDT | tail -4
 ) > $OUT/side.log 2>&1 &
 SIDE=$!
 LEFT=$(( WALL - 70 - ($(date +%s) - START) ))
 # (run_dense_survey.sh appends its own lines -- ranges, each slice's last lines, the merges -- to log.txt)
 SETS="$SETS" P=$P SECONDS_FOR_SURVEY=$LEFT bash tools/device_library/run_dense_survey.sh > $OUT/dense.log 2>&1
 wait $SIDE
+# the autograd check runs alone: beside 14 survey processes it ran out of GPU memory (H100, 2026-11-27)
+timeout 100 python3 tools/device_library/train_check.py 2>&1 | grep -v USDT | tail -4 >> $OUT/side.log
 { echo "== bits, launches, autograd check"; cat $OUT/side.log; } >> $OUT/log.txt
 mv $OUT/bits/kernels $OUT/bits/launches 2>/dev/null
 tar czf $OUT/bits.tgz -C $OUT bits && rm -r $OUT/bits

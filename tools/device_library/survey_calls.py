@@ -401,6 +401,17 @@ TOKENS12 = (1, 3, 5, 8, 11, 16, 22, 31, 44, 64, 88, 120, 176, 240, 352, 480, 704
             7680, 11200, 15360)
 
 
+MODELS13 = {  # none of these in any earlier list; drawn 2026-11-27 (third session) after holdout 12's replay, before the
+    # dense narrow-output survey (dense_narrow, dense_tiny32) and the short-dot gemvx rule were folded in
+    "deepseek-moe-16b-expert": (2048, 1408, 102400, 6144, 128), "dolly-v2-12b": (5120, 20480, 50280, 15360, 128),
+    "codegemma-7b": (3072, 24576, 256000, 12288, 256), "recurrentgemma-2b": (2560, 15360, 256000, 3072, 256),
+    "nomic-embed-text": (768, 3072, 30528, 2304, 64), "arctic-embed-l": (1024, 4096, 30522, 3072, 64),
+    "bloomz-560m": (1024, 4096, 250880, 3072, 64), "zephyr-7b": (4096, 14336, 32000, 6144, 128),
+}
+TOKENS13 = (1, 2, 4, 7, 12, 17, 24, 33, 45, 60, 80, 110, 150, 200, 275, 375, 500, 650, 900, 1250, 1700, 2300, 3100,
+            4200, 6000, 9000, 13000)
+
+
 
 ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
     "3": ((32, 420, 420, 128), (32, 420, 128, 420), (71, 257, 257, 64), (71, 257, 64, 257), (40, 1, 1337, 128),
@@ -423,6 +434,8 @@ ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
            (28, 1, 128, 1450), (12, 190, 190, 64), (32, 730, 730, 128)),
     "12": ((32, 352, 352, 128), (32, 352, 128, 352), (40, 704, 704, 128), (40, 704, 128, 704), (48, 1, 1920, 128),
            (40, 1, 128, 2800), (32, 176, 176, 128), (64, 480, 480, 128)),
+    "13": ((32, 375, 375, 128), (32, 375, 128, 375), (16, 650, 650, 256), (16, 650, 256, 650), (32, 1, 2300, 128),
+           (12, 1, 64, 1700), (16, 275, 275, 64), (64, 150, 150, 128)),
 }
 ATTENTION_BADD = {"3": ((32, 257, 257, 80), (16, 130, 64, 130)), "4": ((36, 365, 365, 64), (40, 90, 128, 90)),
                   "5": ((32, 200, 200, 128), (40, 96, 128, 96)), "6": ((32, 160, 160, 128), (64, 70, 128, 70)),
@@ -431,7 +444,8 @@ ATTENTION_BADD = {"3": ((32, 257, 257, 80), (16, 130, 64, 130)), "4": ((36, 365,
                   "9": ((32, 256, 256, 128), (40, 60, 128, 60)),
                   "10": ((32, 290, 290, 128), (36, 105, 128, 105)),
                   "11": ((32, 260, 260, 64), (28, 96, 128, 96)),
-                  "12": ((32, 240, 240, 128), (40, 88, 128, 88))}
+                  "12": ((32, 240, 240, 128), (40, 88, 128, 88)),
+                  "13": ((16, 200, 200, 64), (32, 110, 128, 110))}
 
 
 def _shapes_before(n: int) -> set[tuple[int, int, int]]:
@@ -486,11 +500,11 @@ def _held_out_set(models: dict, tokens: tuple, tag: str, seen: set, n_per_kind: 
     return calls
 
 
-LATER_SETS = {n: (globals()[f"MODELS{n}"], globals()[f"TOKENS{n}"]) for n in range(3, 13)}  # held-out sets 3..12
+LATER_SETS = {n: (globals()[f"MODELS{n}"], globals()[f"TOKENS{n}"]) for n in range(3, 14)}  # held-out sets 3..13
 
 
 def held_out_calls(n: int, n_per_kind: int = 28) -> list[dict]:
-    """Held-out set ``n`` (3..12): realistic calls of ``MODELS{n}`` x ``TOKENS{n}`` (each drawn when its comment
+    """Held-out set ``n`` (3..13): realistic calls of ``MODELS{n}`` x ``TOKENS{n}`` (each drawn when its comment
     says, none of its models in an earlier list), the shapes of the op survey and the earlier sets left out, the
     kinds of ``holdout2_calls``.
 
@@ -563,17 +577,18 @@ def _narrow_calls(models: dict, tokens: tuple, tag: str, seen: set) -> list[tupl
     return out
 
 
-def holdout12_calls() -> list[dict]:
-    """Held-out set 12: ``held_out_calls(12)`` and ``_narrow_calls`` of ``MODELS12`` (26 calls), for the first
-    replay after the dense long-K survey is folded in.
+def held_out_narrow_calls(n: int) -> list[dict]:
+    """Held-out set ``n`` (12 onward): ``held_out_calls(n)`` and ``_narrow_calls`` of its models (26 calls) -- set 12
+    for the first replay after the dense long-K survey, set 13 after the dense narrow-output one.
 
-    >>> cs = holdout12_calls(); 230 <= len(cs) <= 300, len({c["id"] for c in cs}) == len(cs)
-    (True, True)
+    >>> all(230 <= len(cs) <= 300 and len({c["id"] for c in cs}) == len(cs)
+    ...     for cs in (held_out_narrow_calls(12), held_out_narrow_calls(13)))
+    True
     """
-    calls = held_out_calls(12)
-    add = _adder(calls, "holdout12-narrow")
-    seen = _shapes_before(13)
-    for op, fmt, M, N, K, kw in _narrow_calls(MODELS12, TOKENS12, "12", seen):
+    calls = held_out_calls(n)
+    add = _adder(calls, f"holdout{n}-narrow")
+    models, tokens = LATER_SETS[n]
+    for op, fmt, M, N, K, kw in _narrow_calls(models, tokens, str(n), _shapes_before(n + 1)):
         add(op, fmt, M, N, K, **kw)
     return calls
 
@@ -601,6 +616,39 @@ def longk2_calls() -> list[dict]:
     return calls
 
 
+def narrow_bits_calls() -> list[dict]:
+    """Bits for the dense narrow-output and tiny FP32 surveys: FP32 matmuls at M = 1 (gemvx) and K from 8 to 512,
+    where the lanes' run length was a guess (``library.simt``), F.linear at M = 1, M = 2..8 (gemmSN) at tiny shapes,
+    and a seeded sample of ``dense_narrow`` and ``dense_tiny32`` calls.  A survey set: it feeds the tables.
+
+    >>> len(narrow_bits_calls())
+    215
+    """
+    import numpy as np
+
+    from dense_calls import dense_narrow_calls, dense_tiny32_calls
+
+    calls: list[dict] = []
+    add = _adder(calls, "narrow-bits")
+    for N in (7, 100, 1000):
+        for K in (8, 12, 16, 24, 31, 32, 33, 48, 63, 64, 65, 100, 127, 128, 129, 200, 255, 256, 257, 384, 511, 512):
+            add("matmul", "fp32", 1, N, K, prec="highest")
+    for N in (100, 1000):
+        for K in (8, 16, 33, 64, 100, 256):
+            add("linear", "fp32", 1, N, K, prec="highest", bias=False)
+    for M in (2, 3, 5, 8):
+        for N, K in ((5, 7), (100, 16), (5, 100), (100, 100)):
+            add("matmul", "fp32", M, N, K, prec="highest")
+    rng = np.random.default_rng(20261127)
+    for ds, n in ((dense_narrow_calls(), 60), (dense_tiny32_calls(), 25)):
+        for i in sorted(rng.choice(len(ds), n, replace=False).tolist()):
+            c = ds.calls(i, i + 1)[0]
+            kw = {k: v for k, v in c.items() if k not in ("op", "fmt", "M", "N", "K", "id", "seed_a", "seed_b", "seed_c")}
+            add(c["op"], c["fmt"], c["M"], c["N"], c["K"], **kw)
+    return calls
+
+
 HELD_OUT = {"holdout": holdout_calls, "holdout2": holdout2_calls,
-            **{f"holdout{n}": partial(held_out_calls, n) for n in LATER_SETS}, "holdout12": holdout12_calls}
-SURVEY_SETS = {"survey": survey_calls, "longk": longk_calls, "longk2": longk2_calls, **HELD_OUT}  # the surveys and every held-out set
+            **{f"holdout{n}": partial(held_out_calls if n < 12 else held_out_narrow_calls, n) for n in LATER_SETS}}
+SURVEY_SETS = {"survey": survey_calls, "longk": longk_calls, "longk2": longk2_calls, "narrow_bits": narrow_bits_calls,
+               **HELD_OUT}  # the surveys and every held-out set

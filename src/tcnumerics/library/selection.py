@@ -230,7 +230,7 @@ def _simt_structure(c: Call, base: Structure, launch: Launch) -> tuple[Structure
     s = base.with_(instruction=None, input_rounding=None, split_k=None, split_interleave=None, epilogue=epi,
                    simt_kernel=name, simt_lanes=lanes, simt_slices=slices)
     plain_epilogue = c.alpha == 1 and epi in ("plain", "bias")
-    return s, simt.modelled(name, c.K, slices) and (fam.startswith("gemmSN") or plain_epilogue)
+    return s, simt.modelled(name, c.K, slices, lanes) and (fam.startswith("gemmSN") or plain_epilogue)
 
 
 def _simt_launch_plan(c: Call, base: Structure, launch: Launch, src: str | None = None) -> Plan:

@@ -26,6 +26,9 @@ template's log2 of the CTA size; ``gemvx_lanes``):
   torch.matmul's ``[1, K] @ [K, N]``): element k goes to lane ``(k // W) % lanes`` (``W = 64`` for int
   indices, ``W = 1`` for the long-index instantiation); each lane one FFMA chain in K order (no fresh
   tiles); the lanes reduced by a halving tree (lane i + lane i + n/2, n/2 = lanes/2, ..., 1: shared memory).
+  Short dots deal in runs of 4 (H100 captures at K = 7, 2 and 8 lanes: ``(k0..k3) + (k4..k6)``): the int
+  instantiation's ``W`` is ``min(64, ceil(K / lanes) rounded up to 4)``, which every captured call fits; it is
+  pinned only where ``K <= 7`` or ``K / lanes >= 64`` (``modelled``), a best guess in between.
   With ``splitKreduce`` (grid z = S > 1) each of S slices of ``ceil(K / S)`` (rounded up to 4) is such a
   dot from +0 and the reduce kernel sums the slices in order, ``((s0 + s1) + s2) ...``, then the epilogue.
 * ``gemvx::kernel<..., false, true, true, false, L, false>`` (transposed: F.linear's weight, bmm with N = 1):
@@ -60,8 +63,8 @@ gemv2T 50257/50257 queries, 2/2 FP16 calls (indistinguishable); largek 5120/5120
     >>> [list(map(list, t)) for t in gemmsn_nn_tiles(600, 4)]
     [[[0, 128], [128, 150]], [[150, 278], [278, 300]], [[300, 428], [428, 450]], [[450, 578], [578, 600]]]
     >>> gx = "internal::gemvx::kernel<int, int, float, float, float, float, false, true, false, false, 9, false, x>"
-    >>> gemvx_lanes(gx, 28672, 224), modelled(gx, 768)
-    (4, True)
+    >>> gemvx_lanes(gx, 28672, 224), modelled(gx, 768, lanes=4), modelled(gx, 100, lanes=4)
+    (4, True, False)
     >>> simt_reduce(gx, np.ones((1, 300), np.float32), np.ones((300, 2), np.float32), lanes=4).tolist()
     [[300.0, 300.0]]
 """
@@ -151,10 +154,11 @@ def is_simt_kernel(kernel_name: str) -> bool:
     return family(kernel_name) is not None
 
 
-def modelled(kernel_name: str, K: int, slices: int = 1) -> bool:
+def modelled(kernel_name: str, K: int, slices: int = 1, lanes: int | None = None) -> bool:
     """Whether the kernel's summation structure was verified bit-exactly (device probe and captures) for
     this K (``slices``: the split-K grid z of gemvx + splitKreduce, whose slice rounding is pinned only
-    where ``ceil(K / slices)`` is a multiple of 4).
+    where ``ceil(K / slices)`` is a multiple of 4; ``lanes``: gemvx's threads per output, whose run length
+    is pinned only for dots of at most 7 elements or of at least 64 per lane).
 
     >>> modelled("void gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4, true, x>", 1000)
     True
@@ -165,7 +169,9 @@ def modelled(kernel_name: str, K: int, slices: int = 1) -> bool:
     if fam in ("gemmSN_NN", "gemmSN_TN", "largek"):
         return True
     if fam == "gemvx_N":
-        return slices <= 1 or -(-K // slices) % 4 == 0
+        per = -(-K // max(1, slices))
+        pinned_run = _gemvx(kernel_name)[0] or per <= 7 or (lanes is not None and per >= 64 * lanes)
+        return pinned_run and (slices <= 1 or per % 4 == 0)
     if fam == "gemvx_T":
         return slices <= 1 and (_gemvx(kernel_name)[2] >= 7 or K == 64)
     if fam == "gemvNSP":
@@ -278,12 +284,21 @@ def _slice_starts(K: int, per: int) -> list[int]:
     return list(range(0, K, per))
 
 
+def _gemvx_run(trans: bool, long_idx: bool, lg: int, K: int, lanes: int) -> int:
+    """Consecutive elements per lane turn (``W``) of a gemvx dot of ``K`` elements."""
+    if trans:
+        return 8 if lg <= 6 else 1
+    if long_idx:
+        return 1
+    return min(64, -(-(-(-K // lanes)) // 4) * 4)
+
+
 def _gemvx_reduce(P: np.ndarray, kernel_name: str, lanes: int, slices: int) -> np.ndarray:
     long_idx, trans, lg = _gemvx(kernel_name)
     K = P.shape[2]
-    run = (8 if lg <= 6 else 1) if trans else (1 if long_idx else 64)
     per = -(-(-(-K // max(1, slices))) // 4) * 4 if slices > 1 else K
-    dealt = [_dealt(min(per, K - s0), lanes, run, s0) for s0 in _slice_starts(K, per)]
+    dealt = [_dealt(min(per, K - s0), lanes, _gemvx_run(trans, long_idx, lg, min(per, K - s0), lanes), s0)
+             for s0 in _slice_starts(K, per)]
     L = max(d.shape[1] for d in dealt)
     idx = -np.ones((len(dealt), lanes, L), np.int64)
     for i, d in enumerate(dealt):
