@@ -110,7 +110,12 @@ def test_every_captured_simt_call_is_collected():
 
 
 # captured calls the structures do not reproduce yet (the library flags them: not silent); strict, so a fix shows
-UNREPRODUCED: dict = {}  # (capture, call id) -> why; none since the short-dot runs (2026-11-27)
+_LANES16 = "gemvx at 16 lanes, K = 200..257: no run length reproduces it"
+_NSP = "gemvNSP at K = 100..129: only K <= 64 identified"
+UNREPRODUCED = {("narrow_bits", 15): _LANES16, ("narrow_bits", 16): _LANES16, ("narrow_bits", 17): _LANES16,
+                ("narrow_bits", 18): _LANES16, ("narrow_bits", 56): _NSP, ("narrow_bits", 57): _NSP,
+                ("narrow_bits", 58): _NSP,
+                ("holdout13", 181): "gemvx + splitKreduce at 16 lanes, 3 slices of K = 4096"}
 
 
 def _params():
@@ -126,6 +131,14 @@ def _params():
 def test_captured_call_reproduces_bit_exactly(path, r, name):
     got, expected = _replay(path, r, name)
     assert (got == expected).all(), f"{int((got != expected).sum())}/{expected.size} outputs differ"
+
+
+def test_the_unreproduced_calls_are_flagged():
+    """Each captured call the structures miss is one the library does not claim (``modelled`` False)."""
+    for path, r, name in CALLS:
+        if (os.path.basename(path)[10:-9], r["id"]) in UNREPRODUCED:
+            lanes, slices = _geometry(path, r, name)
+            assert not modelled(name, r["K"], slices, lanes), (path, r["id"])
 
 
 def test_nn_tiles_cover_k_in_contiguous_thread_ranges():
@@ -190,9 +203,15 @@ def test_gemvx_n_short_dots_deal_runs_of_four():
     assert simt_reduce(GX_N, a, b, lanes=2)[0, 0] == 1.0 and simt_reduce(GX_N, a, b, lanes=8)[0, 0] == 1.0
     b = _column(7, {4: BIG, 5: 1.0, 0: 1.0, 1: 1.0})  # lane 0 holds 2.0, lane 1 BIG (+1.0 lost): 2 + BIG exact
     assert simt_reduce(GX_N, a, b, lanes=2)[0, 0] == BIG + 2.0  # one chain: BIG + 3 rounds to BIG + 4
-    # the run length is pinned for at most 7 elements or at least 64 per lane; in between it is a guess
-    assert modelled(GX_N, 7, lanes=8) and modelled(GX_N, 512, lanes=8) and modelled(GX_N, 768, lanes=4)
-    assert not modelled(GX_N, 100, lanes=4) and not modelled(GX_N, 8, lanes=2) and not modelled(GX_N, 768)
+    # two halves up to K = 65 (captured at 2 and 8 lanes): k 0..32 and 33..64 meet only at the end
+    b = _column(65, {0: BIG, 32: 1.0, 33: -BIG})  # 1.0 lost in the first half (runs of 32 would keep it)
+    assert simt_reduce(GX_N, np.ones((1, 65)), b, lanes=2)[0, 0] == 0.0
+    b = _column(65, {0: BIG, 33: 1.0, 34: -BIG})  # kept in the second half (runs of 64: one chain, lost)
+    assert simt_reduce(GX_N, np.ones((1, 65)), b, lanes=2)[0, 0] == 1.0
+    # pinned: short dots at up to 8 lanes, 64 or more per lane below a warp; a guess elsewhere (flagged)
+    assert modelled(GX_N, 7, lanes=8) and modelled(GX_N, 65, lanes=2) and modelled(GX_N, 512, lanes=8)
+    assert modelled(GX_N, 768, lanes=4) and not modelled(GX_N, 100, lanes=4) and not modelled(GX_N, 768)
+    assert not modelled(GX_N, 200, lanes=16) and not modelled(GX_N, 4096, lanes=32)
     assert modelled(GX_NL, 100, lanes=4)  # long indices deal element by element: no run to pin
 
 
@@ -215,6 +234,13 @@ def test_gemvx_t_order():
     assert simt_reduce(GX_T, np.ones((1, K)), b, lanes=32)[0, 0] == 1.0
     b = _column(K, {0: BIG, 1: -BIG, 16: 1.0})  # lanes 0 and 1 meet last: 1.0 lost in lane 0 + lane 16
     assert simt_reduce(GX_T, np.ones((1, K)), b, lanes=32)[0, 0] == 0.0
+    assert modelled(GX_T, 2048, lanes=32) and not modelled(GX_T, 2048) and not modelled(GX_T, 1024, lanes=32)
+    # short dots (H100 captures at K = 64, 100, 256): each lane one contiguous run of 2, 4, 8 elements
+    b = _column(64, {0: BIG, 1: 1.0, 2: -BIG})  # lane 0 holds k 0, 1 (BIG + 1 loses the 1.0); lane 1 k 2, 3
+    assert simt_reduce(GX_T, np.ones((1, 64)), b, lanes=32)[0, 0] == 0.0
+    b = _column(64, {0: BIG, 1: -BIG, 2: 1.0})  # lane 0 cancels to 0, lane 1 keeps 1.0 (element-wise: 1.0 lost)
+    assert simt_reduce(GX_T, np.ones((1, 64)), b, lanes=32)[0, 0] == 1.0
+    assert modelled(GX_T, 100, lanes=32) and modelled(GX_T, 256, lanes=32) and not modelled(GX_T, 200, lanes=32)
     # bias after the reduction: acc + bias with one rounding
     y = simt_gemm(GX_T, np.ones((1, 4), np.float32), np.ones((4, 1), np.float32), out_format="fp32", lanes=32,
                   bias=np.array([0.5]))

@@ -41,8 +41,8 @@ CALLS = list(_calls()) if FILES else []
 def test_family_present():
     if not FILES:
         pytest.skip("H100 captures not present")
-    assert len(CALLS) == 44  # 31 + holdout5's one, holdout6's two, holdout7's five, holdout8's two, holdout9's two,
-    # holdout11's one
+    assert len(CALLS) == 49  # 31 + holdout5's one, holdout6's two, holdout7's five, holdout8's two, holdout9's two,
+    # holdout11's one, holdout13's one, narrow_bits' four (2026-11-27, third session)
 
 
 @pytest.mark.parametrize("name,rec,data", CALLS, ids=[f"{n[10:-9]}-{r['id']}" for n, r, _ in CALLS])
@@ -67,12 +67,19 @@ def test_streamk_capture(name, rec, data):
     from tcnumerics.library.selection import select
 
     plan = select(c)
+    if (name, rec["id"]) in NOT_REPRODUCED:  # flagged, and really not reproduced: a fix shows here
+        assert not plan.modelled and "F.linear without a bias" in plan.reason, plan.reason
+        assert not np.array_equal(bits(width), ops["expected"][0])
+        return
     if plan.modelled:  # what the library claims must be exact
         np.testing.assert_array_equal(bits(width), ops["expected"][0])
     else:  # flagged: the band width is undetermined, or C // r segments was seen wrong where r does not divide C
         assert "stream-K" in plan.reason, plan.reason
         if width is not None and launch.ctas % plan_of(c, launch).shared == 0:
             np.testing.assert_array_equal(bits(width), ops["expected"][0])
+
+
+NOT_REPRODUCED = {("hopper_op_narrow_bits_h100.npz", 129)}  # F.linear, no bias, 2176 x 512 x 9472, tile 128 x 256
 
 
 def plan_of(c, launch):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import glob
 import gzip
 import json
 import os
@@ -132,7 +133,7 @@ def run_launches(out_dir: str, bits_dir: str | None, captures: list[str], gpu: s
 
     parts, found = [], {}
     for name in ALL_DENSE_SETS:
-        if os.path.exists(os.path.join(out_dir, f"{name}.npz")):
+        if glob.glob(os.path.join(out_dir, f"{name}.npz")) + glob.glob(os.path.join(out_dir, f"{name}.part*.npz")):
             part = export_kernels.dense_rows(out_dir, name, sig_index)
             found[name] = len(part["M"])
             parts.append(part)
@@ -557,8 +558,10 @@ def fold_reference(a, gpu: str, env: dict) -> int:
         with tempfile.NamedTemporaryFile(suffix=".npz", dir=a.lib, delete=False) as fh:
             tmp_table = fh.name
         note = (f"run_gpu_survey.sh {gpu} on {env['device']} folded {datetime.date.today().isoformat()} "
-                f"(sets {env.get('sets', '?')})")
+                f"(sets {env.get('sets', '?')}; bit sets' launches: {', '.join(sorted(set(bit_sets(bits_dir)) - set(a.hold_out))) or 'none'}"
+                f"{'; surveys ' + ', '.join(x.partition('=')[0] for x in a.surveys) if a.surveys else ''})")
         counts, added, differ = fold_into(gpu, own, list(sig_index), tmp_table, note)
+        os.chmod(tmp_table, 0o644)  # NamedTemporaryFile makes it 0600; the installed table is read by everyone
         os.replace(tmp_table, path)
         print(f"{path}: {added:,} launches added, {differ:,} measured again with another launch (the table's kept); "
               f"{counts['launches']:,} launches in all")

@@ -622,7 +622,7 @@ def narrow_bits_calls() -> list[dict]:
     and a seeded sample of ``dense_narrow`` and ``dense_tiny32`` calls.  A survey set: it feeds the tables.
 
     >>> len(narrow_bits_calls())
-    215
+    179
     """
     import numpy as np
 

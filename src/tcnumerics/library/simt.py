@@ -26,15 +26,19 @@ template's log2 of the CTA size; ``gemvx_lanes``):
   torch.matmul's ``[1, K] @ [K, N]``): element k goes to lane ``(k // W) % lanes`` (``W = 64`` for int
   indices, ``W = 1`` for the long-index instantiation); each lane one FFMA chain in K order (no fresh
   tiles); the lanes reduced by a halving tree (lane i + lane i + n/2, n/2 = lanes/2, ..., 1: shared memory).
-  Short dots deal in runs of 4 (H100 captures at K = 7, 2 and 8 lanes: ``(k0..k3) + (k4..k6)``): the int
-  instantiation's ``W`` is ``min(64, ceil(K / lanes) rounded up to 4)``, which every captured call fits; it is
-  pinned only where ``K <= 7`` or ``K / lanes >= 64`` (``modelled``), a best guess in between.
+  Short dots are split in two halves (H100 captures, 2 and 8 lanes, K = 7..65: ``W = ceil(K / 2)``, e.g.
+  ``(k0..k3) + (k4..k6)``), so the int instantiation's ``W`` is ``min(64, ceil(K / 2))``; with a whole warp per
+  output (32 lanes: K = 384..512) elements are dealt one by one (``W = 1``).  Pinned (``modelled``) for
+  K <= 65 at up to 8 lanes and for at least 64 elements per lane below 32 lanes; at 16 lanes and K = 200..257
+  no run length reproduces the captures (flagged).
   With ``splitKreduce`` (grid z = S > 1) each of S slices of ``ceil(K / S)`` (rounded up to 4) is such a
   dot from +0 and the reduce kernel sums the slices in order, ``((s0 + s1) + s2) ...``, then the epilogue.
 * ``gemvx::kernel<..., false, true, true, false, L, false>`` (transposed: F.linear's weight, bmm with N = 1):
-  ``lanes`` lanes per output (a warp for L = 7), element k to lane ``(k // W) % lanes`` with ``W = 1``
-  (L = 7) or ``W = 8`` (L = 6: only K = 64 measured), one FFMA chain per lane, a halving (xor-shuffle)
-  tree.  A bias joins after the reduction: ``cvt(fma(1, bias, acc))`` (bias into lane 0 first: rejected).
+  ``lanes`` lanes per output (a warp for L = 7), element k to lane ``(k // W) % lanes``: for short dots
+  (``ceil(K / lanes) <= 8``) each lane takes one contiguous run, ``W`` the power of two covering ``K / lanes``
+  (H100 captures: K = 64, 100, 256 at 32 lanes; K = 64 at 8 lanes, L = 6), for long ones ``W = 1`` (K = 2048,
+  8192); one FFMA chain per lane, a halving (xor-shuffle) tree.  Pinned for at most 4 or exactly 8 elements per
+  lane, or at least 64 (L = 7), and for K = 64 (L = 6).  A bias joins after the reduction: ``cvt(fma(1, bias, acc))`` (bias into lane 0 first: rejected).
 * ``gemvNSP_kernel<..., 1, 32, 4, 1024, false>``: 32 lanes, runs of 4 consecutive elements per lane
   (lane ``(k // 4) % 32``), one chain per lane, halving tree (only K = 64 measured).
 * ``gemv2T_kernel_val<int, int, h, h, h, float, 128, 16, 4, 4, ..>``: 16 lanes (k to lane ``k % 16``),
@@ -158,7 +162,7 @@ def modelled(kernel_name: str, K: int, slices: int = 1, lanes: int | None = None
     """Whether the kernel's summation structure was verified bit-exactly (device probe and captures) for
     this K (``slices``: the split-K grid z of gemvx + splitKreduce, whose slice rounding is pinned only
     where ``ceil(K / slices)`` is a multiple of 4; ``lanes``: gemvx's threads per output, whose run length
-    is pinned only for dots of at most 7 elements or of at least 64 per lane).
+    is pinned only for some dot lengths per lane -- see the module's notes).
 
     >>> modelled("void gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4, true, x>", 1000)
     True
@@ -170,10 +174,14 @@ def modelled(kernel_name: str, K: int, slices: int = 1, lanes: int | None = None
         return True
     if fam == "gemvx_N":
         per = -(-K // max(1, slices))
-        pinned_run = _gemvx(kernel_name)[0] or per <= 7 or (lanes is not None and per >= 64 * lanes)
-        return pinned_run and (slices <= 1 or per % 4 == 0)
+        short = lanes is not None and lanes <= 8 and per <= 65  # halves: captured at 2 and 8 lanes, K = 7..65
+        long_ = lanes is not None and lanes < 32 and per >= 64 * lanes  # runs of 64
+        return (_gemvx(kernel_name)[0] or short or long_) and (slices <= 1 or per % 4 == 0)
     if fam == "gemvx_T":
-        return slices <= 1 and (_gemvx(kernel_name)[2] >= 7 or K == 64)
+        if slices > 1 or lanes is None:
+            return False
+        per = -(-K // lanes)
+        return (per <= 4 or per == 8 or per >= 64) if _gemvx(kernel_name)[2] >= 7 else K == 64
     if fam == "gemvNSP":
         return tuple(map(int, _NSP.search(kernel_name).groups()[:4])) == (1, 32, 4, 1024) and K <= 64
     if fam == "gemv2T":
@@ -286,11 +294,12 @@ def _slice_starts(K: int, per: int) -> list[int]:
 
 def _gemvx_run(trans: bool, long_idx: bool, lg: int, K: int, lanes: int) -> int:
     """Consecutive elements per lane turn (``W``) of a gemvx dot of ``K`` elements."""
-    if trans:
-        return 8 if lg <= 6 else 1
-    if long_idx:
+    if trans:  # short dots: each lane a contiguous run (a power of two covering K / lanes); long ones dealt by element
+        per = -(-K // lanes)
+        return 1 << (per - 1).bit_length() if per <= 8 else 1
+    if long_idx or lanes >= 32:  # a whole warp per output deals element by element (K = 384..512 captures)
         return 1
-    return min(64, -(-(-(-K // lanes)) // 4) * 4)
+    return min(64, -(-K // 2))  # short dots split in two halves (K = 7..65 captures), long ones in runs of 64
 
 
 def _gemvx_reduce(P: np.ndarray, kernel_name: str, lanes: int, slices: int) -> np.ndarray:
