@@ -171,6 +171,34 @@ def test_fold_writes_the_table_manifest_and_docs(run):
 
 
 @needs_table
+def test_a_later_survey_is_added_not_replaced(run, capsys):
+    assert _fold(run, "--write") == 0
+    with open(os.path.join(run["lib"], "gpus.json")) as fh:
+        first = json.load(fh)
+    docs = open(run["docs"]).read()
+    gpus.set_manifest(first)
+    launches.set_table("h200", os.path.join(run["lib"], "h200_launches.npz"))
+    assert _fold(run, "--write", "--add") == 0  # the same run again: nothing new to add, every count seen twice
+    assert "0 launches added" in capsys.readouterr().out
+    with open(os.path.join(run["lib"], "gpus.json")) as fh:
+        h200 = json.load(fh)["models"]["h200"]
+    assert h200["kinds"] == first["models"]["h200"]["kinds"] and "added" in h200["provenance"]["measured"]
+    assert h200["agrees_with"]["h100"]["linear|bf16||bf16|0|1|plain|1|||0"] == dict(compared=4, same_launch=2,
+                                                                                    same_structure=2)
+    assert launches._load(os.path.join(run["lib"], "h200_launches.npz"))["launch_count"] == 4
+    assert open(run["docs"]).read() == docs  # the docs section is the first fold's, printed again, not replaced
+
+
+def test_agreement_counts_are_summed_per_kind():
+    old = {"a": dict(compared=2, same_launch=1, same_structure=2)}
+    new = {"a": dict(compared=3, same_launch=3, same_structure=3, launches=9), "b": dict(compared=0, same_launch=0,
+                                                                                       same_structure=0, launches=1),
+           "c": dict(compared=1, same_launch=0, same_structure=0, launches=1)}
+    assert fold_gpu.merged_agreement(old, new) == {"a": dict(compared=5, same_launch=4, same_structure=5),
+                                                   "c": dict(compared=1, same_launch=0, same_structure=0)}
+
+
+@needs_table
 def test_fold_takes_self_check_captures(run):
     on_h200 = Call("linear", "bf16", "bf16", 32, 1024, 14336, b_t=True, gpu="h200")
     obs = [observation(on_h200, ("nvjet_sm90_tst_64x16_64x16_2x1_v_bz_splitK_TNT", REDUCE), [(64, 1, 1), None]),

@@ -483,6 +483,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hold-out", nargs="*", default=[], metavar="SET",
                     help="bit sets whose launches are not folded (held-out sets, before their first replay)")
     ap.add_argument("--write", action="store_true", help="write the table, manifest, bit captures and docs section")
+    ap.add_argument("--add", action="store_true", help="a later survey of a model that has a table: add its launches to "
+                    "the installed table and its agreement counts to the manifest entry (the docs section is printed, "
+                    "not replaced)")
     ap.add_argument("--lib", default=LIB, help=argparse.SUPPRESS)
     ap.add_argument("--docs", default=os.path.join(ROOT, "docs", "gemm.md"), help=argparse.SUPPRESS)
     ap.add_argument("--vectors", default=os.path.join(ROOT, "vectors", "library"), help=argparse.SUPPRESS)
@@ -518,6 +521,8 @@ def main(argv: list[str] | None = None) -> int:
         print(body)
         if not a.write:
             return 0
+        if a.add:
+            return fold_more(a, gpu, ref, env, own, signatures, per_kind, bits_dir)
         table_file = f"{gpu}_launches.npz"
         counts = export_kernels.write_table(
             os.path.join(a.lib, table_file), own, signatures,
@@ -536,6 +541,52 @@ def main(argv: list[str] | None = None) -> int:
             fh.write(replace_section(text, gpu, body))
         print(f"wrote {table_file}, gpus.json ({gpu}), {', '.join(os.path.basename(w) for w in written) or 'no bits'}, "
               f"{os.path.relpath(a.docs, ROOT)}")
+    return 0
+
+
+def merged_agreement(old: dict, new: dict) -> dict:
+    """Per-kind agreement counts of two runs against the same reference, summed (a kind every compared launch of both
+    runs agreed on stays borrowable)."""
+    out = {k: dict(v) for k, v in old.items()}
+    for kind, v in new.items():
+        if not v.get("compared"):
+            continue
+        acc = out.setdefault(kind, dict(compared=0, same_launch=0, same_structure=0))
+        for f in ("compared", "same_launch", "same_structure"):
+            acc[f] = int(acc.get(f, 0)) + int(v[f])
+    return out
+
+
+def fold_more(a, gpu: str, ref: str, env: dict, own: dict, signatures: list[str], per_kind: dict,
+              bits_dir: str | None) -> int:
+    """``--add``: a later survey of a model with a table -- its launches added to the installed table (``fold_into``),
+    its call kinds and agreement counts added to the manifest entry."""
+    path = os.path.join(a.lib, f"{gpu}_launches.npz")
+    if not os.path.exists(path):
+        raise SystemExit(f"--add: {gpu} has no installed table ({path}); fold its first survey without --add")
+    note = (f"run_gpu_survey.sh {gpu} on {env['device']} added {datetime.date.today().isoformat()} "
+            f"(sets {env.get('sets', '?')}; bit sets' launches: "
+            f"{', '.join(sorted(set(bit_sets(bits_dir)) - set(a.hold_out))) or 'none'})")
+    with tempfile.NamedTemporaryFile(suffix=".npz", dir=a.lib, delete=False) as fh:
+        tmp_table = fh.name
+    counts, added, differ = fold_into(gpu, own, signatures, tmp_table, note)
+    os.chmod(tmp_table, 0o644)
+    os.replace(tmp_table, path)
+    m = json.loads(json.dumps(gpus.manifest()))
+    entry = m["models"][gpu]
+    entry["kinds"] = sorted(set(entry.get("kinds") or []) | set(own["kind"].tolist()))
+    entry["agrees_with"] = dict(entry.get("agrees_with", {}))
+    entry["agrees_with"][ref] = merged_agreement(entry["agrees_with"].get(ref, {}), per_kind)
+    entry["provenance"] = dict(entry.get("provenance", {}))
+    entry["provenance"]["measured"] = (f"{entry['provenance'].get('measured', '')}; + {note}: {added} launches added, "
+                                       f"{counts['launches']} in all")
+    with open(os.path.join(a.lib, "gpus.json"), "w") as fh:
+        json.dump(m, fh, indent=2)
+        fh.write("\n")
+    written = export_bits(bits_dir, gpu, a.vectors) if bits_dir else []
+    print(f"{path}: {added:,} launches added, {differ:,} measured again with another launch (the table's kept); "
+          f"{counts['launches']:,} in all; gpus.json ({gpu}): {len(entry['kinds'])} kinds; bit captures written: "
+          f"{', '.join(os.path.basename(w) for w in written) or 'none'}")
     return 0
 
 
