@@ -280,8 +280,30 @@ def dense_tiny32_calls() -> DenseSet:
     return DenseSet(TINY32_KINDS, _rows(TINY32_KINDS, shapes), "dense-tiny32")
 
 
+# The seventh (2026-11-27, third session): long-K projections of hidden-size outputs at (nearly) every token count to
+# 4,096 -- the forward down-projection and its kin, where TF32 / FP32 and FP8 split-K counts change with M and the
+# earlier grids measured 52 token counts: a call between two measured ones was flagged where their launches differ.
+WIDE_K = (8192, 11008, 12288, 13824, 14336, 16384, 18432, 20480, 24576, 28672, 32768)
+M_WIDE = tuple(m for m in M_FULL if m <= 4096)
+WIDE_KINDS = [("matmul", "fp32", dict(prec="high")), ("linear", "fp32", dict(prec="high", bias=False)),
+              ("matmul", "fp32", dict(prec="highest")), ("scaled_mm", "e4m3", FP8_TENSOR_FAST),
+              ("scaled_mm", "e4m3", FP8_ROW_FAST)]
+
+
+def dense_wide_calls() -> DenseSet:
+    """``HIDDEN`` x ``WIDE_K`` x ``M_WIDE`` for TF32 / FP32 matmul and F.linear and the two fast-accumulation FP8
+    variants of the main kinds.
+
+    >>> ds = dense_wide_calls(); 2_500_000 < len(ds) < 3_500_000, len(ds.kinds)
+    (True, 5)
+    """
+    shapes = _shapes([(n, k) for n in HIDDEN for k in WIDE_K], M_WIDE)
+    return DenseSet(WIDE_KINDS, _rows(WIDE_KINDS, shapes), "dense-wide")
+
+
 DENSE_SETS = {"dense_models": dense_model_calls, "dense_grid": lambda: dense_grid_calls("main"),
               "dense_grid_more": lambda: dense_grid_calls("more"), "dense_attention": dense_attention_calls,
               "dense_models_more": dense_model_more_calls, "dense_attention_more": dense_attention_more_calls,
               "dense_grid_extra": dense_grid_extra_calls, "dense_misaligned": dense_misaligned_calls,
-              "dense_longk": dense_longk_calls, "dense_narrow": dense_narrow_calls, "dense_tiny32": dense_tiny32_calls}
+              "dense_longk": dense_longk_calls, "dense_narrow": dense_narrow_calls, "dense_tiny32": dense_tiny32_calls,
+              "dense_wide": dense_wide_calls}

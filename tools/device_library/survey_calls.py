@@ -648,7 +648,28 @@ def narrow_bits_calls() -> list[dict]:
     return calls
 
 
+def wide_bits_calls() -> list[dict]:
+    """Bits for ``dense_calls.dense_wide_calls``: a seeded sample of 60 of its calls (TF32 / FP32 and FP8 split-K at
+    hidden-size outputs over long K).  A survey set: it checks the structures its launches are planned with.
+
+    >>> len(wide_bits_calls())
+    60
+    """
+    import numpy as np
+
+    from dense_calls import dense_wide_calls
+
+    calls: list[dict] = []
+    add = _adder(calls, "wide-bits")
+    ds = dense_wide_calls()
+    for i in sorted(np.random.default_rng(20261128).choice(len(ds), 60, replace=False).tolist()):
+        c = ds.calls(i, i + 1)[0]
+        kw = {k: v for k, v in c.items() if k not in ("op", "fmt", "M", "N", "K", "id", "seed_a", "seed_b", "seed_c")}
+        add(c["op"], c["fmt"], c["M"], c["N"], c["K"], **kw)
+    return calls
+
+
 HELD_OUT = {"holdout": holdout_calls, "holdout2": holdout2_calls,
             **{f"holdout{n}": partial(held_out_calls if n < 12 else held_out_narrow_calls, n) for n in LATER_SETS}}
 SURVEY_SETS = {"survey": survey_calls, "longk": longk_calls, "longk2": longk2_calls, "narrow_bits": narrow_bits_calls,
-               **HELD_OUT}  # the surveys and every held-out set
+               "wide_bits": wide_bits_calls, **HELD_OUT}  # the surveys and every held-out set
