@@ -41,8 +41,8 @@ CALLS = list(_calls()) if FILES else []
 def test_family_present():
     if not FILES:
         pytest.skip("H100 captures not present")
-    assert len(CALLS) == 49  # 31 + holdout5's one, holdout6's two, holdout7's five, holdout8's two, holdout9's two,
-    # holdout11's one, holdout13's one, narrow_bits' four (2026-11-27, third session)
+    assert len(CALLS) == 59  # 31 + holdout5's one, holdout6's two, holdout7's five, holdout8's two, holdout9's two,
+    # holdout11's one, holdout13's one, narrow_bits' four, wide_bits' ten (2026-11-27, third session)
 
 
 @pytest.mark.parametrize("name,rec,data", CALLS, ids=[f"{n[10:-9]}-{r['id']}" for n, r, _ in CALLS])
