@@ -641,11 +641,16 @@ def narrow_bits_calls() -> list[dict]:
             add("matmul", "fp32", M, N, K, prec="highest")
     rng = np.random.default_rng(20261127)
     for ds, n in ((dense_narrow_calls(), 60), (dense_tiny32_calls(), 25)):
-        for i in sorted(rng.choice(len(ds), n, replace=False).tolist()):
-            c = ds.calls(i, i + 1)[0]
-            kw = {k: v for k, v in c.items() if k not in ("op", "fmt", "M", "N", "K", "id", "seed_a", "seed_b", "seed_c")}
-            add(c["op"], c["fmt"], c["M"], c["N"], c["K"], **kw)
+        _add_sample(add, ds, n, rng)
     return calls
+
+
+def _add_sample(add, ds, n: int, rng) -> None:
+    """``n`` calls of dense set ``ds`` drawn by ``rng``, in the set's order, added with fresh operand seeds."""
+    for i in sorted(rng.choice(len(ds), n, replace=False).tolist()):
+        c = ds.calls(i, i + 1)[0]
+        kw = {k: v for k, v in c.items() if k not in ("op", "fmt", "M", "N", "K", "id", "seed_a", "seed_b", "seed_c")}
+        add(c["op"], c["fmt"], c["M"], c["N"], c["K"], **kw)
 
 
 def wide_bits_calls() -> list[dict]:
@@ -661,11 +666,7 @@ def wide_bits_calls() -> list[dict]:
 
     calls: list[dict] = []
     add = _adder(calls, "wide-bits")
-    ds = dense_wide_calls()
-    for i in sorted(np.random.default_rng(20261128).choice(len(ds), 60, replace=False).tolist()):
-        c = ds.calls(i, i + 1)[0]
-        kw = {k: v for k, v in c.items() if k not in ("op", "fmt", "M", "N", "K", "id", "seed_a", "seed_b", "seed_c")}
-        add(c["op"], c["fmt"], c["M"], c["N"], c["K"], **kw)
+    _add_sample(add, dense_wide_calls(), 60, np.random.default_rng(20261128))
     return calls
 
 
