@@ -557,6 +557,26 @@ def merged_agreement(old: dict, new: dict) -> dict:
     return out
 
 
+def _fold_note(a, gpu: str, env: dict, bits_dir: str | None, verb: str) -> str:
+    """The provenance line of a fold into an installed table: the run, its sets, the launches of which bit sets
+    and surveys."""
+    held = set(a.hold_out)
+    return (f"run_gpu_survey.sh {gpu} on {env['device']} {verb} {datetime.date.today().isoformat()} "
+            f"(sets {env.get('sets', '?')}; bit sets' launches: "
+            f"{', '.join(sorted(set(bit_sets(bits_dir)) - held)) or 'none'}"
+            f"{'; surveys ' + ', '.join(x.partition('=')[0] for x in a.surveys) if a.surveys else ''})")
+
+
+def _add_to_installed(a, gpu: str, own: dict, signatures: list[str], note: str) -> tuple[dict, int, int]:
+    """``fold_into`` the model's installed table, written beside it and then moved over it (counts, added, differ)."""
+    with tempfile.NamedTemporaryFile(suffix=".npz", dir=a.lib, delete=False) as fh:
+        tmp_table = fh.name
+    counts, added, differ = fold_into(gpu, own, signatures, tmp_table, note)
+    os.chmod(tmp_table, 0o644)  # NamedTemporaryFile makes it 0600; the installed table is read by everyone
+    os.replace(tmp_table, os.path.join(a.lib, f"{gpu}_launches.npz"))
+    return counts, added, differ
+
+
 def fold_more(a, gpu: str, ref: str, env: dict, own: dict, signatures: list[str], per_kind: dict,
               bits_dir: str | None) -> int:
     """``--add``: a later survey of a model with a table -- its launches added to the installed table (``fold_into``),
@@ -564,14 +584,8 @@ def fold_more(a, gpu: str, ref: str, env: dict, own: dict, signatures: list[str]
     path = os.path.join(a.lib, f"{gpu}_launches.npz")
     if not os.path.exists(path):
         raise SystemExit(f"--add: {gpu} has no installed table ({path}); fold its first survey without --add")
-    note = (f"run_gpu_survey.sh {gpu} on {env['device']} added {datetime.date.today().isoformat()} "
-            f"(sets {env.get('sets', '?')}; bit sets' launches: "
-            f"{', '.join(sorted(set(bit_sets(bits_dir)) - set(a.hold_out))) or 'none'})")
-    with tempfile.NamedTemporaryFile(suffix=".npz", dir=a.lib, delete=False) as fh:
-        tmp_table = fh.name
-    counts, added, differ = fold_into(gpu, own, signatures, tmp_table, note)
-    os.chmod(tmp_table, 0o644)
-    os.replace(tmp_table, path)
+    note = _fold_note(a, gpu, env, bits_dir, "added")
+    counts, added, differ = _add_to_installed(a, gpu, own, signatures, note)
     m = json.loads(json.dumps(gpus.manifest()))
     entry = m["models"][gpu]
     entry["kinds"] = sorted(set(entry.get("kinds") or []) | set(own["kind"].tolist()))
@@ -606,14 +620,8 @@ def fold_reference(a, gpu: str, env: dict) -> int:
         if not a.write:
             return 0
         path = os.path.join(a.lib, f"{gpu}_launches.npz")
-        with tempfile.NamedTemporaryFile(suffix=".npz", dir=a.lib, delete=False) as fh:
-            tmp_table = fh.name
-        note = (f"run_gpu_survey.sh {gpu} on {env['device']} folded {datetime.date.today().isoformat()} "
-                f"(sets {env.get('sets', '?')}; bit sets' launches: {', '.join(sorted(set(bit_sets(bits_dir)) - set(a.hold_out))) or 'none'}"
-                f"{'; surveys ' + ', '.join(x.partition('=')[0] for x in a.surveys) if a.surveys else ''})")
-        counts, added, differ = fold_into(gpu, own, list(sig_index), tmp_table, note)
-        os.chmod(tmp_table, 0o644)  # NamedTemporaryFile makes it 0600; the installed table is read by everyone
-        os.replace(tmp_table, path)
+        counts, added, differ = _add_to_installed(a, gpu, own, list(sig_index), _fold_note(a, gpu, env, bits_dir,
+                                                                                          "folded"))
         print(f"{path}: {added:,} launches added, {differ:,} measured again with another launch (the table's kept); "
               f"{counts['launches']:,} launches in all")
         for name in bit_sets(bits_dir):

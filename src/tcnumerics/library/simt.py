@@ -38,7 +38,8 @@ template's log2 of the CTA size; ``gemvx_lanes``):
   (``ceil(K / lanes) <= 8``) each lane takes one contiguous run, ``W`` the power of two covering ``K / lanes``
   (H100 captures: K = 64, 100, 256 at 32 lanes; K = 64 at 8 lanes, L = 6), for long ones ``W = 1`` (K = 2048,
   8192); one FFMA chain per lane, a halving (xor-shuffle) tree.  Pinned for at most 4 or exactly 8 elements per
-  lane, or at least 64 (L = 7), and for K = 64 (L = 6).  A bias joins after the reduction: ``cvt(fma(1, bias, acc))`` (bias into lane 0 first: rejected).
+  lane, or at least 64 (L = 7), and for K = 64 (L = 6).  A bias joins after the reduction:
+  ``cvt(fma(1, bias, acc))`` (bias into lane 0 first: rejected).
 * ``gemvNSP_kernel<..., 1, 32, 4, 1024, false>``: 32 lanes, runs of 4 consecutive elements per lane
   (lane ``(k // 4) % 32``), one chain per lane, halving tree (only K = 64 measured).
 * ``gemv2T_kernel_val<int, int, h, h, h, float, 128, 16, 4, 4, ..>``: 16 lanes (k to lane ``k % 16``),
@@ -292,7 +293,7 @@ def _slice_starts(K: int, per: int) -> list[int]:
     return list(range(0, K, per))
 
 
-def _gemvx_run(trans: bool, long_idx: bool, lg: int, K: int, lanes: int) -> int:
+def _gemvx_run(trans: bool, long_idx: bool, K: int, lanes: int) -> int:
     """Consecutive elements per lane turn (``W``) of a gemvx dot of ``K`` elements."""
     if trans:  # short dots: each lane a contiguous run (a power of two covering K / lanes); long ones dealt by element
         per = -(-K // lanes)
@@ -303,10 +304,10 @@ def _gemvx_run(trans: bool, long_idx: bool, lg: int, K: int, lanes: int) -> int:
 
 
 def _gemvx_reduce(P: np.ndarray, kernel_name: str, lanes: int, slices: int) -> np.ndarray:
-    long_idx, trans, lg = _gemvx(kernel_name)
+    long_idx, trans, _ = _gemvx(kernel_name)
     K = P.shape[2]
     per = -(-(-(-K // max(1, slices))) // 4) * 4 if slices > 1 else K
-    dealt = [_dealt(min(per, K - s0), lanes, _gemvx_run(trans, long_idx, lg, min(per, K - s0), lanes), s0)
+    dealt = [_dealt(min(per, K - s0), lanes, _gemvx_run(trans, long_idx, min(per, K - s0), lanes), s0)
              for s0 in _slice_starts(K, per)]
     L = max(d.shape[1] for d in dealt)
     idx = -np.ones((len(dealt), lanes, L), np.int64)
