@@ -17,7 +17,7 @@ import numpy as np
 from .arrays import DeviceValues, namespace
 from .formats import get_format
 
-__all__ = ["is_torch", "from_torch", "to_torch", "torch_args"]
+__all__ = ["is_torch", "from_torch", "to_torch", "torch_args", "torch_call", "torch_io"]
 
 # torch dtype name -> (same-width integer dtype name the bits travel as, tcnumerics format)
 _BITS = {"bfloat16": ("int16", "bf16"), "float8_e4m3fn": ("uint8", "e4m3"), "float8_e5m2": ("uint8", "e5m2"),
@@ -61,7 +61,10 @@ def to_torch(x: Any, device=None):
     import torch
 
     if isinstance(x, DeviceValues):
-        name = next(k for k, v in _BITS.items() if v[1] == x.format.name)
+        name = next((k for k, v in _BITS.items() if v[1] == x.format.name), None)
+        if name is None:
+            raise TypeError(f"result: format {x.format.name} has no torch dtype; pass CuPy arrays to get it as "
+                            "DeviceValues")
         int_name = _BITS[name][0]
         t = torch.from_dlpack(x.bits.view(np.dtype(int_name)))
         return t.view(getattr(torch, name))
@@ -69,8 +72,11 @@ def to_torch(x: Any, device=None):
         return torch.from_dlpack(x)
     x = np.ascontiguousarray(x)
     fmt_name = {v[1]: (k, v[0]) for k, v in _BITS.items()}.get(_format_name(x))
-    t = torch.from_numpy(x.view(np.dtype(fmt_name[1]))).view(getattr(torch, fmt_name[0])) if fmt_name else \
-        torch.from_numpy(x)
+    try:
+        t = torch.from_numpy(x.view(np.dtype(fmt_name[1]))).view(getattr(torch, fmt_name[0])) if fmt_name else \
+            torch.from_numpy(x)
+    except TypeError:
+        raise TypeError(f"result: dtype {x.dtype} has no torch counterpart; pass numpy arrays to get it") from None
     return t if device is None else t.to(device)
 
 
@@ -88,3 +94,38 @@ def torch_args(*arrays) -> tuple[list, Callable]:
     if like is None:
         return converted, lambda r: r
     return converted, lambda r: to_torch(r, like.device)
+
+
+def torch_call(args: tuple, kwargs: dict) -> tuple[tuple, dict, Callable]:
+    """A call's arguments with every torch tensor (positional or keyword) as this library's array -- CUDA tensors
+    stay on their GPU (DLPack), CPU tensors become numpy / ml_dtypes views -- and a function putting the result
+    back as a torch tensor on the first tensor's device (identity when no tensor was passed).
+
+    >>> import numpy as np
+    >>> args, kwargs, restore = torch_call((np.ones(2),), {"engine": "auto"})
+    >>> restore(args[0]).tolist(), kwargs
+    ([1.0, 1.0], {'engine': 'auto'})
+    """
+    like = next((x for x in (*args, *kwargs.values()) if is_torch(x)), None)
+    if like is None:
+        return args, kwargs, lambda r: r
+    args = tuple(from_torch(x) if is_torch(x) else x for x in args)
+    kwargs = {k: from_torch(v) if is_torch(v) else v for k, v in kwargs.items()}
+    return args, kwargs, lambda r: to_torch(r, like.device)
+
+
+def torch_io(fn: Callable) -> Callable:
+    """``fn`` taking and returning torch tensors as well as arrays: the one adapter of every public entry point
+    (``torch_call`` on the way in, the result back on the tensors' device on the way out).
+
+    >>> import numpy as np
+    >>> torch_io(lambda a, b: a + b)(np.ones(2), b=np.ones(2)).tolist()
+    [2.0, 2.0]
+    """
+    import functools
+
+    @functools.wraps(fn)
+    def adapted(*args, **kwargs):
+        args, kwargs, restore = torch_call(args, kwargs)
+        return restore(fn(*args, **kwargs))
+    return adapted

@@ -33,17 +33,18 @@ Example:
 
 from __future__ import annotations
 
+import math
 import warnings
 from functools import lru_cache
 
 import numpy as np
 
-from .. import arrays
+from .. import arrays, interop
 from ..formats import get_format
 from .calls import Call
 from .gpus import default_gpu, model_key, tables_epoch
 from .selection import Plan, select
-from .structure import run
+from .structure import Structure, run
 
 __all__ = ["matmul", "linear", "addmm", "bmm", "baddbmm", "scaled_mm", "NotModelledWarning"]
 
@@ -53,6 +54,7 @@ _OUT_NAMES = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp
               "fp32": "fp32", "float32": "fp32", "float": "fp32", "torch.float32": "fp32",
               "torch.bfloat16": "bf16", "torch.float16": "fp16"}
 _PRECISIONS = ("highest", "high", "medium")
+_FP32 = get_format("fp32")
 
 
 class NotModelledWarning(UserWarning):
@@ -141,6 +143,8 @@ def _positions(rows, cols, M: int, N: int, fM: int, fN: int):
 
 def _execute(plan: Plan, A3, B3, out: str, *, alpha=1.0, beta=0.0, C3=None, bias=None, scale_a=None,
              scale_b=None, engine="auto", rows=None, cols=None) -> np.ndarray:
+    if plan.family == NO_GEMM:
+        return _no_products(A3, B3, out, beta, C3, bias)
     res = []
     for i in range(A3.shape[0]):
         a = A3[i]
@@ -151,10 +155,36 @@ def _execute(plan: Plan, A3, B3, out: str, *, alpha=1.0, beta=0.0, C3=None, bias
     return arrays.stack(res)
 
 
+NO_GEMM = "no GEMM (empty call)"
+
+
 def _select(call: Call) -> Plan:
     """``select`` once per call kind and shape: a model's repeated GEMMs cost a dictionary lookup.  Keyed by the call
-    (its GPU model included) and ``gpus.tables_epoch()``: a replaced manifest or table is never answered from the cache."""
+    (its GPU model included) and ``gpus.tables_epoch()``: a replaced manifest or table is never answered from the cache.
+
+    An empty call (M, N, K or batch 0) launches no GEMM kernel: torch returns an empty result, or for K = 0
+    ``beta * C`` (the bias for ``linear``, zeros otherwise), as its ATen ops special-case it."""
+    if 0 in (call.M, call.N, call.K, call.b):
+        return Plan(NO_GEMM, Structure(NO_GEMM), True, "torch launches no GEMM kernel for an empty call (M, N, K or "
+                    "batch 0): empty, or for K = 0 beta * C (linear: the bias) in the output type", call)
     return _select_cached(call, tables_epoch())
+
+
+def _no_products(A3, B3, out: str, beta, C3, bias):
+    """An empty call's [b, M, N] result as torch computes it: empty, or for K = 0 ``C * beta`` in FP32 (the opmath
+    type of BF16/FP16; C as is when beta is 1, zeros when it is 0), else the bias, else zeros; then ``out``."""
+    fmt = get_format(out)
+    shape = (A3.shape[0], A3.shape[1], B3.shape[-1])
+    xp = arrays.namespace(A3, B3, C3, bias)
+    if C3 is not None and beta != 0:
+        values = xp.broadcast_to(arrays.float64(C3), shape)
+        if beta != 1:
+            values = _FP32.round(_FP32.round(np.float64(beta)) * values)
+    elif bias is not None:
+        values = xp.broadcast_to(arrays.float64(bias).reshape(1, 1, -1), shape)
+    else:
+        values = xp.zeros(shape)
+    return fmt.to_array(fmt.from_float(values))
 
 
 @lru_cache(maxsize=1 << 14)
@@ -174,15 +204,18 @@ class _Op:
         return f"tcnumerics.library.{self.__name__}"
 
     def plan(self, *args, **kwargs) -> Plan:
-        return self._prepare(*args, **kwargs)[0]
+        return self.prepare(*args, **kwargs)[0]
 
     def prepare(self, *args, **kwargs):
         """``(plan, compute)``: the plan and a function computing the result, without the warning (for callers
-        that report unmodelled calls themselves, such as ``tcnumerics.torch``)."""
-        return self._prepare(*args, **kwargs)
+        that report unmodelled calls themselves, such as ``tcnumerics.torch``).  Torch tensors are taken as they
+        are (CUDA ones stay on their GPU) and the result is a torch tensor on their device."""
+        args, kwargs, restore = interop.torch_call(args, kwargs)
+        plan, execute = self._prepare(*args, **kwargs)
+        return plan, lambda: restore(execute())
 
     def __call__(self, *args, **kwargs) -> np.ndarray:
-        plan, execute = self._prepare(*args, **kwargs)
+        plan, execute = self.prepare(*args, **kwargs)
         _warn(plan, f"{self.__name__} {plan.call.M}x{plan.call.N}x{plan.call.K}")
         return execute()
 
@@ -203,7 +236,7 @@ def _prep_matmul(A, B, *, out_dtype=None, full_shape=None, fp32_precision: str =
         raise TypeError(f"A, B: torch.matmul needs one dtype, got {A.dtype} and {B.dtype}")
     out = _out_name(out_dtype) or fmt
     b0 = A.shape[0] if A.ndim == 3 else 1
-    A2 = A.reshape(-1, A.shape[-1]) if A.ndim == 3 else A  # torch folds [b, M, K] @ [K, N] into one mm
+    A2 = A.reshape(A.shape[0] * A.shape[1], A.shape[2]) if A.ndim == 3 else A  # torch folds [b, M, K] @ [K, N]
     M, K = A2.shape
     N = B.shape[1]
     per_batch = A.shape[1] if A.ndim == 3 else M
@@ -256,7 +289,7 @@ def _prep_linear(x, W, bias=None, *, full_shape=None, fp32_precision: str = "hig
     fmt = _fmt("x", x)
     if _fmt("W", W) != fmt:
         raise TypeError(f"x, W: one dtype expected, got {x.dtype} and {W.dtype}")
-    x2 = x.reshape(-1, x.shape[-1])
+    x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
     M, K = x2.shape
     N = W.shape[0]
     fb, fM, fN, fK = _shape(full_shape, False, M, N, K, 1)

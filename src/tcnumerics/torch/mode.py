@@ -110,6 +110,10 @@ class EmulationMode(TorchDispatchMode):
     def compute(self, call: GemmCall, **options) -> tuple[torch.Tensor, CallInfo]:
         """The [batch?, M, N] result of one call and what computed it (recorded in the report)."""
         if call.reshape == "addbmm":  # one addmm per batch entry, each onto the previous result
+            if call.a.shape[0] == 0:  # no entries: one addmm of K = 0 (torch: beta * C)
+                M, N = call.a.shape[1], call.b.shape[2]
+                return self.compute(GemmCall("addbmm", call.a.new_empty((M, 0)), call.b.new_empty((0, N)), call.c,
+                                             call.alpha, call.beta, out_dtype=call.out_dtype), **options)
             result, info = None, None
             for i in range(call.a.shape[0]):
                 first = i == 0
