@@ -1,5 +1,9 @@
 """One function per torch GEMM op, as cuBLAS on Hopper computes it: numpy (ml_dtypes) arrays in, torch's result out.
 
+Torch tensors (CPU, or CUDA through DLPack without a host copy) are taken too and give a torch tensor on their
+device (``interop.torch_call``, in ``_Op.prepare``).  An empty call (M, N, K or batch 0) plans as ``NO_GEMM``
+(modelled: torch launches no kernel) and returns torch's result for it: empty, or for K = 0 ``beta * C``.
+
 Each function has a ``.plan(...)`` twin with the same signature that returns the ``Plan``
 (family, structure, ``modelled``, ``reason``).  Where ``plan().modelled`` is False the call
 emits ``NotModelledWarning`` ("... not modelled ...") before returning its best guess.
