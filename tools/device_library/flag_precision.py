@@ -1,0 +1,187 @@
+"""How precise the self-check's flags are on captured training steps, against the tables as they are now.
+
+    PYTHONPATH=src:tools/device_library python3 tools/device_library/flag_precision.py CAPTURE.json.gz ... \
+        [--before BEFORE.json] [--save PLANS.json] [--by-reason]
+
+A capture (``check_training.py``'s ``check_<gpu>_set<N>_calls.json.gz``) holds, per GEMM call of a checked training
+step, the call, what cuBLAS ran (kernels, launch grid), whether the library's bits matched the native ones and
+whether the plan then claimed bit-exactness.  Each call falls in one of four classes:
+
+* **exact**: modelled, bits equal;  **flagged-exact**: not modelled, bits equal anyway (a flag that cried wolf);
+* **flagged-differ**: not modelled, bits differ (a flag that was right);  **silent**: modelled, bits differ.
+
+The bits were compared against the plan of the tables *at capture time*.  ``--save`` records each call's plan
+(modelled, numerics) now; run before a fold, it is the capture-time plan (checked: its ``modelled`` must equal the
+capture's).  Without it, a plan whose family (kernel, split count, reduction) is the one the capture names kept
+its numerics.  ``--before`` such a file, after a fold: where a call's plan kept its numerics, the capture's bit
+comparison still holds and the call is classed as above with its new flag; where the numerics changed, the bits
+of the new plan were never compared -- the call is counted apart ("changed"), with whether the launch cuBLAS ran
+gives the new plan's numerics (``check.compare_launch``), and counts as not exact in the fractions, unless
+``--recheck`` gives a device re-check of the same call, launch and plan (``tools/device_models/check_calls.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import sys
+from collections import Counter
+
+from tcnumerics.library.calls import call_record
+from tcnumerics.library.check import compare_launch, read_capture
+from tcnumerics.library.selection import select
+
+
+def numerics(plan) -> str:
+    """What the output bits depend on: the plan's structure without its family label."""
+    return repr(dataclasses.replace(plan.structure, family=""))
+
+
+def key(ob, i: int) -> str:
+    return f"{i}:{ob.call.key()}"
+
+
+def _launch_key(ob) -> tuple:
+    """A call (shape and kind, without its GPU model) and the launch cuBLAS ran for it (GEMM kernels, main grid)."""
+    c = dataclasses.replace(ob.call, gpu="h100")
+    return c.key(), tuple(k for k in ob.kernels if not k.startswith("Memset")), ob.main_grid
+
+
+def rechecked(paths: list[str]) -> dict:
+    """Calls a later device check (``tools/device_models/check_calls.py``) ran, by ``_launch_key``: (bits matched,
+    modelled, planned family).  A launch -- kernels and grid -- is the same numerics on every GPU model of the
+    architecture, so a re-check on one model speaks for a call that ran the same launch on another."""
+    out = {}
+    for path in paths:
+        for ob in read_capture(path)[1]:
+            out[_launch_key(ob)] = (ob.bits_match, ob.modelled, ob.planned)
+    return out
+
+
+def classify(obs: list, gpu: str | None, before: dict | None, again: dict | None = None
+             ) -> tuple[Counter, list[dict], dict]:
+    counts: Counter = Counter()
+    rows, plans = [], {}
+    for i, ob in enumerate(obs):
+        call = ob.call if gpu is None else dataclasses.replace(ob.call, gpu=gpu)
+        plan = select(call)
+        k = key(ob, i)
+        plans[k] = dict(modelled=bool(plan.modelled), numerics=numerics(plan))
+        plans[k]["family"] = plan.family
+        if before is not None:
+            same = before[k]["numerics"] == plans[k]["numerics"]
+        else:  # the capture-time plan as the capture names it: its family (kernel, split count, reduction)
+            same = not ob.planned or ob.planned == plan.family
+        if not same:
+            grid = ob.main_grid
+            agrees = compare_launch(call, ob.kernels, grid, plan).agrees
+            cls = "changed" + ("-launch-agrees" if agrees else "-launch-differs" if agrees is False else "-unknown")
+            seen = (again or {}).get(_launch_key(ob))
+            if agrees and seen is not None and seen[2] == plan.family and seen[1] == bool(plan.modelled):
+                cls = ("exact" if plan.modelled else "flagged-exact") if seen[0] else \
+                    ("silent" if plan.modelled else "flagged-differ")  # the re-check's bits, same launch and plan
+        elif ob.bits_match:
+            cls = "exact" if plan.modelled else "flagged-exact"
+        else:
+            cls = "silent" if plan.modelled else "flagged-differ"
+        counts[cls] += 1
+        rows.append(dict(cls=cls, record=call_record(call), kind=call.kind(), shape=(call.b, call.M, call.N, call.K), modelled=plan.modelled,
+                         reason=plan.reason, site=ob.site[:60], kernel=ob.kernels[0][:70]))
+    return counts, rows, plans
+
+
+def plans_at_rev(captures: list[str], gpu: str | None, rev: str) -> dict:
+    """Each capture's plans under the launch tables and GPU manifest of git revision ``rev`` (the bit table,
+    ``h100_measured.json``, is the installed one: folds do not change it)."""
+    import subprocess
+    import tempfile
+
+    from tcnumerics.library import gpus, launches
+
+    lib = "src/tcnumerics/library"
+    manifest = json.loads(subprocess.run(["git", "show", f"{rev}:{lib}/gpus.json"], capture_output=True, check=True,
+                                         text=True).stdout)
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        gpus.set_manifest(manifest)
+        for key, entry in manifest["models"].items():
+            if entry.get("launches"):
+                path = os.path.join(tmp, entry["launches"])
+                with open(path, "wb") as fh:
+                    fh.write(subprocess.run(["git", "show", f"{rev}:{lib}/{entry['launches']}"], capture_output=True,
+                                            check=True).stdout)
+                launches.set_table(key, path)
+        try:
+            for path in captures:
+                out[path] = classify(read_capture(path)[1], gpu, None)[2]
+        finally:
+            gpus.set_manifest(None)
+            for key in manifest["models"]:
+                launches.set_table(key, None)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("captures", nargs="+")
+    ap.add_argument("--gpu", default=None, help="plan the calls for this GPU model (default: the capture's)")
+    ap.add_argument("--before", default=None, help="a --save file written before a fold")
+    ap.add_argument("--save", default=None, help="write each call's plan (modelled, numerics) here")
+    ap.add_argument("--before-rev", default=None, metavar="REV", help="instead of --before: plan the calls first with "
+                    "the tables (launch tables, manifest) of git revision REV, then with the installed ones")
+    ap.add_argument("--recheck", nargs="*", default=[], help="captures of check_calls.py: a changed call whose launch "
+                    "and plan a re-check ran takes the re-check's bits")
+    ap.add_argument("--by-reason", action="store_true", help="list the flagged calls by reason")
+    ap.add_argument("--json", default=None, help="write the counts here")
+    ap.add_argument("--changed-out", default=None, help="write the calls whose plan changed (call records, per GPU "
+                    "model) here, for tools/device_models/check_calls.py to compare on the device")
+    a = ap.parse_args(argv)
+    before = None
+    if a.before:
+        with open(a.before) as fh:
+            before = json.load(fh)
+    elif a.before_rev:
+        before = plans_at_rev(a.captures, a.gpu, a.before_rev)
+    report, saved, changed = {}, {}, {}
+    again = rechecked(a.recheck)
+    for path in a.captures:
+        _, obs = read_capture(path)
+        counts, rows, plans = classify(obs, a.gpu, before.get(path) if before else None, again)
+        if before is None:
+            drift = sum(1 for ob, (k, p) in zip(obs, plans.items()) if ob.modelled is not None and
+                        bool(ob.modelled) != p["modelled"])
+            counts["plan-differs-from-capture"] = drift
+        n = len(obs)
+        exact = counts["exact"] + counts["flagged-exact"]
+        frac = dict(calls=n, exact_fraction=round(exact / n, 4), flagged_exact_fraction=round(counts["flagged-exact"] / n, 4))
+        report[path] = dict(counts=dict(counts), **frac)
+        saved[path] = plans
+        for r in rows:
+            if r["cls"].startswith("changed"):
+                changed.setdefault(r["record"].get("gpu") or a.gpu or "", []).append(r["record"])
+        print(f"{path}: {n} calls; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
+              f"; bit-exact {exact / n:.1%}, flagged-but-exact {counts['flagged-exact'] / n:.1%}")
+        if a.by_reason:
+            groups = Counter((r["cls"], r["kind"], re.sub(r"\d+", "#", r["reason"])[:150]) for r in rows
+                             if r["cls"] not in ("exact",))
+            for (cls, kind, reason), m in groups.most_common():
+                ex = next(r for r in rows if (r["cls"], r["kind"]) == (cls, kind) and
+                          re.sub(r"\d+", "#", r["reason"])[:150] == reason)
+                print(f"  {m:4d} {cls:15s} {kind:40s} e.g. {ex['shape']} {ex['kernel'][:50]}\n       {reason}")
+    if a.save:
+        with open(a.save, "w") as fh:
+            json.dump(saved, fh)
+    if a.changed_out:
+        with open(a.changed_out, "w") as fh:
+            json.dump(changed, fh, indent=1)
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(report, fh, indent=1)
+    return 1 if any(r["counts"].get("silent") for r in report.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
