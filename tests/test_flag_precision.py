@@ -4,6 +4,7 @@ survey_ops builds for it, and flag_precision.py, which re-classes a self-check c
 import json
 import os
 import sys
+from dataclasses import replace as dataclasses_replace
 
 import numpy as np
 import pytest
@@ -102,3 +103,33 @@ def test_a_plan_that_changed_since_the_capture_is_counted_apart_until_rechecked(
     again = _capture(tmp_path, [(c, kernels, (128, 1, 1), True)], name="recheck")
     assert flag_precision.main([path, "--before", before, "--json", out, "--recheck", again]) == 0
     assert json.load(open(out))[path]["counts"] == {"exact": 1}
+
+
+# --- the launch frontier of a GPU model without bit captures (library/launch_frontier.py) ----------------------
+
+def test_a_kind_frontier_needs_a_plain_launch_above_and_no_other_launch_below():
+    from tcnumerics.library.launch_frontier import KindFrontier
+
+    fr = KindFrontier(plain_k=np.array([256, 2048]), plain_min_tiles=np.array([4, 64]),
+                      other_k=np.array([1024]), other_max_tiles=np.array([80]))
+    assert fr.inside(100, 2048)  # plain at K = 2048 with 64 tiles; the split launch has fewer tiles
+    assert not fr.inside(100, 4096)  # no plain launch with K this long
+    assert not fr.inside(50, 2048)  # no plain launch with so few tiles at this K
+    assert fr.dominated(70, 1024) and fr.near_other(70, 1024) and not fr.inside(70, 1024)  # a split launch beside
+    assert fr.inside(90, 1024) and not fr.near_other(90, 512)
+
+
+def test_the_h200_frontier_claims_a_weight_gradient_the_tables_cannot_store(monkeypatch):
+    from tcnumerics.library import launch_frontier
+
+    lm_head = Call("matmul", "bf16", "bf16", 131072, 3072, 256, a_t=True, gpu="h200")  # M beyond a table's packing
+    if not launch_frontier.applies(lm_head):
+        pytest.skip("the H200's table does not measure BF16 weight gradients")
+    plan = select(lm_head)
+    assert plan.modelled and plan.structure.split_k is None
+    assert not launch_frontier.applies(dataclasses_replace(lm_head, gpu="h100"))  # the H100 has its bit captures
+    assert not launch_frontier.applies(Call("matmul", "fp32", "fp32", 4096, 4096, 256, gpu="h200"))
+    monkeypatch.setattr(launch_frontier, "applies", lambda c: False)
+    from tcnumerics.library import gpus
+    gpus.tables_changed()  # plans are cached by the tables' epoch
+    assert not select(lm_head).modelled  # without it: the k-NN's guess, flagged
