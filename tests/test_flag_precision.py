@@ -75,8 +75,9 @@ def test_flag_precision_classes_each_call_and_catches_a_silent_miss(tmp_path):
     flagged = Call("matmul", "bf16", "bf16", 1, 1, 64)  # a 1 x 1 output: a dot-product tree, flagged
     assert not select(flagged).modelled
     kernels = select(modelled).launch.kernels
+    dot = ("dot_kernel",)
     path = _capture(tmp_path, [(modelled, kernels, (128, 1, 1), True), (modelled, kernels, (128, 1, 1), False),
-                               (flagged, ("dot_kernel",), (1, 1, 1), True), (flagged, ("dot_kernel",), (1, 1, 1), False)])
+                               (flagged, dot, (1, 1, 1), True), (flagged, dot, (1, 1, 1), False)])
     out = str(tmp_path / "counts.json")
     assert flag_precision.main([path, "--json", out]) == 1  # the silent miss fails the run
     got = json.load(open(out))[path]

@@ -88,7 +88,8 @@ def classify(obs: list, gpu: str | None, before: dict | None, again: dict | None
         else:
             cls = "silent" if plan.modelled else "flagged-differ"
         counts[cls] += 1
-        rows.append(dict(cls=cls, record=call_record(call), kind=call.kind(), shape=(call.b, call.M, call.N, call.K), modelled=plan.modelled,
+        rows.append(dict(cls=cls, record=call_record(call), kind=call.kind(), shape=(call.b, call.M, call.N, call.K),
+                         modelled=plan.modelled,
                          reason=plan.reason, site=ob.site[:60], kernel=ob.kernels[0][:70]))
     return counts, rows, plans
 
@@ -156,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             counts["plan-differs-from-capture"] = drift
         n = len(obs)
         exact = counts["exact"] + counts["flagged-exact"]
-        frac = dict(calls=n, exact_fraction=round(exact / n, 4), flagged_exact_fraction=round(counts["flagged-exact"] / n, 4))
+        frac = dict(calls=n, exact_fraction=round(exact / n, 4),
+                    flagged_exact_fraction=round(counts["flagged-exact"] / n, 4))
         report[path] = dict(counts=dict(counts), **frac)
         saved[path] = plans
         for r in rows:

@@ -213,7 +213,8 @@ def train_grid_calls() -> DenseSet:
 TRAIN_SETS = {"train_splitk": train_splitk_calls, "train_rest": train_rest_calls,
               "h100_counterparts": h100_counterpart_calls}
 GRID_SETS = {"train_grid": train_grid_calls}  # run_flags_survey.sh's (issue 33), not run_gpu_survey.sh's
-ALL_DENSE_SETS = {**DENSE_SETS, **TRAIN_SETS, **GRID_SETS}  # graph_survey.py and export_kernels.py find a set by name here
+# graph_survey.py and export_kernels.py find a set by name here
+ALL_DENSE_SETS = {**DENSE_SETS, **TRAIN_SETS, **GRID_SETS}
 
 # The issue's H200 silent misses (one training step, 256 tokens; issue 23), as (model, N_out, K_in, tokens, direction)
 ISSUE_CASES = [("mistral-7b", 4096, 14336, 256, "forward"), ("llama3-8b", 4096, 14336, 256, "forward"),
