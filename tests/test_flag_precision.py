@@ -134,3 +134,21 @@ def test_the_h200_frontier_claims_a_weight_gradient_the_tables_cannot_store(monk
     from tcnumerics.library import gpus
     gpus.tables_changed()  # plans are cached by the tables' epoch
     assert not select(lm_head).modelled  # without it: the k-NN's guess, flagged
+
+
+def test_the_classes_per_token_count_and_as_the_capture_recorded_them(tmp_path):
+    c = Call("linear", "bf16", "bf16", 16, 1024, 14336, b_t=True)
+    kernels = select(c).launch.kernels
+    path = _capture(tmp_path, [(c, kernels, (128, 1, 1), True)] * 3)
+    steps = tmp_path / "check.jsonl"
+    steps.write_text('{"tokens": 256, "calls": 2}\nnot a step\n{"tokens": 2048, "calls": 1}\n{"total": 3}\n')
+    out = str(tmp_path / "counts.json")
+    assert flag_precision.main([path, "--steps", str(steps), "--json", out]) == 0
+    assert json.load(open(out))[path]["by_tokens"] == {"256": {"exact": 2}, "2048": {"exact": 1}}
+    steps.write_text('{"tokens": 256, "calls": 2}\n')
+    with pytest.raises(SystemExit, match="hold 2 calls, the capture 3"):
+        flag_precision.main([path, "--steps", str(steps)])
+    flagged = Call("matmul", "bf16", "bf16", 1, 1, 64)
+    path = _capture(tmp_path, [(flagged, ("dot_kernel",), (1, 1, 1), False)], name="flagged")
+    assert flag_precision.main([path, "--as-captured", "--json", out]) == 0
+    assert json.load(open(out))[path]["counts"] == {"flagged-differ": 1}

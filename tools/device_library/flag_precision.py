@@ -94,6 +94,20 @@ def classify(obs: list, gpu: str | None, before: dict | None, again: dict | None
     return counts, rows, plans
 
 
+def by_tokens(rows: list[dict], steps_path: str) -> dict:
+    """The classes per token count: the capture's calls split into the steps of ``steps_path`` (check_training.py's
+    JSON lines, in the order the steps ran), each step's ``calls`` calls in turn."""
+    with open(steps_path) as fh:
+        steps = [json.loads(line) for line in fh if line.startswith("{") and '"tokens"' in line]
+    tokens = [s["tokens"] for s in steps for _ in range(s["calls"])]
+    if len(tokens) != len(rows):
+        raise SystemExit(f"{steps_path}: its steps hold {len(tokens)} calls, the capture {len(rows)}")
+    out: dict = {}
+    for t, r in zip(tokens, rows):
+        out.setdefault(str(t), Counter())[r["cls"]] += 1
+    return {t: dict(c) for t, c in out.items()}
+
+
 def plans_at_rev(captures: list[str], gpu: str | None, rev: str) -> dict:
     """Each capture's plans under the launch tables and GPU manifest of git revision ``rev`` (the bit table,
     ``h100_measured.json``, is the installed one: folds do not change it)."""
@@ -135,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
                     "the tables (launch tables, manifest) of git revision REV, then with the installed ones")
     ap.add_argument("--recheck", nargs="*", default=[], help="captures of check_calls.py: a changed call whose launch "
                     "and plan a re-check ran takes the re-check's bits")
+    ap.add_argument("--steps", nargs="*", default=[], help="per capture, in order: check_training.py's JSON lines (one "
+                    "per step, with its token count and number of calls): the classes per token count too")
+    ap.add_argument("--as-captured", action="store_true", help="class each call by the plan the capture recorded (its "
+                    "modelled flag at capture time), not by the tables now")
     ap.add_argument("--by-reason", action="store_true", help="list the flagged calls by reason")
     ap.add_argument("--json", default=None, help="write the counts here")
     ap.add_argument("--changed-out", default=None, help="write the calls whose plan changed (call records, per GPU "
@@ -151,7 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     for path in a.captures:
         _, obs = read_capture(path)
         counts, rows, plans = classify(obs, a.gpu, before.get(path) if before else None, again)
-        if before is None:
+        if a.as_captured:
+            for r, ob in zip(rows, obs):
+                r["cls"] = ("exact" if ob.modelled else "flagged-exact") if ob.bits_match else \
+                    ("silent" if ob.modelled else "flagged-differ")
+            counts = Counter(r["cls"] for r in rows)
+        if before is None and not a.as_captured:
             drift = sum(1 for ob, (k, p) in zip(obs, plans.items()) if ob.modelled is not None and
                         bool(ob.modelled) != p["modelled"])
             counts["plan-differs-from-capture"] = drift
@@ -166,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
                 changed.setdefault(r["record"].get("gpu") or a.gpu or "", []).append(r["record"])
         print(f"{path}: {n} calls; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
               f"; bit-exact {exact / n:.1%}, flagged-but-exact {counts['flagged-exact'] / n:.1%}")
+        if a.steps:
+            report[path]["by_tokens"] = by_tokens(rows, a.steps[a.captures.index(path)])
+            for t, c in report[path]["by_tokens"].items():
+                print(f"  T = {t}: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
         if a.by_reason:
             groups = Counter((r["cls"], r["kind"], re.sub(r"\d+", "#", r["reason"])[:150]) for r in rows
                              if r["cls"] not in ("exact",))
