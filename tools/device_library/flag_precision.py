@@ -153,11 +153,18 @@ def main(argv: list[str] | None = None) -> int:
                     "per step, with its token count and number of calls): the classes per token count too")
     ap.add_argument("--as-captured", action="store_true", help="class each call by the plan the capture recorded (its "
                     "modelled flag at capture time), not by the tables now")
+    ap.add_argument("--no-launch-frontier", action="store_true", help="plan as if models without bit captures had no "
+                    "no-split frontier (tcnumerics.library.launch_frontier; what the tables alone say)")
     ap.add_argument("--by-reason", action="store_true", help="list the flagged calls by reason")
     ap.add_argument("--json", default=None, help="write the counts here")
     ap.add_argument("--changed-out", default=None, help="write the calls whose plan changed (call records, per GPU "
                     "model) here, for tools/device_models/check_calls.py to compare on the device")
     a = ap.parse_args(argv)
+    if a.no_launch_frontier:
+        from tcnumerics.library import gpus, launch_frontier
+
+        launch_frontier.applies = lambda c: False
+        gpus.tables_changed()
     before = None
     if a.before:
         with open(a.before) as fh:
