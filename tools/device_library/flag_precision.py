@@ -30,8 +30,8 @@ import re
 import sys
 from collections import Counter
 
-from tcnumerics.library.calls import call_record
-from tcnumerics.library.check import compare_launch, read_capture
+from tcnumerics.library.calls import Call, call_record
+from tcnumerics.library.check import Observation, compare_launch, read_capture
 from tcnumerics.library.selection import select
 
 
@@ -56,9 +56,42 @@ def rechecked(paths: list[str]) -> dict:
     architecture, so a re-check on one model speaks for a call that ran the same launch on another."""
     out = {}
     for path in paths:
-        for ob in read_capture(path)[1]:
+        for ob in load(path):
             out[_launch_key(ob)] = (ob.bits_match, ob.modelled, ob.planned)
     return out
+
+
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def site_observations(path: str) -> list[Observation]:
+    """The calls of a self-check's site summary (``check_<gpu>.json``: per step, per call site, how many calls and
+    how many exact), for the checks that kept no capture (CHECK_SET_1): one observation per call, with the site's
+    native kernels (no grid), planned family and claim; only BF16/FP16/FP32 mm and bmm sites."""
+    with open(path) as fh:
+        doc = json.load(fh)
+    out = []
+    for step in doc["steps"]:
+        for site in step["sites"]:
+            shape = site["shape"]
+            b, (M, N, K) = (shape[0], shape[1:]) if len(shape) == 4 else (1, shape)
+            a_dt, b_dt = site["dtypes"].split("->")[0].split("x")
+            fmt = _DTYPES[a_dt]
+            call = Call("bmm" if site["op"] == "bmm" else "matmul", fmt, fmt, M, N, K, b=b, b_fmt=None,
+                        a_t=site["layout"][0] == "T", b_t=site["layout"][1] == "T", gpu=step.get("gpu") or doc["gpu"])
+            for i in range(site["calls"]):
+                out.append(Observation(call, tuple(site["native_kernels"]) or ("unknown",), (), i < site["exact"],
+                                       None, doc["gpu"], f"{step.get('model')} {step.get('tokens')}",
+                                       site["predicted"], site["modelled"]))
+    return out
+
+
+def load(path: str) -> list[Observation]:
+    """A capture's observations, or (a JSON document with ``steps``) a site summary's."""
+    try:
+        return read_capture(path)[1]
+    except ValueError:
+        return site_observations(path)
 
 
 def classify(obs: list, gpu: str | None, before: dict | None, again: dict | None = None
@@ -131,7 +164,7 @@ def plans_at_rev(captures: list[str], gpu: str | None, rev: str) -> dict:
                 launches.set_table(key, path)
         try:
             for path in captures:
-                out[path] = classify(read_capture(path)[1], gpu, None)[2]
+                out[path] = classify(load(path), gpu, None)[2]
         finally:
             gpus.set_manifest(None)
             for key in manifest["models"]:
@@ -174,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     report, saved, changed = {}, {}, {}
     again = rechecked(a.recheck)
     for path in a.captures:
-        _, obs = read_capture(path)
+        obs = load(path)
         counts, rows, plans = classify(obs, a.gpu, before.get(path) if before else None, again)
         if a.as_captured:
             for r, ob in zip(rows, obs):
@@ -188,14 +221,20 @@ def main(argv: list[str] | None = None) -> int:
         n = len(obs)
         exact = counts["exact"] + counts["flagged-exact"]
         frac = dict(calls=n, exact_fraction=round(exact / n, 4),
-                    flagged_exact_fraction=round(counts["flagged-exact"] / n, 4))
+                    flagged_exact_fraction=round(counts["flagged-exact"] / n, 4),
+                    flagged_now=sum(1 for r in rows if not r["modelled"]),
+                    flagged_at_capture=sum(1 for ob in obs if ob.modelled is False),
+                    claimed_over_differing_bits=sum(1 for r, ob in zip(rows, obs) if r["modelled"] and
+                                                    ob.bits_match is False))
         report[path] = dict(counts=dict(counts), **frac)
         saved[path] = plans
         for r in rows:
             if r["cls"].startswith("changed"):
                 changed.setdefault(r["record"].get("gpu") or a.gpu or "", []).append(r["record"])
         print(f"{path}: {n} calls; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
-              f"; bit-exact {exact / n:.1%}, flagged-but-exact {counts['flagged-exact'] / n:.1%}")
+              f"; bit-exact {exact / n:.1%}, flagged-but-exact {counts['flagged-exact'] / n:.1%}; flagged now "
+              f"{frac['flagged_now']} (at capture {frac['flagged_at_capture']}); modelled now where the capture's bits "
+              f"differed: {frac['claimed_over_differing_bits']}")
         if a.steps:
             report[path]["by_tokens"] = by_tokens(rows, a.steps[a.captures.index(path)])
             for t, c in report[path]["by_tokens"].items():
