@@ -1,7 +1,8 @@
 """How precise the self-check's flags are on captured training steps, against the tables as they are now.
 
     PYTHONPATH=src:tools/device_library python3 tools/device_library/flag_precision.py CAPTURE.json.gz ... \
-        [--before BEFORE.json] [--save PLANS.json] [--by-reason]
+        [--steps CHECK.jsonl ...] [--save PLANS.json | --before PLANS.json | --before-rev REV | --as-captured] \
+        [--recheck RECHECK.json.gz ...] [--changed-out CHANGED.json] [--json COUNTS.json] [--by-reason]
 
 A capture (``check_training.py``'s ``check_<gpu>_set<N>_calls.json.gz``) holds, per GEMM call of a checked training
 step, the call, what cuBLAS ran (kernels, launch grid), whether the library's bits matched the native ones and
@@ -75,8 +76,7 @@ def site_observations(path: str) -> list[Observation]:
         for site in step["sites"]:
             shape = site["shape"]
             b, (M, N, K) = (shape[0], shape[1:]) if len(shape) == 4 else (1, shape)
-            a_dt, b_dt = site["dtypes"].split("->")[0].split("x")
-            fmt = _DTYPES[a_dt]
+            fmt = _DTYPES[site["dtypes"].split("x")[0]]
             call = Call("bmm" if site["op"] == "bmm" else "matmul", fmt, fmt, M, N, K, b=b, b_fmt=None,
                         a_t=site["layout"][0] == "T", b_t=site["layout"][1] == "T", gpu=step.get("gpu") or doc["gpu"])
             for i in range(site["calls"]):
@@ -96,14 +96,15 @@ def load(path: str) -> list[Observation]:
 
 def classify(obs: list, gpu: str | None, before: dict | None, again: dict | None = None
              ) -> tuple[Counter, list[dict], dict]:
+    """(counts per class, one row per call, each call's plan now) of a capture's observations, planned for ``gpu``
+    (default: each call's own); ``before``: the plans a ``--save`` recorded; ``again``: ``rechecked``'s calls."""
     counts: Counter = Counter()
     rows, plans = [], {}
     for i, ob in enumerate(obs):
         call = ob.call if gpu is None else dataclasses.replace(ob.call, gpu=gpu)
         plan = select(call)
         k = key(ob, i)
-        plans[k] = dict(modelled=bool(plan.modelled), numerics=numerics(plan))
-        plans[k]["family"] = plan.family
+        plans[k] = dict(modelled=bool(plan.modelled), numerics=numerics(plan), family=plan.family)
         if before is not None:
             same = before[k]["numerics"] == plans[k]["numerics"]
         else:  # the capture-time plan as the capture names it: its family (kernel, split count, reduction)
@@ -172,9 +173,9 @@ def plans_at_rev(captures: list[str], gpu: str | None, rev: str) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("captures", nargs="+")
+    ap.add_argument("captures", nargs="+", help="self-check captures (.json.gz) or site summaries (check_<gpu>.json)")
     ap.add_argument("--gpu", default=None, help="plan the calls for this GPU model (default: the capture's)")
     ap.add_argument("--before", default=None, help="a --save file written before a fold")
     ap.add_argument("--save", default=None, help="write each call's plan (modelled, numerics) here")
@@ -192,69 +193,89 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the counts here")
     ap.add_argument("--changed-out", default=None, help="write the calls whose plan changed (call records, per GPU "
                     "model) here, for tools/device_models/check_calls.py to compare on the device")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def _as_captured(rows: list[dict], obs: list) -> Counter:
+    """Each call's class by the capture's own verdict (its plan's claim then, its bits)."""
+    for r, ob in zip(rows, obs):
+        r["cls"] = (("exact" if ob.modelled else "flagged-exact") if ob.bits_match else
+                    ("silent" if ob.modelled else "flagged-differ"))
+    return Counter(r["cls"] for r in rows)
+
+
+def summary(counts: Counter, rows: list[dict], obs: list) -> dict:
+    """The counts of one capture, with the fractions of bit-exact and flagged-but-exact calls and the flags."""
+    n = len(obs)
+    exact = counts["exact"] + counts["flagged-exact"]
+    return dict(counts=dict(counts), calls=n, exact_fraction=round(exact / n, 4),
+                flagged_exact_fraction=round(counts["flagged-exact"] / n, 4),
+                flagged_now=sum(1 for r in rows if not r["modelled"]),
+                flagged_at_capture=sum(1 for ob in obs if ob.modelled is False),
+                claimed_over_differing_bits=sum(1 for r, ob in zip(rows, obs) if r["modelled"] and
+                                                ob.bits_match is False))
+
+
+def _print(path: str, rep: dict, rows: list[dict], by_reason: bool) -> None:
+    c, n = rep["counts"], rep["calls"]
+    print(f"{path}: {n} calls; " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())) +
+          f"; bit-exact {rep['exact_fraction']:.1%}, flagged-but-exact {rep['flagged_exact_fraction']:.1%}; flagged "
+          f"now {rep['flagged_now']} (at capture {rep['flagged_at_capture']}); modelled now where the capture's bits "
+          f"differed: {rep['claimed_over_differing_bits']}")
+    for t, ct in rep.get("by_tokens", {}).items():
+        print(f"  T = {t}: " + ", ".join(f"{k} {v}" for k, v in sorted(ct.items())))
+    if by_reason:
+        def short(r):
+            return re.sub(r"\d+", "#", r["reason"])[:150]
+        groups = Counter((r["cls"], r["kind"], short(r)) for r in rows if r["cls"] != "exact")
+        for (cls, kind, reason), m in groups.most_common():
+            ex = next(r for r in rows if (r["cls"], r["kind"], short(r)) == (cls, kind, reason))
+            print(f"  {m:4d} {cls:15s} {kind:40s} e.g. {ex['shape']} {ex['kernel'][:50]}\n       {reason}")
+
+
+def _write(path: str | None, data, indent: int | None = 1) -> None:
+    if path:
+        with open(path, "w") as fh:
+            json.dump(data, fh, indent=indent)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _parser().parse_args(argv)
     if a.no_launch_frontier:
         from tcnumerics.library import gpus, launch_frontier
 
         launch_frontier.applies = lambda c: False
         gpus.tables_changed()
-    before = None
-    if a.before:
-        with open(a.before) as fh:
-            before = json.load(fh)
-    elif a.before_rev:
-        before = plans_at_rev(a.captures, a.gpu, a.before_rev)
-    report, saved, changed = {}, {}, {}
-    again = rechecked(a.recheck)
-    for path in a.captures:
-        obs = load(path)
-        counts, rows, plans = classify(obs, a.gpu, before.get(path) if before else None, again)
-        if a.as_captured:
-            for r, ob in zip(rows, obs):
-                r["cls"] = ("exact" if ob.modelled else "flagged-exact") if ob.bits_match else \
-                    ("silent" if ob.modelled else "flagged-differ")
-            counts = Counter(r["cls"] for r in rows)
-        if before is None and not a.as_captured:
-            drift = sum(1 for ob, (k, p) in zip(obs, plans.items()) if ob.modelled is not None and
-                        bool(ob.modelled) != p["modelled"])
-            counts["plan-differs-from-capture"] = drift
-        n = len(obs)
-        exact = counts["exact"] + counts["flagged-exact"]
-        frac = dict(calls=n, exact_fraction=round(exact / n, 4),
-                    flagged_exact_fraction=round(counts["flagged-exact"] / n, 4),
-                    flagged_now=sum(1 for r in rows if not r["modelled"]),
-                    flagged_at_capture=sum(1 for ob in obs if ob.modelled is False),
-                    claimed_over_differing_bits=sum(1 for r, ob in zip(rows, obs) if r["modelled"] and
-                                                    ob.bits_match is False))
-        report[path] = dict(counts=dict(counts), **frac)
-        saved[path] = plans
-        for r in rows:
-            if r["cls"].startswith("changed"):
-                changed.setdefault(r["record"].get("gpu") or a.gpu or "", []).append(r["record"])
-        print(f"{path}: {n} calls; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
-              f"; bit-exact {exact / n:.1%}, flagged-but-exact {counts['flagged-exact'] / n:.1%}; flagged now "
-              f"{frac['flagged_now']} (at capture {frac['flagged_at_capture']}); modelled now where the capture's bits "
-              f"differed: {frac['claimed_over_differing_bits']}")
-        if a.steps:
-            report[path]["by_tokens"] = by_tokens(rows, a.steps[a.captures.index(path)])
-            for t, c in report[path]["by_tokens"].items():
-                print(f"  T = {t}: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
-        if a.by_reason:
-            groups = Counter((r["cls"], r["kind"], re.sub(r"\d+", "#", r["reason"])[:150]) for r in rows
-                             if r["cls"] not in ("exact",))
-            for (cls, kind, reason), m in groups.most_common():
-                ex = next(r for r in rows if (r["cls"], r["kind"]) == (cls, kind) and
-                          re.sub(r"\d+", "#", r["reason"])[:150] == reason)
-                print(f"  {m:4d} {cls:15s} {kind:40s} e.g. {ex['shape']} {ex['kernel'][:50]}\n       {reason}")
-    if a.save:
-        with open(a.save, "w") as fh:
-            json.dump(saved, fh)
-    if a.changed_out:
-        with open(a.changed_out, "w") as fh:
-            json.dump(changed, fh, indent=1)
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump(report, fh, indent=1)
+    try:
+        before = None
+        if a.before:
+            with open(a.before) as fh:
+                before = json.load(fh)
+        elif a.before_rev:
+            before = plans_at_rev(a.captures, a.gpu, a.before_rev)
+        report, saved, changed = {}, {}, {}
+        again = rechecked(a.recheck)
+        for path in a.captures:
+            obs = load(path)
+            counts, rows, plans = classify(obs, a.gpu, before.get(path) if before else None, again)
+            if a.as_captured:
+                counts = _as_captured(rows, obs)
+            elif before is None:
+                counts["plan-differs-from-capture"] = sum(1 for ob, p in zip(obs, plans.values()) if ob.modelled
+                                                          is not None and bool(ob.modelled) != p["modelled"])
+            report[path], saved[path] = summary(counts, rows, obs), plans
+            if a.steps:
+                report[path]["by_tokens"] = by_tokens(rows, a.steps[a.captures.index(path)])
+            for r in rows:
+                if r["cls"].startswith("changed"):
+                    changed.setdefault(r["record"].get("gpu") or a.gpu or "", []).append(r["record"])
+            _print(path, report[path], rows, a.by_reason)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"flag_precision: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    _write(a.save, saved, None)
+    _write(a.changed_out, changed)
+    _write(a.json, report)
     return 1 if any(r["counts"].get("silent") for r in report.values()) else 0
 
 
