@@ -152,3 +152,14 @@ def test_the_classes_per_token_count_and_as_the_capture_recorded_them(tmp_path):
     path = _capture(tmp_path, [(flagged, ("dot_kernel",), (1, 1, 1), False)], name="flagged")
     assert flag_precision.main([path, "--as-captured", "--json", out]) == 0
     assert json.load(open(out))[path]["counts"] == {"flagged-differ": 1}
+
+
+def test_every_aligned_h200_launch_below_the_short_k_is_an_unsplit_nvjet_kernel():
+    """The premise of the H200's launch frontier, on the installed table (docs/gemm.md: 979,460 launches, 17 kinds)."""
+    from tcnumerics.library import choice, launch_frontier
+
+    ev = launch_frontier.evidence("h200", choice.SHORT_K)
+    if not ev["launches"]:
+        pytest.skip("no H200 launch table installed")
+    assert ev["not_plain"] == 0 and ev["launches"] >= 900_000 and ev["kinds"] == 17
+    assert launch_frontier.evidence("h200", 1 << 19)["not_plain"] > 0  # longer K: split-K is there, and is counted

@@ -72,15 +72,9 @@ def _frontier(gpu: str, kind: str, epoch: int) -> KindFrontier | None:
     if runs is None or not len(runs.keys):
         return None
     plain_sig = _plain_signatures(list(t["signatures"]))
-    base = runs.keys >> _M_BITS
-    b, K, N = base & ((1 << _B_BITS) - 1), (base >> _B_BITS) & ((1 << _K_BITS) - 1), base >> (_B_BITS + _K_BITS)
-    m_first = runs.keys & ((1 << _M_BITS) - 1)
-    ok = (K % 8 == 0) & (N % 8 == 0)
-    if kind.split("|")[4] == "1":  # A transposed: M is A's contiguous side
-        ok &= (m_first % 8 == 0) & (runs.m_step % 8 == 0)
+    ok, K, n_tiles, _ = _aligned_runs(runs, kind)
     plain = plain_sig[runs.sig]
-    n_tiles = -(-N // 128) * b
-    lo = -(-m_first // 128) * n_tiles  # a plain run vouches for its fewest tiles
+    lo = -(-(runs.keys & ((1 << _M_BITS) - 1)) // 128) * n_tiles  # a plain run vouches for its fewest tiles
     hi = -(-runs.m_last // 128) * n_tiles  # another for its most
     pk, pt = K[ok & plain], lo[ok & plain]
     ok_other = ok & ~plain
@@ -92,6 +86,37 @@ def _frontier(gpu: str, kind: str, epoch: int) -> KindFrontier | None:
     ok_k, ot = ok_k[order], ot[order]
     prefix_max = np.maximum.accumulate(ot) if len(ot) else ot
     return KindFrontier(pk, suffix_min, ok_k, prefix_max)
+
+
+def _aligned_runs(runs, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(aligned mask, K, N x batch tiles, launches) per run: aligned as an nvjet plan needs it (N, K multiples of 8;
+    M too where A is passed transposed)."""
+    base = runs.keys >> _M_BITS
+    b, K, N = base & ((1 << _B_BITS) - 1), (base >> _B_BITS) & ((1 << _K_BITS) - 1), base >> (_B_BITS + _K_BITS)
+    m_first = runs.keys & ((1 << _M_BITS) - 1)
+    ok = (K % 8 == 0) & (N % 8 == 0)
+    if kind.split("|")[4] == "1":  # A transposed: M is A's contiguous side
+        ok &= (m_first % 8 == 0) & (runs.m_step % 8 == 0)
+    return ok, K, -(-N // 128) * b, (runs.m_last - m_first) // runs.m_step + 1
+
+
+def evidence(gpu: str, below_k: int) -> dict:
+    """Over model ``gpu``'s BF16/FP16 call kinds: its aligned launches with K < ``below_k``, and how many of them are
+    not an unsplit nvjet kernel (the premise of the frontier: none, on the H200's table of 2026-11-28)."""
+    t = launches.table(gpu)
+    plain_sig = _plain_signatures(list(t["signatures"])) if t else np.zeros(0, bool)
+    out = dict(kinds=0, launches=0, not_plain=0)
+    for kind in (t.get("kinds", {}) if t else {}):
+        f = kind.split("|")
+        if f[0] == "scaled_mm" or f[1] not in ("bf16", "fp16"):
+            continue
+        runs = t["kinds"][kind]
+        ok, K, _, count = _aligned_runs(runs, kind)
+        sel = ok & (K < below_k)
+        out["kinds"] += 1
+        out["launches"] += int(count[sel].sum())
+        out["not_plain"] += int(count[sel & ~plain_sig[runs.sig]].sum())
+    return out
 
 
 def kind_frontier(gpu: str, kind: str) -> KindFrontier | None:
