@@ -129,6 +129,8 @@ PAIRS = [(entry, case) for entry in ENTRIES for case in CASES if not (case == "b
 
 def _bits(x):
     if isinstance(x, torch.Tensor):
+        if not x.numel():  # (an empty tensor's strides may be 0: no byte view)
+            return b""
         return x.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes()
     return np.ascontiguousarray(x).reshape(-1).view(np.uint8).tobytes()
 

@@ -4,6 +4,8 @@ arrays: on the CPU (BF16 and FP8 included), on the fake device (what a CUDA tens
 arrays and ``DeviceValues``, which refuse to turn into host arrays) and on a GPU (CUDA tensors, no host copy).
 """
 
+import contextlib
+import importlib
 import warnings
 
 import ml_dtypes
@@ -53,6 +55,15 @@ CALLS = {
                                           out_format="bf16"),
     "mma": lambda t: tc.instruction(BF16).mma(t(X3), t(Y3), t(C3.float())),
     "dot_bits": lambda t: tc.instruction(BF16).dot_bits(t(BITS), t(BITS.flip(0)), t(ACC)),
+    # empty calls take the same way in and out
+    "matmul M=0": lambda t: lib.matmul(t(X[:0]), t(X.t())),
+    "addmm K=0": lambda t: lib.addmm(t(C), t(X[:, :0]), t(X.t()[:0]), beta=0.5),
+    "baddbmm batch=0": lambda t: lib.baddbmm(t(C3[:0]), t(X3[:0]), t(Y3[:0])),
+    "gemm N=0": lambda t: tc.gemm(t(X), t(W.t()[:, :0]), instruction=BF16, out_format="bf16"),
+    "gemm K=0 scaled": lambda t: tc.gemm(t(F8A[:, :0]), t(F8B[:0]), instruction=E4M3, scale_a=t(ROW_A),
+                                         scale_b=t(ROW_B), out_format="bf16"),
+    "mma K=0": lambda t: tc.instruction(BF16).mma(t(X3[..., :0]), t(Y3[:, :0]), t(C3.float())),
+    "dot_bits N=0": lambda t: tc.instruction(BF16).dot_bits(t(BITS[:0]), t(BITS[:0]), t(ACC[:0])),
 }
 PLANS = {"matmul": lambda t: lib.matmul.plan(t(X), t(X.t())), "linear": lambda t: lib.linear.plan(t(X), t(W)),
          "scaled_mm": lambda t: lib.scaled_mm.plan(t(F8A), t(F8B), t(SA), t(SB))}
@@ -64,6 +75,8 @@ def _array(x):
 
 def _bits(x) -> bytes:
     if isinstance(x, torch.Tensor):
+        if not x.numel():  # (an empty tensor's strides may be 0: no byte view)
+            return b""
         return x.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
     return np.ascontiguousarray(arrays.to_host(x)).reshape(-1).view(np.uint8).tobytes()
 
@@ -107,7 +120,8 @@ def test_device_arrays_in_device_arrays_out_on_the_fake_device(name, monkeypatch
             return cupy.asarray(a)
         fmt = tc.formats.get_format(a.dtype.name)
         return arrays.DeviceValues(cupy.asarray(fmt.bits_of(a)), fmt)
-    got = _quiet(CALLS[name], device)
+    with _no_host_copies():  # device() makes device arrays from host arrays: no copy back
+        got = _quiet(CALLS[name], device)
     assert arrays.on_device(got) and tuple(got.shape) == want.shape and got.dtype == want.dtype
     assert _bits(got) == _bits(want)
 
@@ -123,16 +137,31 @@ def test_cuda_tensors_stay_on_the_gpu(name, monkeypatch):
     _cuda()
     want = _quiet(CALLS[name], lambda x: x)
 
-    def no_host_copy(*_):
-        raise AssertionError("a CUDA tensor's values were copied to the host")
-    from tcnumerics import api, gemm as gemm_module
-
-    for module in (arrays, api, gemm_module):
-        monkeypatch.setattr(module, "to_host", no_host_copy)
-    monkeypatch.setattr(arrays.DeviceValues, "get", no_host_copy)
-    got = _quiet(CALLS[name], lambda x: x.cuda())
+    with _no_host_copies():
+        got = _quiet(CALLS[name], lambda x: x.cuda())
     assert isinstance(got, torch.Tensor) and got.is_cuda and got.dtype == want.dtype and got.shape == want.shape
     assert _bits(got) == _bits(want)
+
+
+@contextlib.contextmanager
+def _no_host_copies():
+    """The library's ways to the host -- ``to_host`` where the entry points import it, ``DeviceValues.get`` -- fail."""
+    def no_host_copy(*_):
+        raise AssertionError("a CUDA tensor's values were copied to the host")
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("tcnumerics.arrays", "tcnumerics.api", "tcnumerics.gemm", "tcnumerics.library.structure"):
+            mp.setattr(importlib.import_module(name), "to_host", no_host_copy)
+        mp.setattr(arrays.DeviceValues, "get", no_host_copy)
+        yield
+
+
+def test_the_host_copy_guard_trips(monkeypatch):
+    """The GPU test's guard is live: a host copy of device values fails under it (here on the fake device)."""
+    cupy = fake_cupy.install(monkeypatch)
+    fmt = tc.formats.get_format("bf16")
+    with _no_host_copies(), pytest.raises(AssertionError, match="copied to the host"):
+        tc.gemm(arrays.DeviceValues(cupy.asarray(np.zeros((2, 16), np.uint16)), fmt),
+                arrays.DeviceValues(cupy.asarray(np.zeros((16, 2), np.uint16)), fmt), instruction=BF16, engine="fast")
 
 
 @pytest.mark.parametrize("case", ["M=0", "N=0", "K=0"])

@@ -77,6 +77,8 @@ def to_torch(x: Any, device=None):
             torch.from_numpy(x)
     except TypeError:
         raise TypeError(f"result: dtype {x.dtype} has no torch counterpart; pass numpy arrays to get it") from None
+    if not t.numel():  # numpy gives empty arrays zero strides; torch's own empties are contiguous
+        t = torch.empty(t.shape, dtype=t.dtype)
     return t if device is None else t.to(device)
 
 

@@ -183,7 +183,7 @@ def _no_products(A3, B3, out: str, beta, C3, bias):
     if C3 is not None and beta != 0:
         values = xp.broadcast_to(arrays.float64(C3), shape)
         if beta != 1:
-            values = _FP32.round(_FP32.round(np.float64(beta)) * values)
+            values = _FP32.round(float(_FP32.round(np.float64(beta))) * values)  # a Python float: no host array
     elif bias is not None:
         values = xp.broadcast_to(arrays.float64(bias).reshape(1, 1, -1), shape)
     else:
