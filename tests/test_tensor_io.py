@@ -50,6 +50,8 @@ CALLS = {
     "baddbmm": lambda t: lib.baddbmm(t(C3), t(X3), t(Y3), beta=0.25),
     "scaled_mm tensor": lambda t: lib.scaled_mm(t(F8A), t(F8B), t(SA), t(SB), out_dtype="bf16"),
     "scaled_mm rowwise": lambda t: lib.scaled_mm(t(F8A), t(F8B), t(ROW_A), t(ROW_B), out_dtype="bf16"),
+    "scaled_mm e4m3 x e5m2": lambda t: lib.scaled_mm(t(F8A), t(F8B.float().to(torch.float8_e5m2)), t(SA), t(SB),
+                                                     out_dtype="fp32"),
     "gemm bf16": lambda t: tc.gemm(t(X), t(W.t()), instruction=BF16, out_format="bf16", split_k=2),
     "gemm e4m3 scales": lambda t: tc.gemm(t(F8A), t(F8B), instruction=E4M3, scale_a=t(ROW_A), scale_b=t(ROW_B),
                                           out_format="bf16"),
