@@ -158,7 +158,8 @@ def _execute(plan: Plan, A3, B3, out: str, *, alpha=1.0, beta=0.0, C3=None, bias
 def _empty(call: Call, like, shape: tuple, out: str, *, C=None, beta: float = 0.0, bias=None):
     """``(plan, compute)`` of a call with nothing to multiply, as torch answers it without launching a GEMM: an
     empty result where b, M or N is 0; where K is 0, ``beta * C`` (``bias``, F.linear) or zeros -- torch's
-    ``at::mul(C, beta)``: the product in FP32, then the output conversion.  ``scaled_mm`` at K = 0 was never
+    ``at::mul(C, beta)``: beta rounded to the output type, the product in FP32, then the output conversion
+    (measured on an H100 and on the CPU: benchmarks/gpu/h100_2026-11-28_entry_points).  ``scaled_mm`` at K = 0 was never
     seen on a device, so its zeros are flagged."""
     xp = arrays.namespace(like)
     fp32 = get_format("fp32")
@@ -172,7 +173,7 @@ def _empty(call: Call, like, shape: tuple, out: str, *, C=None, beta: float = 0.
             values = xp.zeros(shape)
         else:
             c = arrays.float64(bias if bias is not None else C)
-            scale = 1.0 if bias is not None else float(fp32.round(np.float64(beta)))
+            scale = 1.0 if bias is not None else float(get_format(out).round(np.float64(beta)))
             values = xp.broadcast_to(fp32.round(c * scale), shape)
         return get_format(out).to_array(get_format(out).from_float(xp.ascontiguousarray(values)))
     return plan, compute
