@@ -1,9 +1,9 @@
-"""M, N, K or batch = 0 give what numpy / torch give, in every entry point: empty results of the right shape and
-dtype, and for K = 0 the epilogue of zero products (``addmm``: ``beta * C``; ``linear``: the bias) -- one
-parametrized test over the instruction API, ``tcnumerics.gemm``, the library ops (and their plans) and
-``tcnumerics.torch.emulate`` in library and unit mode.  Torch's own result on the CPU is the reference for the
-torch-shaped entry points (its ATen ops special-case empty calls the same way on CUDA: tests/test_tensor_io.py
-compares on a GPU); numpy's ``A @ B + C`` for the others.
+"""b, M, N or K = 0 at every entry point: what numpy and torch give.
+
+An empty batch, M or N gives an empty result of the right shape and dtype.  K = 0 gives the epilogue of no
+products: zeros, C through the unit's epilogue (``tc.gemm``), torch's ``beta * C`` (addmm, baddbmm) or the bias
+(F.linear).  One table of cases, run on the host and on the strict fake device (``fake_cupy``); under
+``tcnumerics.torch.emulate`` (library and unit mode) each case is compared with native torch.
 """
 
 import warnings
@@ -12,146 +12,137 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import fake_cupy
 import tcnumerics as tc
+from tcnumerics import arrays
 from tcnumerics import library as lib
+from tcnumerics.formats import get_format
 
-torch = pytest.importorskip("torch")
-import tcnumerics.torch as tct  # noqa: E402
-
-BF16 = "hopper.wgmma.m64n8k16.f32.bf16.bf16"
-CASES = {"M=0": dict(M=0), "N=0": dict(N=0), "K=0": dict(K=0), "batch=0": dict(b=0)}
-
-
-def _dims(case: str) -> dict:
-    return {**dict(b=2, M=3, N=16, K=32), **CASES[case]}
+BF16 = ml_dtypes.bfloat16
+E4M3 = ml_dtypes.float8_e4m3fn
+INST = "hopper.wgmma.m64n8k16.f32.bf16.bf16"
 
 
-def _values(shape, seed, dtype=torch.bfloat16):
-    """Small exact values, no -0 (numpy's ``+0 + C`` and torch's ``C * beta`` agree on every other value)."""
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randint(1, 8, shape, generator=g).float() / 4 * (1 - 2 * (torch.rand(shape, generator=g) < .5))
-            ).to(dtype)
+def z(*shape, dtype=BF16):
+    return np.zeros(shape, dtype)
 
 
-# --- entry points: each returns (got, want) ------------------------------------------------------------------
-
-def _mma(d):
-    A, B = (_values(s, i).float().numpy().astype(ml_dtypes.bfloat16)
-            for i, s in enumerate([(d["b"], d["M"], d["K"]), (d["b"], d["K"], d["N"])]))
-    C = _values((d["b"], d["M"], d["N"]), 2, torch.float32).numpy()
-    got = tc.instruction(BF16).mma(A, B, C)
-    return got, (A.astype(np.float64) @ B.astype(np.float64) + C).astype(np.float32)
+def full(value, *shape, dtype=BF16):
+    return np.full(shape, value, dtype)
 
 
-def _mma_torch(d):
-    A, B = _values((d["b"], d["M"], d["K"]), 0), _values((d["b"], d["K"], d["N"]), 1)
-    C = _values((d["b"], d["M"], d["N"]), 2, torch.float32)
-    return tc.instruction(BF16).mma(A, B, C), torch.baddbmm(C, A.float(), B.float())
+def _bf16_of(values):
+    return get_format("bf16").to_array(get_format("bf16").from_float(np.asarray(values, np.float64)))
 
 
-def _dot_bits(d):
-    n, k = d["M"] * d["b"], d["K"]
-    a = np.full((n, k), 0x3F80, np.uint16)  # bf16 1.0
-    c = np.full(n, 0x40400000, np.uint32)  # fp32 3.0
-    got = tc.instruction(BF16).dot_bits(a, a, c)
-    want = (np.full(n, k + 3.0, np.float32)).view(np.uint32)
-    return got, want
+# (name, call taking an array converter `d` (host: identity; device: to fake CuPy), expected host result)
+CASES = [
+    ("mma M=0", lambda d: tc.instruction(INST).mma(d(z(0, 16)), d(z(16, 8))), np.zeros((0, 8), np.float32)),
+    ("mma N=0", lambda d: tc.instruction(INST).mma(d(z(4, 16)), d(z(16, 0))), np.zeros((4, 0), np.float32)),
+    ("mma K=0", lambda d: tc.instruction(INST).mma(d(z(4, 0)), d(z(0, 8))), np.zeros((4, 8), np.float32)),
+    ("mma K=0 with C", lambda d: tc.instruction(INST).mma(d(z(4, 0)), d(z(0, 8)), d(np.full((4, 8), 1.5, np.float32))),
+     np.full((4, 8), 1.5, np.float32)),
+    ("mma batch=0", lambda d: tc.instruction(INST).mma(d(z(0, 4, 16)), d(z(0, 16, 8))), np.zeros((0, 4, 8), np.float32)),
+    ("dot_bits N=0", lambda d: tc.instruction(INST).dot_bits(np.zeros((0, 16), np.uint16), np.zeros((0, 16), np.uint16),
+                                                             np.zeros(0, np.uint32)), np.zeros(0, np.uint32)),
+    ("dot_bits K=0", lambda d: tc.instruction(INST).dot_bits(np.zeros((3, 0), np.uint16), np.zeros((3, 0), np.uint16),
+                                                             np.full(3, 0x3FC00000, np.uint32)),
+     np.full(3, 0x3FC00000, np.uint32)),
+    ("gemm M=0", lambda d: tc.gemm(d(z(0, 32)), d(z(32, 8)), instruction=INST), np.zeros((0, 8), np.float32)),
+    ("gemm N=0", lambda d: tc.gemm(d(z(4, 32)), d(z(32, 0)), instruction=INST, out_format="bf16"), z(4, 0)),
+    ("gemm K=0", lambda d: tc.gemm(d(z(4, 0)), d(z(0, 8)), instruction=INST), np.zeros((4, 8), np.float32)),
+    ("gemm K=0 epilogue C", lambda d: tc.gemm(d(z(4, 0)), d(z(0, 8)), d(np.full((4, 8), 1 + 2 ** -10, np.float32)),
+                                              instruction=INST, c_role="epilogue", out_format="bf16"), full(1, 4, 8)),
+    ("gemm K=0 split, promoted", lambda d: tc.gemm(d(z(4, 0)), d(z(0, 8)), instruction=INST, split_k=2,
+                                                   promote_every=64), np.zeros((4, 8), np.float32)),
+    ("matmul M=0", lambda d: lib.matmul(d(z(0, 64)), d(z(64, 8))), z(0, 8)),
+    ("matmul K=0", lambda d: lib.matmul(d(full(1, 4, 0)), d(z(0, 8))), z(4, 8)),
+    ("matmul 3-D K=0", lambda d: lib.matmul(d(z(2, 4, 0)), d(z(0, 8))), z(2, 4, 8)),
+    ("linear M=0", lambda d: lib.linear(d(z(0, 64)), d(z(8, 64))), z(0, 8)),
+    ("linear 3-D M=0, bias", lambda d: lib.linear(d(z(2, 0, 64)), d(z(8, 64)), d(z(8))), z(2, 0, 8)),
+    ("linear K=0, bias", lambda d: lib.linear(d(z(4, 0)), d(z(8, 0)), d(full(0.75, 8))), full(0.75, 4, 8)),
+    ("addmm M=0", lambda d: lib.addmm(d(z(0, 8)), d(z(0, 64)), d(z(64, 8))), z(0, 8)),
+    ("addmm N=0", lambda d: lib.addmm(d(z(4, 0)), d(z(4, 64)), d(z(64, 0))), z(4, 0)),
+    ("addmm K=0: beta * C", lambda d: lib.addmm(d(full(1.5, 4, 8)), d(z(4, 0)), d(z(0, 8)), beta=1 / 3),
+     _bf16_of(np.full((4, 8), 1.5 * np.float64(_bf16_of(1 / 3))))),  # beta in BF16 first, as torch does
+    ("addmm K=0, beta = 0", lambda d: lib.addmm(d(full(np.nan, 4, 8)), d(z(4, 0)), d(z(0, 8)), beta=0), z(4, 8)),
+    ("bmm batch=0", lambda d: lib.bmm(d(z(0, 4, 64)), d(z(0, 64, 8))), z(0, 4, 8)),
+    ("bmm M=0", lambda d: lib.bmm(d(z(2, 0, 64)), d(z(2, 64, 8))), z(2, 0, 8)),
+    ("bmm K=0", lambda d: lib.bmm(d(z(2, 4, 0)), d(z(2, 0, 8))), z(2, 4, 8)),
+    ("baddbmm K=0", lambda d: lib.baddbmm(d(full(3, 2, 4, 8)), d(z(2, 4, 0)), d(z(2, 0, 8)), beta=2), full(6, 2, 4, 8)),
+    ("scaled_mm M=0", lambda d: lib.scaled_mm(d(z(0, 32, dtype=E4M3)), d(z(32, 16, dtype=E4M3)), np.float32(1),
+                                              np.float32(1)), z(0, 16)),
+]
 
 
-def _gemm(d, **options):
-    A = _values((d["M"], d["K"]), 0).float().numpy().astype(ml_dtypes.bfloat16)
-    B = _values((d["K"], d["N"]), 1).float().numpy().astype(ml_dtypes.bfloat16)
-    C = _values((d["M"], d["N"]), 2, torch.float32).numpy()
-    got = tc.gemm(A, B, C, instruction=BF16, out_format="bf16", **options)
-    return got, (A.astype(np.float64) @ B.astype(np.float64) + C).astype(ml_dtypes.bfloat16)
+def _fake_device(monkeypatch):
+    cupy = fake_cupy.install(monkeypatch)
+
+    def d(x):
+        fmt = get_format(x.dtype.name)
+        return cupy.asarray(x) if x.dtype.kind == "f" else arrays.DeviceValues(cupy.asarray(fmt.bits_of(x)), fmt)
+    return d
 
 
-def _torch_operands(d):
-    return (_values((d["M"], d["K"]), 0), _values((d["K"], d["N"]), 1), _values((d["M"], d["N"]), 2),
-            _values((d["b"], d["M"], d["K"]), 3), _values((d["b"], d["K"], d["N"]), 4),
-            _values((d["b"], d["M"], d["N"]), 5), _values((d["N"],), 6))
-
-
-def _library(name):
-    def run(d):
-        A, B, C, A3, B3, C3, bias = _torch_operands(d)
-        call = {"matmul": (lambda f: f(A, B), lambda: A @ B),
-                "linear": (lambda f: f(A, B.t(), bias), lambda: torch.nn.functional.linear(A, B.t(), bias)),
-                "addmm": (lambda f: f(C, A, B, beta=0.5, alpha=2.0), lambda: torch.addmm(C, A, B, beta=0.5, alpha=2.0)),
-                "bmm": (lambda f: f(A3, B3), lambda: torch.bmm(A3, B3)),
-                "baddbmm": (lambda f: f(C3, A3, B3, beta=0.75), lambda: torch.baddbmm(C3, A3, B3, beta=0.75))}[name]
-        fn = getattr(lib, name)
-        plan = call[0](fn.plan)
-        assert plan.modelled and plan.kernel.startswith("no GEMM"), plan
-        return call[0](fn), call[1]()
-    return run
-
-
-def _scaled_mm(d):
-    A = _values((d["M"], d["K"]), 0).to(torch.float8_e4m3fn)
-    B = _values((d["N"], d["K"]), 1).to(torch.float8_e4m3fn).t()
-    one = torch.tensor(1.0)
-    got = lib.scaled_mm(A, B, one, one, out_dtype="bf16")
-    return got, (A.float() @ B.float()).to(torch.bfloat16)
-
-
-def _emulated(mode, library: bool):
-    def run(d):
-        A, B, C, A3, B3, C3, bias = _torch_operands(d)
-        ops = [lambda: torch.bmm(A3, B3), lambda: torch.baddbmm(C3, A3, B3, beta=0.75),
-               lambda: torch.addbmm(C, A3, B3, beta=0.5)]
-        if d["b"]:  # 2-D ops have no batch to empty
-            ops += [lambda: A @ B, lambda: torch.addmm(C, A, B, beta=0.5),
-                    lambda: torch.nn.functional.linear(A, B.t(), bias)]
-        with mode() as emulation:
-            got = [op() for op in ops]
-        report = emulation.report()
-        assert report.calls >= len(ops) and report.not_modelled == 0  # through the backend, none natively
-        assert all(site.kernel.startswith("no GEMM") for site in report) or not library
-        return got, [op() for op in ops]
-    return run
-
-
-ENTRIES = {
-    "mma": _mma, "mma-torch": _mma_torch, "dot_bits": _dot_bits, "gemm": _gemm,
-    "gemm-promoted-split": lambda d: _gemm(d, promote_every=16, split_k=2),
-    "gemm-epilogue-C": lambda d: _gemm(d, c_role="epilogue"),
-    **{f"lib.{name}": _library(name) for name in ("matmul", "linear", "addmm", "bmm", "baddbmm")},
-    "lib.scaled_mm": _scaled_mm,
-    "emulate-library": _emulated(lambda: tct.emulate("hopper"), True),
-    "emulate-unit": _emulated(lambda: tct.emulate(instruction=BF16), False),
-    "emulate-unit-tensor-scaling": _emulated(lambda: tct.emulate(instruction="hopper.wgmma.m64n8k32.f32.e4m3.e4m3",
-                                                                 scaling="tensor"), False),
-}
-TWO_D = {"gemm", "gemm-promoted-split", "gemm-epilogue-C", "lib.matmul", "lib.linear", "lib.addmm", "lib.scaled_mm"}
-PAIRS = [(entry, case) for entry in ENTRIES for case in CASES if not (case == "batch=0" and entry in TWO_D)]
-
-
-def _bits(x):
-    if isinstance(x, torch.Tensor):
-        if not x.numel():  # (an empty tensor's strides may be 0: no byte view)
-            return b""
-        return x.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes()
-    return np.ascontiguousarray(x).reshape(-1).view(np.uint8).tobytes()
-
-
-@pytest.mark.parametrize("entry, case", PAIRS)
-def test_empty_shapes_give_what_numpy_and_torch_give(entry, case):
-    d = _dims(case)
+@pytest.mark.parametrize("where", ["host", "fake device"])
+@pytest.mark.parametrize("name, call, expected", CASES, ids=[c[0] for c in CASES])
+def test_empty_shapes_give_what_numpy_and_torch_give(name, call, expected, where, monkeypatch):
+    if where == "fake device" and name.startswith("dot_bits"):
+        pytest.skip("dot_bits takes host bit arrays here (its device path is the GPU engine's)")
+    d = (lambda x: x) if where == "host" else _fake_device(monkeypatch)
     with warnings.catch_warnings():
-        warnings.simplefilter("error", lib.NotModelledWarning)  # an empty call is exact: never flagged
-        got, want = ENTRIES[entry](d)
-    for g, w in zip(*((got, want) if isinstance(got, list) else ([got], [want]))):
-        assert type(g) is type(w) and g.dtype == w.dtype and tuple(g.shape) == tuple(w.shape), (g, w)
-        assert _bits(g) == _bits(w), (g, w)
+        warnings.simplefilter("error")  # an empty call is answered exactly: no NotModelledWarning
+        got = call(d)
+    if where == "fake device":
+        assert not isinstance(got, np.ndarray), "the device path returned a host array"
+    got = arrays.to_host(got)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    assert np.array_equal(got.view(np.uint8), expected.view(np.uint8))
 
 
-def test_k0_keeps_c_bits_where_no_instruction_runs():
-    """K = 0 runs no instruction: D is C itself, -0 included (numpy's ``+0 + -0`` would be +0)."""
-    C = np.array([[-0.0, 2.0 ** -140]], np.float32)
-    empty_a, empty_b = np.zeros((1, 0), ml_dtypes.bfloat16), np.zeros((0, 2), ml_dtypes.bfloat16)
-    inst = tc.instruction(BF16)
-    assert _bits(inst.mma(empty_a, empty_b, C)) == _bits(C)
-    assert _bits(tc.gemm(empty_a, empty_b, C, instruction=BF16)) == _bits(C)
-    with pytest.raises(ValueError, match="multiple of"):
-        inst.mma(np.zeros((1, 8), ml_dtypes.bfloat16), np.zeros((8, 2), ml_dtypes.bfloat16))
+def test_empty_plans_say_no_kernel_runs_and_scaled_mm_at_k0_is_flagged():
+    p = lib.linear.plan(z(0, 64), z(8, 64))
+    assert p.modelled and p.family == "none" and "no GEMM kernel" in p.reason
+    q = lib.scaled_mm.plan(z(4, 0, dtype=E4M3), z(0, 16, dtype=E4M3), np.float32(1), np.float32(1))
+    assert not q.modelled
+    with pytest.warns(lib.NotModelledWarning):
+        lib.scaled_mm(z(4, 0, dtype=E4M3), z(0, 16, dtype=E4M3), np.float32(1), np.float32(1))
+
+
+# --- under tcnumerics.torch: each call equals native torch -----------------------------------------
+
+TORCH_CASES = [
+    ("linear rows=0", lambda t, m: m(t.zeros(0, 64, dtype=t.bfloat16))),
+    ("linear batch of 0 sequences", lambda t, m: m(t.zeros(2, 0, 64, dtype=t.bfloat16))),
+    ("mm K=0", lambda t, m: t.ones(4, 0, dtype=t.bfloat16) @ t.ones(0, 8, dtype=t.bfloat16)),
+    ("bmm K=0", lambda t, m: t.bmm(t.ones(2, 4, 0, dtype=t.bfloat16), t.ones(2, 0, 8, dtype=t.bfloat16))),
+    ("bmm batch=0", lambda t, m: t.bmm(t.ones(0, 4, 8, dtype=t.bfloat16), t.ones(0, 8, 8, dtype=t.bfloat16))),
+    ("addmm K=0", lambda t, m: t.addmm(t.full((4, 8), 1.5, dtype=t.bfloat16), t.ones(4, 0, dtype=t.bfloat16),
+                                       t.ones(0, 8, dtype=t.bfloat16), beta=0.5)),
+    ("addbmm batch=0", lambda t, m: t.addbmm(t.full((4, 8), 1.5, dtype=t.bfloat16), t.ones(0, 4, 8, dtype=t.bfloat16),
+                                             t.ones(0, 8, 8, dtype=t.bfloat16), beta=0.5)),
+    # torch rounds beta to BF16 first; library mode does too, unit mode applies its recipe's FP32 epilogue
+    ("addmm K=0, inexact beta", lambda t, m: t.addmm(t.full((4, 8), 1.5, dtype=t.bfloat16), t.ones(4, 0, dtype=t.bfloat16),
+                                                     t.ones(0, 8, dtype=t.bfloat16), beta=0.3)),
+]
+
+
+@pytest.mark.parametrize("mode", ["library", "unit", "unit tensor scaling", "unit row scaling"])
+@pytest.mark.parametrize("name, call", TORCH_CASES, ids=[c[0] for c in TORCH_CASES])
+def test_empty_shapes_under_emulate_equal_native_torch(name, call, mode):
+    torch = pytest.importorskip("torch")
+    import tcnumerics.torch as tct
+
+    if mode.startswith("unit") and "inexact beta" in name:
+        pytest.skip("unit mode's epilogue is the recipe's (beta in FP32: torch/unit.py), not torch's")
+
+    torch.manual_seed(0)
+    m = torch.nn.Linear(64, 32).bfloat16()
+    native = call(torch, m)
+    scaling = {"unit tensor scaling": "tensor", "unit row scaling": "row"}.get(mode)  # no amax of an empty operand
+    ctx = tct.emulate("hopper") if mode == "library" else tct.emulate(
+        instruction="hopper.wgmma.m64n8k32.f32.e4m3.e4m3", scaling=scaling) if scaling else tct.emulate(instruction=INST)
+    with ctx:
+        got = call(torch, m)
+    assert got.shape == native.shape and got.dtype == native.dtype
+    assert torch.equal(got, native)

@@ -11,15 +11,13 @@ Example:
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from .arrays import asarray, namespace, to_host
+from . import arrays
 from .catalog import get_instruction, instruction_names
 from .engines import _on_gpu, get_engine, grid_dot_bits, resolve_engine
 from .formats import Format, IntFormat
-from .interop import torch_io
+from .interop import takes_torch
 from .model import InstructionSpec
 
 __all__ = ["Instruction", "instruction", "instructions", "check_bits"]
@@ -70,7 +68,7 @@ class Instruction:
     def describe(self) -> str:
         return self.spec.describe()
 
-    @torch_io
+    @takes_torch
     def dot_bits(self, a, b, c, *, engine: str | None = None, scale_a=None, scale_b=None) -> np.ndarray:
         """Evaluate dot products on bit patterns.
 
@@ -78,9 +76,7 @@ class Instruction:
         containers), K' a multiple of ``k`` (instructions chain in K order, each d the next c);
         ``c``: [N] accumulator bits.  1-D ``a``/``b`` with a scalar ``c`` is one vector.
         Block-scaled entries take ``scale_a``, ``scale_b`` ([N, K'/block] scale bits; omitted:
-        unit scales).  Returns [N] result bits of the output format.  N = 0 gives no results;
-        K' = 0 runs no instruction, so d is c.  Torch tensors in, torch tensors out (CUDA ones
-        stay on their GPU).
+        unit scales).  Returns [N] result bits of the output format.
         """
         spec = self.spec
         if scale_a is not None or scale_b is not None:
@@ -93,10 +89,12 @@ class Instruction:
             return blockscale.dot_bits(spec.name, a, b, c, scale_a=scale_a, scale_b=scale_b,
                                        engine=engine if engine not in (None, "auto", "fast") else "reference")
         if resolve_engine(engine or self.engine, a, b, c) == "cuda" and _on_gpu(a):
-            if 0 in np.shape(a):  # nothing for the kernel to do
-                return _no_instruction(spec, namespace(a).asarray(c))
             from .engines import cuda  # GPU-resident operands stay there; the result is of their kind
 
+            if np.ndim(a) == 2 and np.shape(a)[0] == 0:  # as on the host below: no dot products
+                return arrays.namespace(a).empty(0, spec.d_format.container_dtype)
+            if np.shape(a)[-1] == 0:  # K = 0: one instruction of zero products, as on the host
+                a, b = (arrays.namespace(x).zeros(np.shape(x)[:-1] + (spec.k,), x.dtype) for x in (a, b))
             return cuda.dot_bits(spec, a, b, c)
         single = np.ndim(a) == 1
         a = check_bits("a", a, spec.a_format)
@@ -112,9 +110,10 @@ class Instruction:
             raise ValueError(f"c: expected shape ({a.shape[0]},) to match a's N, got {c.shape}")
         if a.shape[1] % spec.k:
             raise ValueError(f"a: K={a.shape[1]} is not a multiple of {spec.name}'s K={spec.k}")
-        if a.size == 0:
-            out = _no_instruction(spec, c)
-            return out[0:1].reshape(()) if single else out
+        if a.shape[0] == 0:  # no dot products (numpy's empty result)
+            return np.empty(0, spec.d_format.container_dtype)
+        if a.shape[1] == 0:  # no products: the unit adds one instruction of zeros (+0) to c
+            a, b = (np.zeros((x.shape[0], spec.k), x.dtype) for x in (a, b))
         if a.shape[1] > spec.k and spec.c_format != spec.d_format:
             raise ValueError(f"a: K={a.shape[1]} chains instructions, but {spec.name} takes C as "
                              f"{spec.c_format.name} and writes D as {spec.d_format.name}")
@@ -128,27 +127,19 @@ class Instruction:
                 out[r0:r0 + rows] = eng.dot_bits(spec, a[r0:r0 + rows], b[r0:r0 + rows], c[r0:r0 + rows])
         return out[0:1].reshape(()) if single else out
 
-    @torch_io
+    @takes_torch
     def mma(self, A, B, C=None, *, engine: str | None = None) -> np.ndarray:
         """Value-level ``A @ B + C`` through this instruction, batched over leading axes.
 
         ``A``: [..., M, K], ``B``: [..., K, N], ``C``: [..., M, N] or None (zero).  Arrays of
         the operand format's dtype are used bit for bit (float32 containers for TF32); other
         float arrays are first rounded to the operand format (RNE).  K must be a multiple of
-        ``k``; K = 0 runs no instruction, so D is C (zeros without C), and an empty M, N or
-        batch gives an empty result.  Returns d values as the output format's numpy/ml_dtypes
-        type; device arrays (CuPy, ``DeviceValues``) stay on the GPU with the GPU engine, and
-        torch tensors come back as torch tensors on their device.
+        ``k``.  Returns d values as the output format's numpy/ml_dtypes type.
         """
         spec = self.spec
+        A, B = arrays.asarray(A), arrays.asarray(B)
+        xp = arrays.namespace(A, B, C)  # GPU-resident operands stay there (the engine resolves to "cuda")
         engine = resolve_engine(engine or self.engine, A, B, C)
-        xp = namespace(A, B, C)
-        if xp is not np and (engine != "cuda" or isinstance(spec.d_format, IntFormat)):
-            # a CPU engine asked for (or integer formats, host-only) on device data: host copies, result moved back
-            host = self.mma(to_host(A), to_host(B), to_host(C), engine=engine)
-            return xp.asarray(host) if host.dtype.kind in "iuf" else spec.d_format.to_array(
-                xp.asarray(spec.d_format.bits_of(host)))
-        A, B = asarray(A), asarray(B)
         if A.ndim < 2 or B.ndim < 2:
             raise ValueError(f"A, B: need at least 2-D arrays, got shapes {A.shape} and {B.shape}")
         if A.shape[-1] != B.shape[-2]:
@@ -162,34 +153,31 @@ class Instruction:
         except ValueError:
             raise ValueError(f"A, B: batch dimensions do not broadcast: A is {A.shape}, B is {B.shape}") from None
         M, K, N = A.shape[-2], A.shape[-1], B.shape[-1]
+        if K == 0:  # no products: the unit adds one instruction of zeros (+0) to C
+            K = spec.k
+            a_bits = xp.zeros(a_bits.shape[:-1] + (K,), a_bits.dtype)
+            b_bits = xp.zeros(b_bits.shape[:-2] + (K, N), b_bits.dtype)
+        a_bits = xp.broadcast_to(a_bits, batch + (M, K))
+        b_bits = xp.broadcast_to(b_bits, batch + (K, N))
         if C is None:
             c_bits = xp.zeros(batch + (M, N), spec.c_format.container_dtype)
         else:
-            C = asarray(C)
+            C = arrays.asarray(C)
             c_bits = _operand_bits("C", C, spec.c_format)
             try:
                 c_bits = xp.broadcast_to(c_bits, batch + (M, N))
             except ValueError:
                 raise ValueError(f"C: shape {C.shape} does not match the result shape {batch + (M, N)}") from None
-        if 0 in batch + (M, K, N):  # no instruction runs
-            return spec.d_format.to_array(_no_instruction(spec, c_bits))
-        n = math.prod(batch)
-        rows_a = xp.broadcast_to(a_bits, batch + (M, K)).reshape(n, M, K)
-        cols_b = xp.swapaxes(xp.broadcast_to(b_bits, batch + (K, N)).reshape(n, K, N), 1, 2)
-        c_flat = c_bits.reshape(n, M, N)
+        if 0 in batch + (M, N):  # nothing to compute (numpy's empty result)
+            return spec.d_format.to_array(xp.zeros(batch + (M, N), spec.d_format.container_dtype))
+        rows_a = a_bits.reshape(-1, M, K)
+        cols_b = xp.swapaxes(b_bits.reshape(-1, K, N), 1, 2)
+        c_flat = c_bits.reshape(-1, M, N)
         out = xp.empty(c_flat.shape, dtype=spec.d_format.container_dtype)
-        for i in range(n):
-            out[i] = _grid(self, rows_a[i], cols_b[i], c_flat[i], engine)
+        for i in range(rows_a.shape[0]):
+            out[i] = _grid(self, xp.ascontiguousarray(rows_a[i]), xp.ascontiguousarray(cols_b[i]),
+                           xp.ascontiguousarray(c_flat[i]), engine)
         return spec.d_format.to_array(out.reshape(batch + (M, N)))
-
-
-def _no_instruction(spec: InstructionSpec, c_bits):
-    """The result when no instruction runs (K = 0, or nothing to compute): D is C's bits, as a chain of zero
-    instructions leaves its accumulator; an error where C and D are of different formats and C holds values."""
-    if spec.c_format != spec.d_format and c_bits.size:
-        raise ValueError(f"A: K=0 runs no instruction, so D would be C, but {spec.name} takes C as "
-                         f"{spec.c_format.name} and writes D as {spec.d_format.name}")
-    return c_bits.astype(spec.d_format.container_dtype)
 
 
 def _operand_bits(name: str, x: np.ndarray, fmt: Format) -> np.ndarray:

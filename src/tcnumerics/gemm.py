@@ -40,7 +40,7 @@ from .arrays import DeviceValues, float64, namespace, to_host
 from .catalog import get_instruction
 from .engines import get_engine, grid_dot_bits, resolve_engine
 from .formats import Format, IntFormat, Rounding, get_format
-from .interop import torch_io
+from .interop import takes_torch
 from .model import InstructionSpec
 
 __all__ = ["gemm", "convert_output", "split_bounds", "promotion_blocks"]
@@ -49,7 +49,7 @@ _FP32 = get_format("fp32")
 _WORKING_SET = 1 << 22  # elements per operand block of the reference fallback
 
 
-@torch_io
+@takes_torch  # torch tensors in, torch out (CUDA tensors stay on the GPU: DLPack)
 def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", out_format: str | None = None,
          out_rounding: Rounding | str = Rounding.RNE, promote_every: int | None = None,
          split_k: "int | Sequence[int] | None" = None, scale_a=None, scale_b=None, scale_block: int = 128,
@@ -122,11 +122,16 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
     if c_role not in ("accumulator", "epilogue", "output"):
         raise ValueError(f"c_role: expected 'accumulator', 'epilogue' or 'output', got {c_role!r}")
     out_rounding = Rounding.parse(out_rounding)
-    if 0 in (M, N, K):  # no instruction runs: empty, or the epilogue of zero products
-        return _no_products(spec, C, M, N, K, scale_a, scale_b, scale_block, c_role, out_format, out_rounding, xp)
     a_bits = _operand_bits("A", A, spec.a_format)
     b_bits = _operand_bits("B", B, spec.b_format)
     k = spec.k
+    if M == 0 or N == 0:  # nothing to compute (numpy and torch return an empty result)
+        _check_c_shape(C, M, N)
+        d_bits = xp.zeros((M, N), spec.d_format.container_dtype)
+        return convert_output(spec.d_format.to_array(d_bits), spec.d_format, out_format, out_rounding)
+    if K == 0:  # no products: the unit sums one instruction of zeros (+0), so C passes through its epilogue
+        a_bits, b_bits = xp.zeros((M, k), a_bits.dtype), xp.zeros((k, N), b_bits.dtype)
+        K, split_k, promote_every, scale_a, scale_b = k, None, None, None, None
     if k_residue not in ("last", "first"):
         raise ValueError(f"k_residue: expected 'last' or 'first', got {k_residue!r}")
     tile = k if k_tile is None else k_tile
@@ -170,8 +175,7 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
     c_values = None  # C as exact float64 values (main accumulator start or epilogue addend)
     if C is not None:
         C = _as_array(C, xp)
-        if C.shape != (M, N):
-            raise ValueError(f"C: expected shape {(M, N)}, got {C.shape}")
+        _check_c_shape(C, M, N)
         if c_role == "accumulator" and not multi:
             c_acc = _operand_bits("C", C, spec.c_format)
         else:
@@ -293,46 +297,12 @@ def convert_output(d: np.ndarray, d_format: Format, out_format: str | None, roun
     return out.to_array(out.from_float(values, rounding))
 
 
-def _no_products(spec: InstructionSpec, C, M: int, N: int, K: int, scale_a, scale_b, scale_block: int,
-                 c_role: str, out_format: str | None, rounding: Rounding, xp):
-    """``gemm`` where no instruction runs (M, N or K = 0): an empty [M, N] result, or for K = 0 the epilogue of
-    zero products -- the accumulator is C (``c_role="accumulator"``, in the accumulator format) or +0, then the
-    scales and C's epilogue roles as for any K.
-
-    >>> import numpy as np
-    >>> _no_products(get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16"), np.full((1, 2), -0.0), 1, 2, 0,
-    ...              None, None, 128, "accumulator", "bf16", Rounding.RNE, np).tolist()
-    [[-0.0, -0.0]]
-    """
-    if C is not None:
-        C = _as_array(C, xp)
-        if C.shape != (M, N):
-            raise ValueError(f"C: expected shape {(M, N)}, got {C.shape}")
-    d = spec.d_format
-    if isinstance(d, IntFormat):  # integer units: D is C's (or zero) integers, converted if asked
-        acc = _operand_bits("C", C, spec.c_format) if C is not None and c_role == "accumulator" else \
-            xp.zeros((M, N), spec.c_format.container_dtype)
-        return convert_output(d.to_array(acc.astype(d.container_dtype)), d, out_format, rounding)
-    if C is not None and c_role == "accumulator":
-        total = spec.c_format.to_float(_operand_bits("C", C, spec.c_format))
-    else:
-        total = xp.zeros((M, N))
-    _, _, tensor_scale = _parse_scales(scale_a, scale_b, M, N, K, scale_block, xp) if K else (None, None, None)
-    if tensor_scale is not None:
-        total = _apply_scales(total, *tensor_scale)
-    fp32_result = tensor_scale is not None or (C is not None and c_role != "accumulator")
-    out = (_FP32 if fp32_result else d) if out_format is None else get_format(out_format)  # as for any K
-    if isinstance(out, IntFormat):
-        raise ValueError(f"out_format: cannot convert floating-point results to integer format {out.name}")
-    if C is not None and c_role == "epilogue":
-        total = _fp32_add(total, _FP32.round(_float_values("C", C)))
-    if C is not None and c_role == "output":
-        with _quiet(xp):
-            total = out.round(total, rounding) + _FP32.round(_float_values("C", C))
-    return out.to_array(out.from_float(total, rounding))
-
-
 # --- helpers -----------------------------------------------------------------------------------
+
+def _check_c_shape(C, M: int, N: int) -> None:
+    if C is not None and tuple(np.shape(C)) != (M, N):
+        raise ValueError(f"C: expected shape {(M, N)}, got {tuple(np.shape(C))}")
+
 
 def _resolve(instruction) -> InstructionSpec:
     if isinstance(instruction, Instruction):

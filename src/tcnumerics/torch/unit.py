@@ -140,7 +140,7 @@ class UnitRecipe:
         a, b = arrays.float64(A), arrays.float64(B)
         if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
             raise ValueError(f"A, B: expected [M, K] and [K, N], got {a.shape} and {b.shape}")
-        if 0 in a.shape + b.shape:  # no products: an empty result, or for K = 0 the sum of none, +0
+        if 0 in a.shape + b.shape:  # no products: an empty result, or for K = 0 the sum of none, +0 (no amax to scale)
             return arrays.namespace(a).zeros((a.shape[0], b.shape[1]))
         rng = np.random.default_rng([self.seed, call_index]) if self.rounding == "stochastic" else None
         if self.scaling in ("mx", "nvfp4"):  # block-scaled units run on the host (tcnumerics.blockscale)
@@ -168,7 +168,7 @@ class UnitRecipe:
         a, b = arrays.float64(A), arrays.float64(B)
         if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
             raise ValueError(f"A, B: expected [batch, M, K] and [batch, K, N], got {a.shape} and {b.shape}")
-        if 0 in a.shape + b.shape:  # as in matmul: no products
+        if 0 in a.shape + b.shape:  # an empty batch, M, N or K: nothing to quantise (no amax) or multiply
             return arrays.namespace(a).zeros((a.shape[0], a.shape[1], b.shape[2]))
         if self.rounding == "stochastic" or self.scaling in ("mx", "nvfp4") or a.shape[0] == 1:
             # one random stream per item (seeded by its call index); block scaling runs on the host per item
