@@ -91,12 +91,15 @@ def _exact(fmt: FloatFormat, value: float):
     return bits[0] if float(fmt.to_float(bits)[0]) == value else None
 
 
-def _power_pair(spec: InstructionSpec, exponent: int):
-    """Operand bits (a, b) whose product is exactly 2**exponent, or None."""
+def _power_pair(spec: InstructionSpec, exponent: int, below: int):
+    """Operand bits (a, b) whose product is exactly 2**exponent and aligns below exponent ``below``."""
     fa, fb = spec.a_format, spec.b_format
     for ea in range(fa.emin - fa.man_bits, fa.emax + 1):
         a, b = _exact(fa, 2.0 ** ea), _exact(fb, 2.0 ** (exponent - ea))
-        if a is not None and b is not None:
+        if a is None or b is None:
+            continue
+        align = int(fa.decode(np.array([a])).exponent[0]) + int(fb.decode(np.array([b])).exponent[0])
+        if align < below:
             return a, b
     return None
 
@@ -122,14 +125,19 @@ def edge_vectors(spec: "str | InstructionSpec"):
     if m.zero_exponent is not None and m.frac_bits is not None:
         for top in (m.zero_exponent - 3, m.zero_exponent - 1):
             for s in (-1, 0, 1):
-                big, small = _power_pair(spec, top), _power_pair(spec, m.zero_exponent - m.frac_bits + s)
+                below = m.zero_exponent - 1
+                big, small = (_power_pair(spec, top, below),
+                              _power_pair(spec, m.zero_exponent - m.frac_bits + s, below))
                 if big is None or small is None:
                     continue
-                a, b = zero_a.copy(), zero_b.copy()
-                a[0], b[0] = big
-                a[1], b[1] = small
-                b[1] |= fb.container_dtype(((1 << (fb.width - 1)) << fb.pad_bits) if fb.signed else 0)
-                rows.append((a, b, fc.container_dtype(0)))
+                for half in (None, _power_pair(spec, top - 1, below)):  # a tie for nearest rounding
+                    a, b = zero_a.copy(), zero_b.copy()
+                    a[0], b[0] = big
+                    a[1], b[1] = small
+                    b[1] |= fb.container_dtype(((1 << (fb.width - 1)) << fb.pad_bits) if fb.signed else 0)
+                    if half is not None:
+                        a[2], b[2] = half
+                    rows.append((a, b, fc.container_dtype(0)))
     big = [_exact(f, f.max_finite) for f in (fa, fb, fc)]
     for sign in (0, 1):
         a = np.full(K, big[0], fa.container_dtype)
