@@ -130,13 +130,19 @@ def edge_vectors(spec: "str | InstructionSpec"):
                               _power_pair(spec, m.zero_exponent - m.frac_bits + s, below))
                 if big is None or small is None:
                     continue
-                for half in (None, _power_pair(spec, top - 1, below)):  # a tie for nearest rounding
+                out = m.output_format
+                ulp = max(top, out.emin) - out.man_bits  # the output's ulp at 2**top
+                odd_tie = [_power_pair(spec, ulp, below), _power_pair(spec, ulp - 1, below)]
+                half = [_power_pair(spec, top - 1, below)]
+                for extra in ([], half, odd_tie):  # ties (an odd ulp plus half an ulp) nearest rounding breaks
+                    if any(e is None for e in extra) or 2 + len(extra) > K:
+                        continue
                     a, b = zero_a.copy(), zero_b.copy()
                     a[0], b[0] = big
                     a[1], b[1] = small
                     b[1] |= fb.container_dtype(((1 << (fb.width - 1)) << fb.pad_bits) if fb.signed else 0)
-                    if half is not None:
-                        a[2], b[2] = half
+                    for j, (ea, eb) in enumerate(extra):
+                        a[2 + j], b[2 + j] = ea, eb
                     rows.append((a, b, fc.container_dtype(0)))
     big = [_exact(f, f.max_finite) for f in (fa, fb, fc)]
     for sign in (0, 1):
