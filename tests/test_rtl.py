@@ -11,8 +11,8 @@ from tcnumerics.vectors.rtlbench import BUGS, PARAMETER_SETS, available, mutated
 
 pytestmark = pytest.mark.skipif(bool(available()), reason=available() or "rtl available")
 
-# caught by the family vectors but by no mutant of the model: the adequate set misses it (see docs/hardware.md)
-ADEQUATE_MISSES = {"emax_ignores_c"}
+# bugs the adequate set is known to miss (none since it keeps one vector of every family)
+ADEQUATE_MISSES: set = set()
 
 
 @pytest.fixture(scope="module")

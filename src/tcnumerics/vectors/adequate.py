@@ -188,6 +188,12 @@ def adequate_set(spec_or_name: "str | InstructionSpec", seed: int = 0, per_famil
     a, b, c, fam = _candidates(spec, per_family, rng)
     d, kills = kill_matrix(spec, live, a, b, c)
     chosen = _greedy(kills)
+    # top up: one vector of every family not yet represented (the one killing most), so that each
+    # feature a family aims at is exercised even where no mutant models a bug there
+    for f in dict.fromkeys(fam.tolist()):
+        if f not in set(fam[chosen].tolist()):
+            rows = np.nonzero(fam == f)[0]
+            chosen.append(int(rows[np.argmax(kills[rows].sum(axis=1))]))
     survivors = [m.name for j, m in enumerate(live) if not kills[:, j].any()]
     return AdequateSet(spec.name, a[chosen], b[chosen], c[chosen], d[chosen], fam[chosen],
                        [tuple(m.name for j, m in enumerate(live) if kills[i, j]) for i in chosen],
