@@ -18,8 +18,8 @@ def test_every_mutant_differs_from_the_unit_somewhere_or_is_proven_equivalent():
     s = adequate_set(HOPPER, seed=0, per_family=64)
     assert s.score == 1.0 and not s.survivors
     assert set(s.equivalent) == {"group_size*2", "k_order_reversed"}
-    for vec_kills in s.kills:
-        assert vec_kills  # every chosen vector kills something
+    assert set().union(*map(set, s.kills)) == set(s.mutants)  # the chosen vectors kill them all
+    assert set(s.family) >= {"normal", "cancel", "cdom", "special"}  # and every family is represented
 
 
 def test_a_killed_mutant_really_differs_on_its_vector():
