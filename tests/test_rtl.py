@@ -44,3 +44,26 @@ def test_each_injected_bug_fails_naming_vector_and_family(bug, adequate_hex, tmp
     assert first is not None, f"{bug} escaped the adequate set"
     log = (tmp_path / "sim0.log").read_text()
     assert f"vector {first['index']} (family {first['family']}) fails" in log
+
+
+def test_readmemh_harness_passes_correct_rtl_and_names_the_failing_vector(tmp_path):
+    import shutil
+    import subprocess
+
+    from tcnumerics.cli import main
+    from tcnumerics.vectors.rtlbench import RTL_DIR
+
+    name, params = PARAMETER_SETS["hopper_bf16"]
+    npz = str(tmp_path / "ad.npz")
+    assert main(["vectors", "generate", "--adequate", "--instruction", name, "--count", "32", "-o", npz]) == 0
+    out = tmp_path / "h"
+    assert main(["vectors", "harness", npz, "-o", str(out)]) == 0
+    assert main(["vectors", "harness", npz, "-o", str(out)]) == 2  # nothing overwritten
+    plist = "#(" + ",".join(f".{k}({v})" for k, v in params.items()) + ")"
+    shutil.copyfile(RTL_DIR / "fedp.sv", out / "good.sv")
+    (out / "bad.sv").write_text(mutated_source("c_aligned_one_bit_high"))
+    for sv, verdict in (("good.sv", "PASS"), ("bad.sv", "FAIL vector 0 (family ")):
+        subprocess.run(["iverilog", "-g2012", f"-DDUT_PARAMS={plist}", "-o", "tb", "tb_golden.sv", sv],
+                       cwd=out, check=True, capture_output=True)
+        run = subprocess.run(["vvp", "tb"], cwd=out, capture_output=True, text=True)
+        assert verdict in run.stdout

@@ -66,6 +66,12 @@ def register(subparsers) -> None:
     e.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
     e.set_defaults(func=_cmd_export)
 
+    h = sub.add_parser("harness", help="write $readmemh files and SystemVerilog / cocotb testbenches for your RTL")
+    h.add_argument("file", metavar="FILE", help="a dense .npz vector file (e.g. from generate --adequate)")
+    h.add_argument("-o", "--output", required=True, help="the directory to write into")
+    h.add_argument("--overwrite", action="store_true", help="replace files already in OUTPUT")
+    h.set_defaults(func=_cmd_harness)
+
     i = sub.add_parser("import", help="read the hex form back into an .npz file")
     i.add_argument("file", metavar="FILE", help="a hex vector file")
     i.add_argument("-o", "--output", required=True, help="the .npz file to write")
@@ -314,6 +320,19 @@ def _cmd_export(args) -> int:
     vs = load(args.hex)
     write_hex(args.output, vs, overwrite=args.overwrite, protect=[args.hex])
     print(f"{args.output}: {vs.n} vectors of {vs.instruction} in hex")
+    return 0
+
+
+def _cmd_harness(args) -> int:
+    from .harness import write_harness
+    from .io import load
+
+    vs = load(args.file)
+    try:
+        names = write_harness(vs, args.output, overwrite=args.overwrite)
+    except FileExistsError as exc:
+        raise ValueError(str(exc)) from None
+    print(f"{args.output}: {vs.n} vectors of {vs.instruction}: {', '.join(names)}")
     return 0
 
 
