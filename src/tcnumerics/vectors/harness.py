@@ -48,11 +48,11 @@ module tb_golden;
             default: return "-";
         endcase
     endfunction
-    logic [K*WA-1:0] a_mem [N];
-    logic [K*WB-1:0] b_mem [N];
-    logic [WC-1:0]   c_mem [N];
-    logic [WD-1:0]   d_mem [N];
-    logic [7:0]      f_mem [N];
+    logic [K*WA-1:0] a_mem [0:N-1];
+    logic [K*WB-1:0] b_mem [0:N-1];
+    logic [WC-1:0]   c_mem [0:N-1];
+    logic [WD-1:0]   d_mem [0:N-1];
+    logic [7:0]      f_mem [0:N-1];
     logic [K*WA-1:0] a;
     logic [K*WB-1:0] b;
     logic [WC-1:0]   c;
