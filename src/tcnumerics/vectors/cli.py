@@ -32,7 +32,7 @@ def register(subparsers) -> None:
     g.add_argument("--instruction", required=True, help="catalog name (tcnumerics instructions lists them)")
     g.add_argument("--families", default="all",
                    help="comma-separated families, or 'all' (those that apply to the instruction)")
-    g.add_argument("--count", type=int, default=None, help="vectors per family (required unless --adequate)")
+    g.add_argument("--count", type=int, default=None, help="vectors per family (required unless --adequate; with it: candidates per family, default 256)")
     g.add_argument("--adequate", action="store_true",
                    help="write a mutation-adequate set: greedy cover over family candidates killing every "
                         "killable one-step mutant of the unit (tcnumerics.vectors.adequate)")
@@ -231,6 +231,11 @@ def _cmd_generate(args) -> int:
 def _generate_adequate(args, spec) -> int:
     from .adequate import adequate_set
     from .io import save, _refuse
+
+    for flag, value, default in (("--families", args.families.strip().lower(), "all"), ("--k", args.k, None),
+                                 ("--shards", args.shards, None)):
+        if value != default:
+            raise ValueError(f"{flag}: not with --adequate (candidates come from every family, at the instruction's K)")
 
     out = os.fspath(args.output)
     if not out.endswith(".npz"):
