@@ -904,14 +904,12 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
             // exact (both on the grid, |P + N| < 2**(FMA_P - 1 + G)), so (P + N) * 2**-G is the exact sum.
             // Clamping G is harmless: below FMA_LO no product is nonzero (E >= ea + eb of every nonzero
             // product), and from FMA_HI every product truncates to 0 on G's grid and on any coarser one.
-            int SG[TM][TN];
             FT accP[TM][TN], accN[TM][TN];
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
                 for (int j = 0; j < TN; ++j) {
                     const int g = min(max(E[i][j] + RS_AB, FMA_LO), FMA_HI);
-                    SG[i][j] = g;
                     accP[i][j] = TC_POW2(FT, FMA_P - 1 + g);
                     accN[i][j] = -accP[i][j];
                 }
@@ -950,7 +948,8 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                 for (int j = 0; j < TN; ++j) {
                     const int at = (i * TN + j) * NT + tid;
                     ES[at] = E[i][j];
-                    SUM[at] = (int)((accP[i][j] + accN[i][j]) * TC_POW2(FT, -SG[i][j]));
+                    const int g = min(max(E[i][j] + RS_AB, FMA_LO), FMA_HI);
+                    SUM[at] = (int)((accP[i][j] + accN[i][j]) * TC_POW2(FT, -g));
                     if (SPLIT_SUM) SUM_HALF[at] = 0;
                 }
 #else
