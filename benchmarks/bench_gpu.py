@@ -467,7 +467,7 @@ def _mmaemu_rate(spec, a, b, ours):
     return a.shape[0] * b.shape[0] * a.shape[1] / min(times), bool(np.array_equal(theirs, ours))
 
 
-def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int) -> list[dict]:
+def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, tiles: list[str] = ()) -> list[dict]:
     """Per unit and shape: the tiled kernel with its directed-rounding FMA pass against its integer pass (bits of
     every output compared), a block of rows against the CPU fast engine, the tensor core's rate and mmaemu's."""
     import cupy
@@ -488,12 +488,26 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int) -> 
             dc = cupy.zeros((M, N), spec.c_format.container_dtype)
             row = dict(label=label, entry=spec.name, shape=[M, N, K], fma_width=fa and fa.width)
             out = {}
-            for align in ("auto", "int"):
-                os.environ["TCNUMERICS_CUDA_ALIGN"] = align
-                t = best(lambda: cuda.gemm_bits(spec, da, db, dc))
-                out[align] = cuda.gemm_bits(spec, da, db, dc).get()
-                row[f"{align}_macs_per_s"] = M * N * K / t
+            for tile in tiles or [""]:
+                os.environ["TCNUMERICS_CUDA_TILE"] = tile
+                for align in ("auto", "int"):
+                    os.environ["TCNUMERICS_CUDA_ALIGN"] = align
+                    t = best(lambda: cuda.gemm_bits(spec, da, db, dc))
+                    got = cuda.gemm_bits(spec, da, db, dc).get()
+                    key = f"{align}_macs_per_s" + (f"@{tile}" if tile else "")
+                    row[key] = M * N * K / t
+                    if align not in out:
+                        out[align] = got
+                    elif not np.array_equal(got, out[align]):
+                        row[f"DIFFERENT_BITS@{tile}"] = align
+                if tile:
+                    print(f"    tile {tile}: FMA {row['auto_macs_per_s@' + tile]:9.3e}  int "
+                          f"{row['int_macs_per_s@' + tile]:9.3e} MAC/s", flush=True)
             os.environ["TCNUMERICS_CUDA_ALIGN"] = "auto"
+            os.environ.pop("TCNUMERICS_CUDA_TILE", None)
+            if tiles:
+                row["auto_macs_per_s"] = max(v for k, v in row.items() if k.startswith("auto_macs_per_s@"))
+                row["int_macs_per_s"] = max(v for k, v in row.items() if k.startswith("int_macs_per_s@"))
             row["fma_equals_int_all_outputs"] = bool(np.array_equal(out["auto"], out["int"]))
             r = min(check_rows, M)
             row["rows_equal_cpu_fast"] = bool(np.array_equal(out["auto"][:r], fast.gemm_bits(
@@ -577,6 +591,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--align-shapes", default="2048x5760x1920,4096x4096x4096,8192x8192x8192",
                    help="align: MxNxK shapes (the FMA pass against the integer pass, the tensor core, mmaemu)")
     p.add_argument("--align-units", default="", help="align: comma list of entries or labels' first words")
+    p.add_argument("--align-tiles", default="", help="align: ';'-separated tx,ty,tm,tn tiles to time (best kept)")
     p.add_argument("--random-units", type=int, default=6, help="align: random custom units checked on the GPU")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
@@ -595,7 +610,8 @@ def main(argv: list[str] | None = None) -> int:
     if want("torch"):
         result["torch"] = bench_torch(args.size)
     if want("gemm"):
-        result["gemm"] = bench_gemms(args.size, rng, args.check_rows)
+        result["gemm"] = bench_gemms(args.size, rng, args.check_rows,
+                                      list(filter(None, args.align_tiles.split(";"))))
     if want("subgroup"):
         result["subgroup"] = check_subgroup(rng)
     if want("mx"):
@@ -610,7 +626,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.random_units:
             result["random_units"] = check_random_units(args.random_units, rng)
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.align_shapes.split(",")]
-        result["align"] = bench_align(shapes, list(filter(None, args.align_units.split(","))), rng, args.check_rows)
+        result["align"] = bench_align(shapes, list(filter(None, args.align_units.split(","))), rng, args.check_rows,
+                                      list(filter(None, args.align_tiles.split(";"))))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

@@ -58,6 +58,8 @@ __device__ __forceinline__ unsigned tc_shr_dev(unsigned x, unsigned d) {
 // 2**e as a normal float / double built from its bits (callers keep e in the normal range)
 __device__ __forceinline__ float tc_pow2f(int e) { return __int_as_float((e + 127) << 23); }
 __device__ __forceinline__ double tc_pow2d(int e) { return __longlong_as_double((long long)(e + 1023) << 52); }
+#define TC_F2U(x) __float_as_uint(x)
+#define TC_U2F(x) __uint_as_float(x)
 #endif
 #ifndef FMA_ALIGN
 #define FMA_ALIGN 0
@@ -776,7 +778,15 @@ template <class T> TC_FN void tc_load_stage(const T* __restrict__ X, long long l
             if (e > ZERO_EXP) e += scale_shift;
 #endif
             int at = (gg * GL + i) * R + r;
+#if FMA_ALIGN == 1
+            {  // the FP32 FMA pass reads the signed value x = +-(|sig| << lshift) * 2**e (exact: _cuda_build)
+                const unsigned mag = (unsigned)(sig < 0 ? -sig : sig) << lshift;
+                const float x = mag ? (float)mag * tc_pow2f(e) : 0.0f;
+                MAG[at] = TC_F2U(sig < 0 ? -x : x);
+            }
+#else
             MAG[at] = (unsigned)(sig < 0 ? -sig : sig) << lshift;
+#endif
             EXP[at] = e;
             SGN[at] = sig < 0 ? -1 : 0;
             mask |= (sig < 0 ? 1u : 0u) << i;
@@ -916,6 +926,18 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
 #pragma unroll 4
             for (int kk = 0; kk < GL; ++kk) {
                 FT ap[TM], an[TM], bp[TN], bn[TN];
+#if FMA_ALIGN == 1  // the stage holds the signed FP32 values
+#pragma unroll
+                for (int i = 0; i < TM; ++i) {
+                    const float x = TC_U2F(AM[(kb + kk) * BM + tc_row(ty, i)]);
+                    ap[i] = fmaxf(x, 0.0f); an[i] = fminf(x, 0.0f);
+                }
+#pragma unroll
+                for (int j = 0; j < TN; ++j) {
+                    const float x = TC_U2F(BMG[(kb + kk) * BN + tc_col(tx, j)]);
+                    bp[j] = fmaxf(x, 0.0f); bn[j] = fminf(x, 0.0f);
+                }
+#else
 #pragma unroll
                 for (int i = 0; i < TM; ++i) {
                     const int at = (kb + kk) * BM + tc_row(ty, i);
@@ -932,6 +954,7 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                     const bool ng = BS[at] != 0;
                     bp[j] = ng ? (FT)0 : x; bn[j] = ng ? -x : (FT)0;
                 }
+#endif
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -1020,7 +1043,11 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                     int nan = ckind == 3, pos = ckind == 1, neg = ckind == 2;
                     for (int kk = 0; kk < GL; ++kk) {
                         int ata = (kb + kk) * BM + r, atb = (kb + kk) * BN + q;
+#if FMA_ALIGN == 1  // only zero / nonzero and the sign matter here
+                        int sa = AM[ata] != 0u, sb = BMG[atb] != 0u;
+#else
                         int sa = (int)(AM[ata] >> LS_AB), sb = (int)BMG[atb];
+#endif
                         tc_special_one(AS[ata] ? -sa : sa, AE[ata], BS[atb] ? -sb : sb, BE[atb], nan, pos, neg);
                     }
                     res = tc_special_result(nan, pos, neg);
@@ -1116,6 +1143,9 @@ template <class T> static inline T tc_fma_rz_host(T a, T b, T c) {
 #define TC_FMA_RZ(a, b, c) tc_fma_rz_host((a), (b), (c))
 static inline float tc_pow2f(int e) { return std::ldexp(1.0f, e); }
 static inline double tc_pow2d(int e) { return std::ldexp(1.0, e); }
+#include <bit>
+#define TC_F2U(x) std::bit_cast<unsigned>((float)(x))
+#define TC_U2F(x) std::bit_cast<float>((unsigned)(x))
 """
 
 # extern "C" entry points of the host build: run a kernel's grid with CUDA's semantics

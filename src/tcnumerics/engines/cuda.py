@@ -485,15 +485,29 @@ def _align() -> str:
     return value
 
 
+def _device_tile():
+    """The tiled kernel's shape: ``build.DEVICE_TILE``, or ``TCNUMERICS_CUDA_TILE="tx,ty,tm,tn"`` (tm, tn even; for
+    timing other shapes -- every shape gives the same bits)."""
+    value = os.environ.get("TCNUMERICS_CUDA_TILE")
+    if not value:
+        return build.DEVICE_TILE
+    try:
+        tx, ty, tm, tn = (int(v) for v in value.split(","))
+    except ValueError:
+        raise ValueError(f"TCNUMERICS_CUDA_TILE must be 'tx,ty,tm,tn', not {value!r}") from None
+    if tm % 2 or tn % 2 or min(tx, ty, tm, tn) < 1 or tm * tn > 64:
+        raise ValueError(f"TCNUMERICS_CUDA_TILE {value!r}: tm and tn must be even, tm * tn at most 64")
+    return build.Tile(tx=tx, ty=ty, tm=tm, tn=tn)
+
+
 def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote: bool = False):
     """(compiled kernel, dynamic shared memory bytes -- 0 for the per-output kernel --, tile), once per unit and GPU:
     a model's thousands of chain launches skip the header generation and module lookup.  ``promote``: the tiled
     kernel's build with promotion inside (its own shared memory for the main accumulator; the per-output kernel
     promotes in every build)."""
-    align = _align()
-    key = (id(plan), device, tiled, promote, align)
+    align, tile = _align(), _device_tile()
+    key = (id(plan), device, tiled, promote, align, tile)
     if key not in _KERNELS:
-        tile = build.DEVICE_TILE
         stage_k = _stage_k(plan, tile, promote) if tiled and build.tiled_reason(plan) is None else 0
         if stage_k:
             header = build.config_header(spec, plan, tile, stage_k, promote, align)
