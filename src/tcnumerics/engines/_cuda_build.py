@@ -63,7 +63,7 @@ class Tile:
         return self.tx * self.ty
 
 
-DEVICE_TILE = Tile(tx=16, ty=16, tm=8, tn=4)
+DEVICE_TILE = Tile(tx=16, ty=16, tm=4, tn=4)  # H100: +13% (FP8) / +20% (BF16) over 16x16x8x4 at 8192^3
 HOST_TILE = Tile(tx=4, ty=2, tm=2, tn=4)  # small blocks: several per test matrix, edges exercised
 
 _CTYPES = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int"}
@@ -229,10 +229,17 @@ def _fmt_struct(name: str, params: np.ndarray) -> str:
             f"static constexpr long long max_code = {p[9]}LL, emin = {p[10]}LL; }};")
 
 
+ALIGNS = ("auto", "fma", "int")
+
+
 def _align_choice(plan: Plan, spec: InstructionSpec, align: str) -> FmaAlign | None:
-    if align not in ("auto", "int"):
-        raise ValueError(f"align must be 'auto' or 'int', not {align!r}")
-    return fma_align(plan, spec) if align == "auto" else None
+    """The truncating pass a build uses: "fma" the FMA pass wherever ``fma_align`` allows (FP32 or FP64), "int"
+    the integer pass, "auto" the faster on an H100 -- the FP32 FMA pass (FP8 units: 1.64e12 against 1.61e12 MAC/s
+    at 8192^3), the integer pass where only the FP64 FMA fits (BF16: 1.30e12 against 0.92e12; benchmarks/RESULTS.md)."""
+    if align not in ALIGNS:
+        raise ValueError(f"align must be one of {ALIGNS}, not {align!r}")
+    fa = fma_align(plan, spec) if align != "int" else None
+    return None if fa is None or (align == "auto" and fa.width != 1) else fa
 
 
 def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 32, promote: bool = False,

@@ -477,11 +477,12 @@ _KERNELS: dict = {}
 
 
 def _align() -> str:
-    """The tiled kernel's truncating pass: "auto" (directed-rounding FMA where ``_cuda_build.fma_align`` allows)
-    or "int" (the integer pass everywhere; ``TCNUMERICS_CUDA_ALIGN=int``, for timing one against the other)."""
+    """The tiled kernel's truncating pass (``TCNUMERICS_CUDA_ALIGN``, for timing one against another): "auto" (the
+    FP32 directed-rounding FMA pass where it fits, else the integer pass), "fma" (FP32 or FP64 FMA where either
+    fits) or "int" (the integer pass everywhere); every choice gives the same bits."""
     value = os.environ.get("TCNUMERICS_CUDA_ALIGN", "auto")
-    if value not in ("auto", "int"):
-        raise ValueError(f"TCNUMERICS_CUDA_ALIGN must be 'auto' or 'int', not {value!r}")
+    if value not in build.ALIGNS:
+        raise ValueError(f"TCNUMERICS_CUDA_ALIGN must be one of {build.ALIGNS}, not {value!r}")
     return value
 
 
@@ -567,7 +568,7 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
                          scale_b=None, promote_every: int | None = None, promote_from_acc: bool = False,
                          align: str = "auto") -> np.ndarray:
     """``accumulate_bits`` through the host build (``kernel``: "tiled", "scalar" or "auto"; ``align``: the tiled
-    kernel's truncating pass, "auto" -- directed-rounding FMA where the unit allows -- or "int")."""
+    kernel's truncating pass, "auto", "fma" or "int" as ``TCNUMERICS_CUDA_ALIGN``)."""
     import ctypes
 
     spec = _spec(spec)
