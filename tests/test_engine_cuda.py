@@ -354,7 +354,8 @@ def test_fma_pass_equals_reference_on_random_custom_units(kind, data):
     """Random fused units (operand formats, group length L, F, output rounding): the tiled kernel's FMA pass (FP32
     for FP8 operands, FP64 for the wider ones) and its integer pass both give the reference's bits on every input
     family."""
-    fa, fb = data.draw(st.sampled_from(_FMT[kind])), data.draw(st.sampled_from(_FMT[kind]))
+    fa = data.draw(st.sampled_from(_FMT[kind] if kind == "fp8" else ("bf16", "tf32")))  # wide: the FP64 form
+    fb = data.draw(st.sampled_from(_FMT[kind]))
     if "tf32" in (fa, fb):
         fa = fb = "tf32"
     L = data.draw(st.sampled_from([2, 4, 8, 16, 32] if kind == "fp8" else [2, 4, 8, 16]))
@@ -364,7 +365,8 @@ def test_fma_pass_equals_reference_on_random_custom_units(kind, data):
                            model=UnitModel(a_format=fa, b_format=fb, c_format="fp32", d_format="fp32", group_size=L,
                                            frac_bits=F, output_rounding=rounding))
     plan = cuda._plan(spec)
-    assert getattr(_cuda_build.fma_align(plan, spec), "width", None) == (1 if kind == "fp8" else 2), spec.name
+    form = _cuda_build.fma_align(plan, spec)
+    assert getattr(form, "width", None) == (1 if kind == "fp8" else 2), spec.name
     rng = np.random.default_rng(L * 100 + F)
     a, b, c = _family_vectors(spec, 3, rng)
     M, N = 6, 9
