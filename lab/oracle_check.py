@@ -1,6 +1,6 @@
 """Full check: reference engine == exact oracle on many vectors per distinct catalog datapath.
 
-    python tools/oracle_check.py --arch hopper --count 100000 [--seed 1]
+    python lab/oracle_check.py --arch hopper --count 100000 [--seed 1]
 
 Entries whose arithmetic is identical (same model, K, operand formats, K order, chunking,
 C entry) are checked once and the count is credited to each name.  Prints one line per

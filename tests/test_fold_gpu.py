@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("torch")  # export_kernels reads the surveys' call lists through kernel_survey (torch)
 
 HERE = os.path.dirname(__file__)
-sys.path.insert(0, os.path.join(HERE, "..", "tools", "device_library"))
+sys.path.insert(0, os.path.join(HERE, "..", "lab", "device_library"))
 
 import fold_gpu  # noqa: E402
 import train_calls  # noqa: E402
@@ -304,7 +304,7 @@ def test_the_device_script_names_only_sets_that_exist():
 
     import kernel_survey
 
-    text = open(os.path.join(HERE, "..", "tools", "device_library", "run_gpu_survey.sh")).read()
+    text = open(os.path.join(HERE, "..", "lab", "device_library", "run_gpu_survey.sh")).read()
     dense = set(" ".join(re.findall(r'SETS=\$\{SETS:-"([^"]+)"\}', text)).split())
     assert set(train_calls.TRAIN_SETS) <= dense <= set(train_calls.ALL_DENSE_SETS)
     per_gpu = [set(b.split()) for b in re.findall(r'BITS=\$\{BITS:-"([^"]+)"\}', text)]

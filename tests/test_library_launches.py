@@ -20,7 +20,7 @@ VEC = os.path.join(HERE, "..", "vectors", "library")
 KSAMPLE = os.path.join(VEC, "hopper_op_ksample_h100.npz")
 HOLDOUT3 = os.path.join(VEC, "hopper_op_holdout3_h100.npz")
 KSAMPLE2 = os.path.join(VEC, "hopper_op_ksample2_h100.npz")  # bits for the second survey's kinds (transposed, addmm C, ...)
-sys.path.insert(0, os.path.join(HERE, "..", "tools", "device_library"))
+sys.path.insert(0, os.path.join(HERE, "..", "lab", "device_library"))
 
 H100_TABLE = launches.gpus.table_path("h100", "launches")
 needs_table = pytest.mark.skipif(not os.path.exists(H100_TABLE), reason="launch table not installed")

@@ -1,7 +1,7 @@
 """Device driver: self-check, capture and replay every Hopper catalog entry in one call.
 
 Run on the GPU machine from the repository root:
-    PYTHONPATH=src python3 tools/device/capture_hopper.py --out "$OUT" --count 4096 --keep 512
+    PYTHONPATH=src python3 lab/device/capture_hopper.py --out "$OUT" --count 4096 --keep 512
 Writes, under --out: summary.json (per entry: SASS matrix opcodes, self-check, metadata
 layout check, per-family mismatch counts against the catalog), and tar parts holding
 <stem>.npz (a per-family subsample, mismatches first) and <stem>.mismatch.npz (every

@@ -1,7 +1,7 @@
 """Device driver: the TF32 (1:2) and s4/u4 (pairwise 4:8) ``mma.sp`` entries of Hopper, in one call.
 
 Run on the GPU machine from the repository root:
-    PYTHONPATH=src python3 tools/device/capture_sparse_tf32_int4.py --out "$OUT" --count 4096 --keep 256
+    PYTHONPATH=src python3 lab/device/capture_sparse_tf32_int4.py --out "$OUT" --count 4096 --keep 256
 For every ``hopper.mma.sp`` entry with TF32 or s4/u4 operands it runs what
 ``capture_hopper.py`` runs (metadata discovery, exact-integer self-check, SASS, capture of
 every family, per-family mismatch counts against the catalog, a subsample kept), and for

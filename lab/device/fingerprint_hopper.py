@@ -1,7 +1,7 @@
 """Device driver: `tcnumerics fingerprint --gpu` for every Hopper entry, plus a chained-K check
 of `tcnumerics.probe.gpu_dot` against the catalog.
 
-    PYTHONPATH=src python3 tools/device/fingerprint_hopper.py --out "$OUT" [--workers 14]
+    PYTHONPATH=src python3 lab/device/fingerprint_hopper.py --out "$OUT" [--workers 14]
 Writes <out>/fingerprints.tar (one JSON report per entry, <stem>.json, with the command's
 exit status) and prints one line per entry.
 """

@@ -4,7 +4,7 @@ For each target: (1) the self-check's random integer tiles with the raw D regist
 (2) A one-hot: every A register slot set to 1 in turn, every B slot 1, C 0;
 (3) B one-hot likewise with A all ones.  Raw register images are saved to
 <out>/layout_<stem>.npz for analysis on the CPU.
-    PYTHONPATH=src python3 tools/device/layout_probe.py --out "$OUT" NAME...
+    PYTHONPATH=src python3 lab/device/layout_probe.py --out "$OUT" NAME...
 """
 
 from __future__ import annotations

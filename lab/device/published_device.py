@@ -17,8 +17,8 @@ our generated families), ``$OUT/bench_sass.txt`` (cuobjdump of the benches built
 
 Usage (device)::
 
-    PYTHONPATH=src python3 tools/device/published_device.py .pubdev $OUT
-    PYTHONPATH=src python3 tools/device/published_device.py --wgmma .pubdev $OUT   # wgmma, D = 0 and C
+    PYTHONPATH=src python3 lab/device/published_device.py .pubdev $OUT
+    PYTHONPATH=src python3 lab/device/published_device.py --wgmma .pubdev $OUT   # wgmma, D = 0 and C
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def run_bench(pub: str, work: str, exe: str, fmt: str, out: str) -> np.ndarray:
 
 
 def their_inputs(pub: str, fmt: str) -> dict[str, np.ndarray]:
-    """Their H100 FP8 set as the bench hands it to the instruction (tools/device/published_import.py)."""
+    """Their H100 FP8 set as the bench hands it to the instruction (lab/device/published_import.py)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from published_import import convert_operands, read_binary_words, read_hex_rows
 

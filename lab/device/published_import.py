@@ -22,7 +22,7 @@ Every set is converted and replayed through its entry in full (5,000 vectors); t
 
 Usage (a checkout of their repository, or ``git archive HEAD model_validation LICENCE``)::
 
-    python tools/device/published_import.py SRC_DIR vectors/published [--count N] [--overwrite]
+    python lab/device/published_import.py SRC_DIR vectors/published [--count N] [--overwrite]
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ and C in, D out, one instruction, so ``tcnumerics.probe.Probe`` packs and unpack
 
 Usage::
 
-    python tools/device/published_ptxas.py build OUT_DIR --ptxas 12.4=/path/ptxas --ptxas 12.9=... \\
+    python lab/device/published_ptxas.py build OUT_DIR --ptxas 12.4=/path/ptxas --ptxas 12.9=... \\
         --cuobjdump /path/cuobjdump
 """
 

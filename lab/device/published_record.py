@@ -19,7 +19,7 @@ Vectors kept per form: every one whose bits differ between the two lowerings, pl
 
 Usage::
 
-    python tools/device/published_record.py RUN_DIR CUBIN_DIR SRC_DIR vectors/published/device \
+    python lab/device/published_record.py RUN_DIR CUBIN_DIR SRC_DIR vectors/published/device \
         [--wgmma RUN2/wgmma.npz] [--overwrite]
 """
 
@@ -67,8 +67,8 @@ def record_lowerings(z, out: str, per_family: int, overwrite: bool) -> list[str]
                     ("12_4-12_6", old, f"hopper-ptxas12_4-12_6.mma.{form}", OLD),
                     ("12_8-13_5", new, f"hopper.mma.{form}", NEW)):
                 meta = {"instruction": name, "K": 32, "device": DEVICE,
-                        "source": "measured by tcnumerics: tools/device/published_ptxas.py cubins through "
-                                  "tcnumerics.probe (CuPy 14.2) on an H100, tools/device/published_device.py",
+                        "source": "measured by tcnumerics: lab/device/published_ptxas.py cubins through "
+                                  "tcnumerics.probe (CuPy 14.2) on an H100, lab/device/published_device.py",
                         "ptxas": ", ".join(r if r != "nvcc-device" else "nvcc 13.0 on the device" for r in releases),
                         "identical_bits_under": list(releases),
                         "differs_from_other_lowering": int((old != new)[keep].sum()),

@@ -1,6 +1,6 @@
 """Score candidate kernel models against a device capture (run here, on the CPU).
 
-    PYTHONPATH=tools/device_library python3 tools/device_library/analyze.py CAPTURE_DIR [--ids 1,2] [--outputs 256]
+    PYTHONPATH=lab/device_library python3 lab/device_library/analyze.py CAPTURE_DIR [--ids 1,2] [--outputs 256]
 
 For each record of ``index.json`` it regenerates the operands, takes a sample of output
 elements (whole rows of A against whole columns of B, so every model sees full K), evaluates

@@ -2,7 +2,7 @@
 
 Run on the device machine from the repository root:
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/capture.py [--quick]
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/capture.py [--quick]
 
 Everything goes under $OUT: ``index.json`` (one record per call: op, formats, shape, options,
 input seeds, the CUDA kernels torch.profiler saw, determinism across two runs), npz files with

@@ -1,7 +1,7 @@
 """Check the short-K no-split frontier against the launch table: no surveyed split (or non-nvjet) launch may be
 one that ``selection`` would model as plain unsplit when its own launch was not measured.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/check_frontier.py
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/check_frontier.py
 
 Every BF16/FP16/FP8 launch with K < 3072 that is not the plain unsplit nvjet kernel is planned with the launch
 table hidden (only the bit table and the frontier rule left); a modelled plan there would be a silent miss on

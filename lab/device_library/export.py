@@ -1,6 +1,6 @@
 """Turn a device capture into the committed replay files under vectors/library/.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/export.py CAPTURE_DIR vectors/library [--side 4]
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/export.py CAPTURE_DIR vectors/library [--side 4]
 
 One ``.npz`` per library function and operand format.  For each captured call it keeps a
 seeded sample of ``side`` rows of A and ``side`` columns of B (whole K), the captured output
@@ -84,7 +84,7 @@ def main() -> int:
     total = 0
     for name, g in groups.items():
         meta = json.dumps({"env": index["env"], "records": g["records"],
-                           "source": "tools/device_library/capture.py on the device machine"})
+                           "source": "lab/device_library/capture.py on the device machine"})
         path = os.path.join(args.out_dir, f"{name}.npz")
         np.savez_compressed(path, meta=np.array(meta), **g["arrays"])
         size = os.path.getsize(path)

@@ -1,6 +1,6 @@
 """Pack kernel-survey results (``kernel_survey.py``, ``graph_survey.py``) into the library's launch table.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/export_kernels.py DIR [--sets ...] \
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/export_kernels.py DIR [--sets ...] \
         [--dense DENSE_DIR] [-o src/tcnumerics/library/h100_launches.npz]
 
 ``DIR`` holds ``<set>.json.gz`` files; each set's calls are regenerated from its call list (same ids), turned
@@ -114,7 +114,7 @@ def main() -> int:
     launches_ = merge(parts, sig_index)
     write_table(args.out, launches_, list(sig_index),
                 "kernel surveys on NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, cuBLAS 13.1.0.3 "
-                f"(tools/device_library/kernel_survey.py, sets {args.sets}; graph_survey.py, dense sets "
+                f"(lab/device_library/kernel_survey.py, sets {args.sets}; graph_survey.py, dense sets "
                 f"{args.dense_sets if args.dense else 'none'})")
     return 0
 

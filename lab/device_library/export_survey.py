@@ -1,6 +1,6 @@
 """Pack an op survey (``survey_ops.py`` output) into one committed replay file.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/export_survey.py SURVEY_DIR \
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/export_survey.py SURVEY_DIR \
         vectors/library/hopper_op_survey_h100.npz
 
 The file holds the sampled output bits and sample indices of every call (``d{id}``, ``rows{id}``,

@@ -1,6 +1,6 @@
 """Score the launch-based CUTLASS 2.x rule (``library/cutlass_half.py``) on every captured BF16/FP16 CUTLASS call.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/fit_cutlass_half.py [--side 8] \
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/fit_cutlass_half.py [--side 8] \
         [--wmma-tile name|64|128|sm|fmt|fmt_sm] [--granule 8] [--serial-granule N] [--list] [--only LABEL_PART]
 
 Collects every BF16/FP16 call of the 7 H100 bit captures whose main kernel (its measured launch, else the

@@ -1,6 +1,6 @@
 """Fit and score the nvjet split-K rule (``tcnumerics.library.split_rule``) on the op survey, on the CPU.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/fit_split_rule.py \
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/fit_split_rule.py \
         vectors/library/hopper_op_survey_h100.npz [--cache ssets.json] \
         [--holdout vectors/library/hopper_op_holdout_h100.npz]
 

@@ -1,6 +1,6 @@
 """Identify each captured call's kernel structure on the CPU and write the library's measured table.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/fit_table.py CAPTURE [CAPTURE ...] \
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/fit_table.py CAPTURE [CAPTURE ...] \
         [--from-table] [--cache fit_cache.json] [-o src/tcnumerics/library/h100_measured.json]
 
 One table from every capture given (the op survey, held-out captures folded in later; each an ``.npz``
@@ -383,7 +383,7 @@ def provenance(captures, paths: list[str]) -> tuple[str, dict]:
                   "torch": index["env"].get("torch"), "cublas": index["env"].get("nvidia-cublas"),
                   "device": index["env"].get("device"), "role": "training data (fitted into this table)"}
             for tag, index, _ in captures}
-    line = (f"tools/device_library/fit_table.py over {len(captures)} capture(s) on an NVIDIA H100, "
+    line = (f"lab/device_library/fit_table.py over {len(captures)} capture(s) on an NVIDIA H100, "
             f"{env.get('torch')}, cuBLAS {env.get('nvidia-cublas')}: "
             + ", ".join(f"{tag} ({v['calls']} calls)" for tag, v in info.items())
             + "; every capture listed is training data (an entry's 'sources' names the capture#id it came from)")

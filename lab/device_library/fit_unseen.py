@@ -1,6 +1,6 @@
 """Leave-(N, K)-pair-out evaluation of predictors for cuBLAS's launch at unmeasured GEMM shapes.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/fit_unseen.py [--per-kind 400] [--seed 0]
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/fit_unseen.py [--per-kind 400] [--seed 0]
 
 For each call kind and each measured (N, K) pair off the synthetic grid (model projections and capture
 shapes, batch 1), the pair's launches are hidden and each sampled launch (``--per-kind`` of them, seeded) is

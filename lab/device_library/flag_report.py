@@ -1,6 +1,6 @@
 """Markdown summary of a survey replay (``replay_survey.py --json``): counts, and every flagged call by reason.
 
-    python3 tools/device_library/flag_report.py REPLAY.json
+    python3 lab/device_library/flag_report.py REPLAY.json
 """
 
 import json

@@ -1,6 +1,6 @@
 """Fold one GPU model's survey (``run_gpu_survey.sh``) into its launch table, and measure where it agrees with another's.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/fold_gpu.py --gpu h200 --out-dir H200_OUT \
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/fold_gpu.py --gpu h200 --out-dir H200_OUT \
         [--reference h100] [--reference-out H100_OUT] [--captures SELFCHECK.json.gz ...] [--write]
 
 ``--out-dir``: what the device call left in ``$OUT`` (``env.json``, ``<set>.npz`` per dense set, ``bits.tgz``,

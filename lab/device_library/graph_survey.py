@@ -1,6 +1,6 @@
 """Device survey of cuBLAS's kernel choice without running a kernel: torch GEMM calls captured into CUDA graphs.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/graph_survey.py --sets kernels5 --budget 300
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/graph_survey.py --sets kernels5 --budget 300
 
 ``kernel_survey.py`` runs every call under torch.profiler: about 1,100 calls a second per process, bound by the
 profiler.  Here the calls are captured into a CUDA graph instead (stream capture enqueues, nothing executes), and

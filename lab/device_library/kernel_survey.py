@@ -1,6 +1,6 @@
 """Device survey of cuBLAS's kernel choice: kernel names, launch grids and blocks per torch GEMM call.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/kernel_survey.py \
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/kernel_survey.py \
         --sets survey,holdout,holdout2,kernels --budget 300
 
 Operands are uninitialised (``torch.empty``): cuBLAS chooses its kernel from the shapes, layouts,

@@ -1,6 +1,6 @@
 """Identify the FP32 summation structure of cuBLAS's SIMT small-M kernels from the committed H100 captures.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/probe_simt.py [--family gemmSN_NN] \
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/probe_simt.py [--family gemmSN_NN] \
         [--side 8] [--list]
 
 Collects every captured call (all ``vectors/library/hopper_op_*_h100.npz``) whose main kernel is a

@@ -1,7 +1,7 @@
 """FPRev-style device probe of cuBLAS's SIMT M = 1 / small-M kernels the captures could not identify.
 
-    python3 tools/device_library/probe_simt_device.py OUTDIR            # on the H100 (torch + CUDA), < 60 s
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/probe_simt_device.py --analyse OUTDIR
+    python3 lab/device_library/probe_simt_device.py OUTDIR            # on the H100 (torch + CUDA), < 60 s
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/probe_simt_device.py --analyse OUTDIR
 
 For each shape (the captured calls that ran ``internal::gemvx::kernel`` (std::enable_if), ``gemv2T_kernel_val``,
 ``gemvNSP_kernel`` or ``scal_kernel`` + ``sgemm_largek_lds64``), every output column n is one query (i, j):

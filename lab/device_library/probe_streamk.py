@@ -1,6 +1,6 @@
 """Probe of TF32 stream-K (``sm90_xmma_gemm_*tf32*_segment_k_on``, after a Memset) against the bit captures.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/probe_streamk.py
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/probe_streamk.py
 
 Hypothesis: the tiles' K iterations (K-tile from the kernel name) are dealt to the launch's CTAs in equal
 consecutive shares; a tile's segments are its intersections with the CTA shares, each a TF32 chain from +0,

@@ -1,6 +1,6 @@
 """Score TF32 Hopper stream-K hypotheses (``sm90_xmma_gemm_*tf32*_segment_k_on``) on every captured call.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/probe_tf32.py [--side 8] [--off]
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/probe_tf32.py [--side 8] [--off]
 
 For each captured call of the family (7 ``hopper_op_*_h100.npz`` files; 30 calls) and each hypothesis,
 the sampled outputs (``--side`` x ``--side`` of the 16 x 16) are predicted through

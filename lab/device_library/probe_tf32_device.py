@@ -1,7 +1,7 @@
 """Device probe: which output tiles TF32 stream-K shares, to measure the schedule's band width (swizzle).
 
-    python3 tools/device_library/probe_tf32_device.py OUTDIR            # on an H100 (< 60 s)
-    PYTHONPATH=src python3 tools/device_library/probe_tf32_device.py --analyse OUTDIR   # anywhere
+    python3 lab/device_library/probe_tf32_device.py OUTDIR            # on an H100 (< 60 s)
+    PYTHONPATH=src python3 lab/device_library/probe_tf32_device.py --analyse OUTDIR   # anywhere
 
 ``tcnumerics.library.streamk`` reproduces every captured ``segment_k_on`` call, but the band width W of
 the tile schedule (which tiles are the r shared ones when tiles > CTAs) is cuBLAS's per-call choice and

@@ -1,6 +1,6 @@
 """Score reduction structures of cuBLAS's in-place split-K FP32 FFMA kernel against the committed H100 captures.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/probe_xmma_inplace.py [--side 16] [--verbose]
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/probe_xmma_inplace.py [--side 16] [--verbose]
 
 The family: ``sm80_xmma_gemm_f32f32_f32f32_f32_{nn,tn}_n_tilesize{TM}x{TN}x{TK}_...`` launched after a
 ``Memset (Device)`` with no reduction kernel, pure FP32 (precision "highest").  Every such captured call of the

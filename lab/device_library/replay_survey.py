@@ -1,6 +1,6 @@
 """Replay the op survey on the CPU: rebuild each call's sampled operands, score kernel structures.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/replay_survey.py CAPTURE [CAPTURE ...] \
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/replay_survey.py CAPTURE [CAPTURE ...] \
         [--side 16] [--ids ..] [--table scratch_table.json] [--json results.json]
 
 Each ``CAPTURE`` is a directory holding ``index.json`` and ``survey.npz`` from ``survey_ops.py``, or its

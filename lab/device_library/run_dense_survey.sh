@@ -4,7 +4,7 @@
 # process I takes whole: the rest of a slice an earlier run did not finish), until DEADLINE seconds;
 # then each set's slices merged into $OUT/<set>.npz (calls a slice did not reach keep signature -1).
 set -o pipefail
-export PYTHONPATH=src:tools/device_library PYTHONUNBUFFERED=1
+export PYTHONPATH=src:lab/device_library PYTHONUNBUFFERED=1
 P=${P:-14}
 DEADLINE=$(( $(date +%s) + ${SECONDS_FOR_SURVEY:-470} ))
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a $OUT/log.txt
@@ -27,7 +27,7 @@ for i in $(seq 0 $((P - 1))); do
       fi
       left=$(( DEADLINE - $(date +%s) ))
       [ $left -le 5 ] && break
-      OUT=$OUT/slices python3 tools/device_library/graph_survey.py --sets $name --start $start \
+      OUT=$OUT/slices python3 lab/device_library/graph_survey.py --sets $name --start $start \
           --limit $q --chunk 1000 --budget $left 2>&1 | grep -v USDT
     done < $OUT/ranges.txt
   ) > $OUT/slice_$i.log 2>&1 &
@@ -35,7 +35,7 @@ done
 wait
 tail -q -n 2 $OUT/slice_*.log | tee -a $OUT/log.txt
 for name in $(echo $SETS | tr ' ' '\n' | cut -d: -f1 | sort -u); do
-  python3 tools/device_library/graph_survey.py --sets $name --merge $OUT/slices/kernels 2>&1 | tee -a $OUT/log.txt
+  python3 lab/device_library/graph_survey.py --sets $name --merge $OUT/slices/kernels 2>&1 | tee -a $OUT/log.txt
 done
 rm -r $OUT/slices $OUT/slice_*.log
 ls -la $OUT

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 23: one GPU model's launch survey, in one device call (<= 9 minutes wall, at most 7 files in $OUT).
-#   bash tools/device_library/run_gpu_survey.sh h200    # the full survey (run_h200_survey.sh), ~8 minutes
-#   bash tools/device_library/run_gpu_survey.sh h100    # the H100 companion: the training sets, the dense long-K
+#   bash lab/device_library/run_gpu_survey.sh h200    # the full survey (run_h200_survey.sh), ~8 minutes
+#   bash lab/device_library/run_gpu_survey.sh h100    # the H100 companion: the training sets, the dense long-K
 #                                                         # survey, and bits (longk2, held-out set 12), ~7 minutes
 # Foreground: graph_survey.py in P processes over the training-step GEMMs of every published configuration
 # (train_calls.py: forward, input and weight gradients, 1..16384 tokens, split-K-prone calls first) and, on a model
@@ -9,10 +9,10 @@
 # (the GPU is idle: a graph capture runs nothing): bits of the issue's cases + a train_splitk sample (train_bits) and
 # of holdout11 (BITS), their launches; then the autograd check (train_check.py).  $OUT then holds: log.txt, env.json,
 # <set>.npz per dense set (train_splitk, train_rest[, h100_counterparts]), bits.tgz, autograd_check.json.
-# Next, on the CPU: tools/device_library/fold_gpu.py (docs/gemm.md, "Per GPU model").
+# Next, on the CPU: lab/device_library/fold_gpu.py (docs/gemm.md, "Per GPU model").
 set -o pipefail
 GPU=${1:?usage: run_gpu_survey.sh h200|h100 (the GPU model this device is)}
-export PYTHONPATH=src:tools/device_library PYTHONUNBUFFERED=1
+export PYTHONPATH=src:lab/device_library PYTHONUNBUFFERED=1
 START=$(date +%s)
 WALL=${WALL:-500}  # seconds to the end of the surveys; merging follows
 P=${P:-14}
@@ -57,18 +57,18 @@ esac
 (
   mkdir -p $OUT/bits
   for s in $BITS; do
-    OUT=$OUT/bits timeout 100 python3 tools/device_library/survey_ops.py --set $s 2>&1 | grep -v USDT | tail -2
+    OUT=$OUT/bits timeout 100 python3 lab/device_library/survey_ops.py --set $s 2>&1 | grep -v USDT | tail -2
   done
-  OUT=$OUT/bits timeout 80 python3 tools/device_library/graph_survey.py --sets $(echo $BITS | tr ' ' ,) --budget 50 \
+  OUT=$OUT/bits timeout 80 python3 lab/device_library/graph_survey.py --sets $(echo $BITS | tr ' ' ,) --budget 50 \
       2>&1 | grep -v USDT | tail -2
 ) > $OUT/side.log 2>&1 &
 SIDE=$!
 LEFT=$(( WALL - 70 - ($(date +%s) - START) ))
 # (run_dense_survey.sh appends its own lines -- ranges, each slice's last lines, the merges -- to log.txt)
-SETS="$SETS" P=$P SECONDS_FOR_SURVEY=$LEFT bash tools/device_library/run_dense_survey.sh > $OUT/dense.log 2>&1
+SETS="$SETS" P=$P SECONDS_FOR_SURVEY=$LEFT bash lab/device_library/run_dense_survey.sh > $OUT/dense.log 2>&1
 wait $SIDE
 # the autograd check runs alone: beside 14 survey processes it ran out of GPU memory (H100, 2026-11-27)
-timeout 100 python3 tools/device_library/train_check.py 2>&1 | grep -v USDT | tail -4 >> $OUT/side.log
+timeout 100 python3 lab/device_library/train_check.py 2>&1 | grep -v USDT | tail -4 >> $OUT/side.log
 { echo "== bits, launches, autograd check"; cat $OUT/side.log; } >> $OUT/log.txt
 mv $OUT/bits/kernels $OUT/bits/launches 2>/dev/null
 tar czf $OUT/bits.tgz -C $OUT bits && rm -r $OUT/bits

@@ -1,6 +1,6 @@
 """Split a dense survey's array file into ``<set>.part<i>.npz`` files (each under the device's 16 MiB return limit).
 
-    python3 tools/device_library/split_dense.py PATH OUT_DIR [--parts 3]
+    python3 lab/device_library/split_dense.py PATH OUT_DIR [--parts 3]
 
 Each part holds every array of the file, with the calls of the other parts marked unmeasured (signature -1):
 ``export_kernels.dense_rows`` reads ``<set>.npz`` and ``<set>.part*.npz`` alike and takes each call from the part

@@ -1,6 +1,6 @@
 """Kernel survey: which cuBLAS kernel (split-K or not) runs across a grid of shapes, with sampled outputs.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/survey.py
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/survey.py
 
 Reuses capture.py's recording (kernel names from torch.profiler, determinism, output bits
 sampled on 16 rows x 16 columns) over M = N in 16..1024 and K in 1024..16384 for BF16

@@ -1,6 +1,6 @@
 """Device survey of torch GEMM ops on Hopper: kernel names (torch.profiler) and sampled output bits.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/survey_ops.py [--limit N] \
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/survey_ops.py [--limit N] \
         [--set survey|holdout|holdout2|holdout3]
 
 Runs every call of ``survey_calls.survey_calls()`` (or of a held-out list: ``holdout_calls()`` ...).  Operands are built on the GPU from index

@@ -1,6 +1,6 @@
 """Device check: the GEMMs autograd launches for an nn.Linear training step are the three calls ``train_calls`` lists.
 
-    PYTHONPATH=src:tools/device_library python3 tools/device_library/train_check.py      # -> $OUT/autograd_check.json
+    PYTHONPATH=src:lab/device_library python3 lab/device_library/train_check.py      # -> $OUT/autograd_check.json
 
 For every ``train_calls.autograd_cases()`` case (BF16): an ``nn.Linear(K_in, N_out, bias)`` forward and backward
 over T tokens under torch.profiler (the activities of each step matched to it by its ``record_function`` range, as

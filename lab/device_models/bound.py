@@ -1,6 +1,6 @@
 """Write a bounded copy of capture files: only the calls whose workload matches a pattern.
 
-    python tools/device_models/bound.py IN.npz OUT.npz --workloads 'bfloat16'
+    python lab/device_models/bound.py IN.npz OUT.npz --workloads 'bfloat16'
 
 Keeps the format (metadata JSON as uint8, arrays per call, no pickles).
 """

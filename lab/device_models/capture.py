@@ -2,7 +2,7 @@
 
 Run on the device (H100/H200, torch with CUDA, transformers):
 
-    PYTHONPATH=src python3 tools/device_models/capture.py --out $OUT [--hidden 256 2048] [--dtypes bf16 fp16]
+    PYTHONPATH=src python3 lab/device_models/capture.py --out $OUT [--hidden 256 2048] [--dtypes bf16 fp16]
 
 Models are built from a config (random init, no download): GPT-2 (``Conv1D`` -> ``addmm``)
 and Llama (``mm``, FP32 rotary ``bmm``), eager attention (``bmm``), 2 layers, for each hidden
@@ -18,7 +18,7 @@ come from torch.profiler: each call runs inside a ``record_function`` range and 
 are matched through the launch correlation ids of the exported trace.
 
 Output: one ``models_<tag>.npz`` per group (no pickles: metadata is a JSON string stored as
-uint8) -- ``tools/device_models/replay.py`` and ``tcnumerics.torch.replay`` read them.
+uint8) -- ``lab/device_models/replay.py`` and ``tcnumerics.torch.replay`` read them.
 """
 
 from __future__ import annotations

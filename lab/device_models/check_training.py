@@ -2,15 +2,15 @@
 spot with what cuBLAS returns for the same operands on this GPU (the self-check).
 
 The models (``CHECK_SET_1``) were drawn on 2026-11-27, before any capture of them: published configurations
-none of whose names appears in any survey or held-out set of ``tools/device_library`` (survey_calls.py,
+none of whose names appears in any survey or held-out set of ``lab/device_library`` (survey_calls.py,
 kernel_calls.py, dense_calls.py).  Each is built from its shapes (LlamaForCausalLM: hidden, FFN, heads, KV
 heads, head dim, vocabulary; ``--layers`` decoder layers, random init, BF16, eager attention) and takes one
 training step (forward + backward, no optimizer) at each token count.  Prints one JSON line per (model,
 tokens), writes every checked call site to ``$OUT/check_<gpu>.json`` (``Checker.summary()``, one document per
 step) and every observed call to ``$OUT/check_<gpu>_calls.json.gz`` (``Emulation.save_check``: the capture format
-``tools/device_library/fold_gpu.py --captures`` folds in).
+``lab/device_library/fold_gpu.py --captures`` folds in).
 
-    python3 tools/device_models/check_training.py --tokens 256 2048 [--set 2] [--models llama3.2-1b ...] [--layers 1]
+    python3 lab/device_models/check_training.py --tokens 256 2048 [--set 2] [--models llama3.2-1b ...] [--layers 1]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ CHECK_SET_1 = {
 
 # Drawn on 2026-11-27 (second session), after CHECK_SET_1's H200 calls were folded in and before any capture of
 # these: published configurations none of whose names appears in any survey, held-out or check set above (grep of
-# tools/device_library and tools/device_models).  Grok-1 and Arctic: the attention and one expert's / the dense
+# lab/device_library and lab/device_models).  Grok-1 and Arctic: the attention and one expert's / the dense
 # residual MLP's shapes (a LlamaForCausalLM of those dimensions, as for every model here).
 CHECK_SET_2 = {
     "grok-1": (6144, 32768, 48, 8, 128, 131072),

@@ -1,7 +1,7 @@
 """Device check: emulate() on CUDA tensors runs the GPU engine (engine="cuda"), stays on the device and
 returns the same bits as on CPU tensors (and, in library mode at a modelled shape, as native cuBLAS).
 
-    PYTHONPATH=src python3 tools/device_models/cuda_check.py
+    PYTHONPATH=src python3 lab/device_models/cuda_check.py
 """
 
 import warnings

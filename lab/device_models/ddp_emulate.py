@@ -7,7 +7,7 @@ the same step under ``emulate("hopper")``.  DDP's all-reduce is native and deter
 topology, so where every GEMM is modelled the gradients must match in every bit.  Each rank prints one JSON
 line: gradients compared and differing, GEMM calls and flagged calls, and the flagged call sites.
 
-    python3 tools/device_models/ddp_emulate.py --gpus 2 [--layers 2 --hidden 2048 --tokens 512]
+    python3 lab/device_models/ddp_emulate.py --gpus 2 [--layers 2 --hidden 2048 --tokens 512]
 (one process per GPU, started here with torch.multiprocessing; NCCL_NVLS_ENABLE=0 is kept.)
 """
 

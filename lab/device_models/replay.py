@@ -1,7 +1,7 @@
 """Replay captured model GEMM calls through an emulation and count exact / flagged / silent calls.
 
-    python tools/device_models/replay.py vectors/models/*.npz                 # library mode, emulate("hopper")
-    python tools/device_models/replay.py FILES --instruction hopper.wgmma.m64n8k16.f32.bf16.bf16 --dtype bfloat16
+    python lab/device_models/replay.py vectors/models/*.npz                 # library mode, emulate("hopper")
+    python lab/device_models/replay.py FILES --instruction hopper.wgmma.m64n8k16.f32.bf16.bf16 --dtype bfloat16
 
 Exit status 1 if any call is silently wrong (modelled, but bits differ).
 """

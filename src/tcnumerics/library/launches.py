@@ -5,7 +5,7 @@ every call it measured, the kernels cuBLAS launched in order and the main kernel
 23,474,816 launches: four profiled kernel surveys (every projection of 75 published model configurations x
 token counts 1..16384, a log-spaced (M, N, K) grid, attention bmm, FP32/TF32 and FP8, transposed views and odd
 vocabulary widths over 95 configurations, every op kind of ``library.ops``; plus the bit captures' calls) and
-the dense surveys read off CUDA-graph captures (``tools/device_library/graph_survey.py``: the 95 configurations'
+the dense surveys read off CUDA-graph captures (``lab/device_library/graph_survey.py``: the 95 configurations'
 projections at 928 token counts, a model-shaped (N, K) grid of 22,431 pairs at 52, attention bmm at batch x heads
 1..128, six head dims and every sequence length to 256, every 8 to 4,096).  It is stored as runs along M
 (``KindRuns``), one call kind loaded when first asked for.  The grid is what makes this table a measurement of
@@ -103,7 +103,7 @@ def tiles_of(p: np.ndarray, M, N, b):
 
 @dataclass
 class KindRuns:
-    """One call kind's measured launches as runs along M (``tools/device_library/launch_runs.py``): run i covers
+    """One call kind's measured launches as runs along M (``lab/device_library/launch_runs.py``): run i covers
     the token counts ``first M, first M + m_step[i], ..., m_last[i]`` at one (N, K, batch), all measured, with one
     activity signature, grid z and CTA rule -- ``value`` CTAs (mode 0) or ``value`` CTAs per nvjet output tile
     (mode 1).  A token count inside a run but off its step was not measured."""

@@ -243,7 +243,7 @@ def _plan_cutlass_fallback(dtype: str, M: int, N: int, K: int) -> GemmPlan:
 def _split(K: int, tile: int, M: int, N: int) -> list[int] | None:
     """Split-K slice lengths predicted for cuBLAS, or None for one pass over K.
 
-    Fitted to a survey (``tools/device_library/survey.py``, M = N in 16..1024, K in
+    Fitted to a survey (``lab/device_library/survey.py``, M = N in 16..1024, K in
     1024..16384): for M*N <= 256*256 cuBLAS splits into ``floor(3 * tiles / 64)`` slices of
     ``ceil(tiles / S)`` K-tiles whenever that is at least 2 (tiles = ceil(K / tile)), capped
     above 128*128 outputs so that slices x 64x64-tiles fit the 132 SMs.  Larger outputs: see

@@ -6,9 +6,9 @@ this kind of call and this shape range, and the call's GPU model (``call.gpu``) 
 its kind (``gpus.coverage``; otherwise the plan is the reference model's choice, flagged).  Order
 (``choice.py``): a measured launch whose grid gives the split (``launches.py``: the H100's 23,474,816
 calls), the bit-verified table (``measured.py``), then predictions from the launches around the call
-(flagged).  Evidence: the op survey (``tools/device_library/survey_ops.py``, 1,408 calls on an H100,
+(flagged).  Evidence: the op survey (``lab/device_library/survey_ops.py``, 1,408 calls on an H100,
 torch 2.11 / cuBLAS 13.1.0.3) and the table ``h100_measured.json`` fitted from it
-(``tools/device_library/fit_table.py``).
+(``lab/device_library/fit_table.py``).
 
 The rule (docs/gemm.md has the evidence):
 
@@ -243,7 +243,7 @@ def _simt_launch_plan(c: Call, base: Structure, launch: Launch, src: str | None 
     return Plan(short + f" (FFMA lanes{f' x{s.simt_lanes}' if s.simt_lanes else ''}"
                 f"{f', {s.simt_slices} slices' if s.simt_slices > 1 else ''})", s, True,
                 _launch_provenance(c, src) + f"{short}; its FFMA order identified from captures and device probes "
-                "(tools/device_library/probe_simt.py, probe_simt_device.py)", c, launch)
+                "(lab/device_library/probe_simt.py, probe_simt_device.py)", c, launch)
 
 
 def _nvjet_launch_plan(c: Call, base: Structure, launch: Launch, tile: int, src: str | None = None) -> Plan:
@@ -303,7 +303,7 @@ def _cutlass_slices(K: int, S: int) -> tuple[int, ...] | None:
 
 _IN_PLACE_XMMA = ("here, in place (after a Memset): its slices land in the order their CTAs finish -- slice order for "
                   "32 of 35 captured calls (every grid spanning several waves), another order where the grid may fit "
-                  "in one (tools/device_library/probe_xmma_inplace.py)")
+                  "in one (lab/device_library/probe_xmma_inplace.py)")
 
 
 def _streamk_structure(c: Call, base: Structure, launch: Launch) -> tuple[Structure, str | None]:

@@ -19,7 +19,7 @@ predicts the slice count S (1: no split) of a call that was *not* measured, in t
      tiles: cuBLAS fills about one wave of 128..132 CTAs (tiles x S) and keeps at least ~21
      K-tiles per slice.
 
-Evidence (``tools/device_library/fit_split_rule.py``, on the H100 op survey's 896 nvjet
+Evidence (``lab/device_library/fit_split_rule.py``, on the H100 op survey's 896 nvjet
 BF16/FP16 calls, 303 of them split): an S counts as right when it reproduces every sampled output
 bit of the call (BF16 outputs often admit several S; 180 split calls admit at most 3).
 

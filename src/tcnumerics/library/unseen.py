@@ -13,7 +13,7 @@ call whose (N, K) pair the table never measured, ``predict_launch`` (defaults ``
 3. copies that voter's S (its CTAs over its tiles for nvjet, grid z for the rest); the "wave" rule (S = one wave
    of CTAs // tiles, at least 22 K-tiles a slice) is a ``Params`` option.
 
-Leave-(N, K)-pair-out on the table itself (``tools/device_library/fit_unseen.py --per-kind 150``: 4,411
+Leave-(N, K)-pair-out on the table itself (``lab/device_library/fit_unseen.py --per-kind 150``: 4,411
 launches of 2,293 hidden model-projection pairs in 46 call kinds), right (epilogue, S) / kernel class and grid:
 
 ==============================================  ======  =====  ==========  ======
@@ -72,7 +72,7 @@ _KEY_STRIDE = float(_M_BITS + 1)  # > log2 of the largest M
 
 
 class Params(NamedTuple):
-    """The predictor's knobs (chosen by group k-fold over (N, K) pairs in ``tools/device_library/fit_unseen.py``)."""
+    """The predictor's knobs (chosen by group k-fold over (N, K) pairs in ``lab/device_library/fit_unseen.py``)."""
 
     k: int = 5  # neighbours that vote on the kernel
     w_m: float = 4.0  # weight of |log2 M| against |log2 N| + |log2 K| in the distance
