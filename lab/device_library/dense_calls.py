@@ -24,6 +24,7 @@ import zlib
 import numpy as np
 
 from kernel_calls import DENSE_MODELS, MODELS3_SURVEY, MORE_MODELS, model_projections
+from model_lists import models
 
 M_FULL = tuple(range(1, 257)) + tuple(range(264, 4097, 8)) + tuple(range(4160, 16385, 64))
 M_COARSE = tuple(range(1, 65)) + tuple(range(72, 257, 8)) + tuple(range(288, 4097, 32)) + tuple(range(4352, 16385, 256))
@@ -50,8 +51,8 @@ MORE_KINDS = [("linear", FP16, dict(bias=True)), ("linear", FP16, dict(bias=Fals
 
 def all_models() -> dict:
     """The 95 configurations of the earlier surveys (holdouts 3-6's models included: development data since)."""
-    from survey_calls import MODELS4, MODELS5, MODELS6
-    return dict(DENSE_MODELS, **MORE_MODELS, **MODELS4, **MODELS3_SURVEY, **MODELS5, **MODELS6)
+    held_out = {n: models(f"holdout{n}") for n in (4, 5, 6)}
+    return dict(DENSE_MODELS, **MORE_MODELS, **held_out[4], **MODELS3_SURVEY, **held_out[5], **held_out[6])
 
 
 class DenseSet:

@@ -18,27 +18,11 @@ from __future__ import annotations
 import random
 import zlib
 
-from survey_calls import _adder
+from call_ids import adder as _adder
+from model_lists import models
 
-# hidden, FFN, vocabulary, fused-QKV width (q + k + v), head dim
-DENSE_MODELS = {
-    "gpt2": (768, 3072, 50257, 2304, 64), "gpt2-medium": (1024, 4096, 50257, 3072, 64),
-    "gpt2-large": (1280, 5120, 50257, 3840, 64), "gpt2-xl": (1600, 6400, 50257, 4800, 64),
-    "bert-base": (768, 3072, 30522, 2304, 64), "bert-large": (1024, 4096, 30522, 3072, 64),
-    "vit-h": (1280, 5120, 1000, 3840, 80),
-    "llama2-7b": (4096, 11008, 32000, 12288, 128), "llama2-13b": (5120, 13824, 32000, 15360, 128),
-    "llama2-70b": (8192, 28672, 32000, 10240, 128), "llama3-8b": (4096, 14336, 128256, 6144, 128),
-    "llama3-70b": (8192, 28672, 128256, 10240, 128), "llama3.2-1b": (2048, 8192, 128256, 3072, 64),
-    "llama3.2-3b": (3072, 8192, 128256, 5120, 128), "mistral-7b": (4096, 14336, 32000, 6144, 128),
-    "mistral-nemo": (5120, 14336, 131072, 6144, 128), "gemma-2b": (2048, 16384, 256000, 2560, 256),
-    "gemma-7b": (3072, 24576, 256000, 12288, 256), "gemma2-9b": (3584, 14336, 256000, 8192, 256),
-    "qwen2-0.5b": (896, 4864, 151936, 1152, 64), "qwen2-1.5b": (1536, 8960, 151936, 2048, 128),
-    "qwen2-7b": (3584, 18944, 152064, 4608, 128), "qwen2-72b": (8192, 29568, 152064, 10240, 128),
-    "phi2": (2560, 10240, 51200, 7680, 80), "phi3-mini": (3072, 8192, 32064, 9216, 96),
-    "falcon-7b": (4544, 18176, 65024, 4672, 64), "gpt-j-6b": (4096, 16384, 50400, 12288, 256),
-    "opt-6.7b": (4096, 16384, 50272, 12288, 128), "mpt-7b": (4096, 16384, 50432, 12288, 128),
-    "gpt-neox-20b": (6144, 24576, 50432, 18432, 96), "codellama-34b": (8192, 22016, 32000, 10240, 128),
-}
+# hidden, FFN, vocabulary, fused-QKV width (q + k + v), head dim (lab/data/models.json)
+DENSE_MODELS = models("kernel_survey")
 TOKENS = tuple(range(1, 33)) + (36, 40, 44, 48, 56, 64, 72, 80, 96, 100, 112, 128, 160, 192, 197, 200, 224, 256,
                                  320, 333, 384, 448, 500, 512, 640, 768, 1000, 1024, 1536, 2000, 2048, 3000, 3072,
                                  4096, 6144, 8192, 12288, 16384)
@@ -164,16 +148,7 @@ if __name__ == "__main__":
 
 
 # --- the second kernel survey: more token counts, the held-out set 3 models, and the remaining call kinds -----
-MORE_MODELS = {  # holdout3's models (used for development since) and other common configurations
-    "opt-1.3b": (2048, 8192, 50272, 6144, 64), "bloom-3b": (2560, 10240, 250880, 7680, 80),
-    "falcon-40b": (8192, 32768, 65024, 9216, 64), "qwen2.5-14b": (5120, 13824, 152064, 7168, 128),
-    "starcoder2-7b": (4608, 18432, 49152, 5632, 128), "yi-34b": (7168, 20480, 64000, 9216, 128),
-    "deepseek-7b": (4096, 11008, 102400, 12288, 128), "internlm2-1.8b": (2048, 8192, 92544, 4096, 128),
-    "pythia-2.8b": (2560, 10240, 50304, 7680, 80), "baichuan2-13b": (5120, 13696, 125696, 15360, 128),
-    "qwen2.5-32b": (5120, 27648, 152064, 7168, 128), "qwen2.5-7b": (3584, 18944, 152064, 4608, 128),
-    "llama3.1-405b-tp8": (16384, 6656, 128256, 2304, 128), "t5-large": (1024, 2816, 32128, 3072, 64),
-    "whisper-large": (1280, 5120, 51866, 3840, 64), "vit-b": (768, 3072, 1000, 2304, 64),
-}
+MORE_MODELS = models("kernel_survey2")  # holdout3's models (used for development since) and others
 TOKENS_MORE = tuple(range(33, 129)) + tuple(range(136, 257, 8)) + tuple(range(272, 1025, 16)) + \
     tuple(range(1088, 4097, 64)) + (1337, 1500, 2500, 3000, 4000, 5000, 6000, 7000, 10000, 12000, 16000)
 
@@ -232,17 +207,7 @@ def kernel_calls2() -> list[dict]:
 
 # --- the third kernel survey: holdout 4's models (development data since), more published configurations, and a
 # denser synthetic (N, K) grid at decode and mid token counts (where nvjet's split-K choice varies most) ---------
-MODELS3_SURVEY = {  # none of these in holdout 5
-    "qwen3-14b": (5120, 17408, 151936, 7168, 128), "qwen3-32b": (5120, 25600, 151936, 10240, 128),
-    "qwen3-1.7b": (2048, 6144, 151936, 4096, 128), "qwen3-0.6b": (1024, 3072, 151936, 4096, 128),
-    "gemma3-4b": (2560, 10240, 262208, 4096, 256), "gemma3-27b": (5376, 21504, 262208, 8192, 128),
-    "phi4": (5120, 17920, 100352, 7680, 128), "deepseek-v2-lite": (2048, 10944, 102400, 3072, 128),
-    "glm4-9b": (4096, 13696, 151552, 4608, 128), "exaone3.5-7.8b": (4096, 14336, 102400, 6144, 128),
-    "olmo2-13b": (5120, 13824, 100352, 15360, 128), "nemotron4-15b": (6144, 24576, 256000, 8192, 128),
-    "deepseek-v3-dense": (7168, 18432, 129280, 2112, 128), "llama4-scout": (5120, 16384, 202048, 7168, 128),
-    "t5-xl": (2048, 5120, 32128, 6144, 64), "whisper-medium": (1024, 4096, 51865, 3072, 64),
-    "mistral-large": (12288, 28672, 32768, 14336, 128), "falcon-11b": (4096, 16384, 65024, 4608, 128),
-}
+MODELS3_SURVEY = models("kernel_survey3")  # none of these in holdout 5
 GRID3_NK = (1024, 1536, 2048, 2560, 3072, 3584, 4096, 4608, 5120, 6144, 7168, 8192, 9216, 10240, 11264, 12288, 13312,
             14336, 16384, 18432, 20480, 22528, 24576, 28672, 32768)
 GRID3_M = (1, 2, 3, 4, 6, 8, 12, 16, 22, 32, 48, 64, 96, 128, 192, 256, 512, 1024, 2048, 3000, 4096)
@@ -256,10 +221,10 @@ def kernel_calls3() -> list[dict]:
     >>> cs = kernel_calls3(); len(cs) > 100000, len({c["id"] for c in cs}) == len(cs)
     (True, True)
     """
-    from survey_calls import MODELS4
+    holdout4 = models("holdout4")
 
     seen = {(m, n, k) for n, k in model_projections(dict(DENSE_MODELS, **MORE_MODELS)) for m in TOKENS + TOKENS_MORE}
-    model_shapes = {(m, n, k) for n, k in model_projections(MODELS4) for m in TOKENS + TOKENS_MORE} | \
+    model_shapes = {(m, n, k) for n, k in model_projections(holdout4) for m in TOKENS + TOKENS_MORE} | \
         {(m, n, k) for n, k in model_projections(MODELS3_SURVEY) for m in TOKENS}
     grid_shapes = {(m, n, k) for n in GRID3_NK for k in GRID3_NK for m in GRID3_M}
     lanes = [sorted(s for s in model_shapes - seen if _fits(*s)), sorted(s for s in grid_shapes - seen - model_shapes if _fits(*s))]
@@ -300,9 +265,9 @@ def kernel_calls4() -> list[dict]:
     >>> cs = kernel_calls4(); len(cs) > 50000, len({c["id"] for c in cs}) == len(cs)
     (True, True)
     """
-    from survey_calls import MODELS4, MODELS5, MODELS6
+    held_out = {n: models(f"holdout{n}") for n in (4, 5, 6)}
 
-    allm = dict(DENSE_MODELS, **MORE_MODELS, **MODELS4, **MODELS3_SURVEY, **MODELS5, **MODELS6)
+    allm = dict(DENSE_MODELS, **MORE_MODELS, **held_out[4], **MODELS3_SURVEY, **held_out[5], **held_out[6])
     nk = model_projections(allm)
     hiddens = sorted({h for h, *_ in allm.values()})
     rng = random.Random("kernels4")

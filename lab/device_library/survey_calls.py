@@ -17,8 +17,11 @@ view of a contiguous tensor), ``bias``, ``beta``, ``alpha``, ``c_1d`` (addmm's C
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache, partial
 import zlib
+from functools import lru_cache, partial
+
+from call_ids import adder as _adder  # noqa: F401  (train_calls reads it here)
+from model_lists import attention, held_out_numbers, models, tokens
 
 HIDDEN = (768, 1024, 2048, 4096, 5120, 8192)
 FFN = (3072, 11008, 14336, 28672)
@@ -151,23 +154,8 @@ if __name__ == "__main__":
 
 
 # --- a held-out check: realistic model shapes the table was not fitted on -----------------------------
-MODELS = {  # hidden, FFN, vocab, kv-projection width
-    "gpt2": (768, 3072, 50257, 2304), "gpt2-medium": (1024, 4096, 50257, 3072), "llama2-7b": (4096, 11008, 32000, 12288),
-    "llama3-8b": (4096, 14336, 128256, 1024), "llama2-13b": (5120, 13824, 32000, 15360),
-    "qwen2-7b": (3584, 18944, 152064, 512), "phi2": (2560, 10240, 51200, 7680), "llama-70b": (8192, 28672, 32000, 1024),
-}
+MODELS = models("holdout")  # hidden, FFN, vocab, kv-projection width (lab/data/models.json)
 
-
-def _adder(calls: list[dict], salt: str):
-    """``add(op, fmt, M, N, K, **options)``: append a call with its id and operand seeds (hashed from the
-    call and ``salt``, so a call's operands do not depend on its position in the list)."""
-    def add(op, fmt, M, N, K, **kw):
-        c = dict(op=op, fmt=fmt, M=M, N=N, K=K, prec=kw.pop("prec", "highest"), **kw)
-        c["id"] = len(calls)
-        h = zlib.crc32((salt + repr(sorted(c.items()))).encode()) % 10 ** 6
-        c["seed_a"], c["seed_b"], c["seed_c"] = 3 * h + 1, 3 * h + 2, 3 * h + 3
-        calls.append(c)
-    return add
 
 
 def holdout_calls(n_per_kind: int = 24) -> list[dict]:
@@ -216,13 +204,8 @@ def holdout_calls(n_per_kind: int = 24) -> list[dict]:
 
 
 # --- a second held-out set: other models' shapes, for the final accuracy check on unseen calls -----------
-MODELS2 = {  # hidden, FFN, vocab, fused-QKV width (q + 2 kv heads), attention head dim
-    "mistral-7b": (4096, 14336, 32000, 6144, 128), "gemma-2b": (2048, 16384, 256000, 2560, 256),
-    "gemma-7b": (3072, 24576, 256000, 12288, 256), "falcon-7b": (4544, 18176, 65024, 4672, 64),
-    "gpt-j-6b": (4096, 16384, 50400, 12288, 256), "llama3-70b": (8192, 28672, 128256, 10240, 128),
-    "qwen2-1.5b": (1536, 8960, 151936, 2048, 128), "phi3-mini": (3072, 8192, 32064, 9216, 96),
-}
-TOKENS2 = (1, 3, 5, 6, 10, 12, 24, 40, 80, 100, 160, 333, 640, 768, 1500, 2000, 3000, 4000, 6144, 12288)
+MODELS2 = models("holdout2")  # hidden, FFN, vocab, fused-QKV width (q + 2 kv heads), head dim
+TOKENS2 = tokens("holdout2")
 
 
 def holdout2_calls(n_per_kind: int = 22) -> list[dict]:
@@ -283,169 +266,8 @@ def holdout2_calls(n_per_kind: int = 22) -> list[dict]:
     return calls
 
 
-# --- a third held-out set: models absent from every capture and from the kernel survey ------------------
-MODELS3 = {  # hidden, FFN, vocab, fused-QKV width, head dim
-    "opt-1.3b": (2048, 8192, 50272, 6144, 64), "bloom-3b": (2560, 10240, 250880, 7680, 80),
-    "falcon-40b": (8192, 32768, 65024, 9216, 64), "qwen2.5-14b": (5120, 13824, 152064, 7168, 128),
-    "starcoder2-7b": (4608, 18432, 49152, 5632, 128), "yi-34b": (7168, 20480, 64000, 9216, 128),
-    "deepseek-7b": (4096, 11008, 102400, 12288, 128), "internlm2-1.8b": (2048, 8192, 92544, 4096, 128),
-    "pythia-2.8b": (2560, 10240, 50304, 7680, 80), "baichuan2-13b": (5120, 13696, 125696, 15360, 128),
-}
-TOKENS3 = (1, 2, 6, 9, 11, 15, 19, 27, 50, 63, 130, 257, 420, 999, 1337, 2500, 5000, 7000, 10000, 16000)
-
-
-
-MODELS4 = {  # none of these in any earlier list (bit captures or kernel surveys)
-    "mixtral-8x22b": (6144, 16384, 32768, 8192, 128), "gemma2-2b": (2304, 9216, 256000, 4096, 256),
-    "olmo-7b": (4096, 11008, 50304, 12288, 128), "stablelm2-1.6b": (2048, 5632, 100352, 6144, 64),
-    "phi3-medium": (5120, 17920, 32064, 7680, 128), "mpt-30b": (7168, 28672, 50432, 21504, 128),
-    "deepseek-coder-33b": (7168, 19200, 32256, 9216, 128), "qwen2.5-3b": (2048, 11008, 151936, 2560, 128),
-    "chatglm3-6b": (4096, 13696, 65024, 4608, 128), "minicpm-2b": (2304, 5760, 122753, 6912, 64),
-}
-TOKENS4 = (1, 3, 4, 7, 8, 13, 16, 22, 31, 45, 64, 90, 128, 181, 256, 365, 512, 730, 1024, 1460, 2048, 2900, 4096,
-           5800, 8192, 11600)
-
-
-
-MODELS5 = {  # none of these in any earlier list (bit captures, kernel surveys 1-3); drawn 2026-11-26, sealed until the end
-    "qwen3-8b": (4096, 12288, 151936, 6144, 128), "qwen3-4b": (2560, 9728, 151936, 6144, 128),
-    "gemma3-12b": (3840, 15360, 262208, 8192, 256), "mistral-small-24b": (5120, 32768, 131072, 6144, 128),
-    "granite3-8b": (4096, 12800, 49155, 6144, 128), "smollm2-1.7b": (2048, 8192, 49152, 6144, 64),
-    "command-r-35b": (8192, 22528, 256000, 24576, 128), "internlm2.5-20b": (6144, 16384, 92544, 8192, 128),
-    "yi1.5-9b": (4096, 11008, 64000, 5120, 128), "starcoder2-15b": (6144, 24576, 49152, 7168, 128),
-}
-TOKENS5 = (1, 2, 5, 6, 10, 12, 14, 17, 24, 33, 40, 57, 96, 150, 200, 300, 480, 640, 800, 1200, 1800, 2600, 3500, 6000,
-           9000, 14000)
-
-
-
-MODELS6 = {  # none of these in any earlier list; drawn 2026-11-26 after holdout 5's replay, with the method settled
-    "gemma2-27b": (4608, 36864, 256000, 8192, 128), "bloom-7b1": (4096, 16384, 250880, 12288, 128),
-    "opt-13b": (5120, 20480, 50272, 15360, 128), "gpt-neo-2.7b": (2560, 10240, 50257, 7680, 128),
-    "stablelm-3b": (2560, 6912, 50304, 7680, 80), "deepseek-llm-67b": (8192, 22016, 102400, 10240, 128),
-    "persimmon-8b": (4096, 16384, 262144, 12288, 64), "xverse-13b": (5120, 13824, 100534, 15360, 128),
-    "h2o-danube-1.8b": (2560, 6912, 32000, 3840, 80), "tinyllama-1.1b": (2048, 5632, 32000, 2560, 64),
-}
-TOKENS6 = (1, 3, 4, 9, 11, 18, 21, 26, 35, 48, 70, 110, 160, 250, 350, 600, 700, 900, 1100, 1500, 2200, 3100, 4500,
-           7500, 10000, 12500)
-
-
-
-MODELS7 = {  # none of these in any earlier list; drawn 2026-11-26 (second session) before the dense surveys' data were read
-    "falcon3-7b": (3072, 23040, 131072, 5120, 256), "deepseek-coder-1.3b": (2048, 5504, 32256, 6144, 128),
-    "gemma3-1b": (1152, 6912, 262144, 1536, 256), "smollm2-360m": (960, 2560, 49152, 1600, 64),
-    "stablelm2-12b": (5120, 13824, 100352, 7680, 160), "nemotron-mini-4b": (3072, 9216, 256000, 5120, 128),
-    "aya23-8b": (4096, 14336, 256000, 6144, 128), "qwen1.5-4b": (2560, 6912, 151936, 7680, 128),
-    "baichuan2-7b": (4096, 11008, 125696, 12288, 128), "granite-3b-code": (2560, 10240, 49152, 7680, 80),
-}
-TOKENS7 = (1, 2, 5, 7, 13, 15, 22, 29, 37, 50, 90, 130, 190, 270, 400, 550, 750, 1000, 1400, 2800, 3800, 5500, 8192,
-           11000, 13000, 16000)
-
-
-
-MODELS8 = {  # none of these in any earlier list; drawn 2026-11-26 after holdout 7's replay, before the third dense survey
-    "mistral-7b-v0.3": (4096, 14336, 32768, 6144, 128), "olmo-1b": (2048, 8192, 50304, 6144, 128),
-    "phi-1.5": (2048, 8192, 51200, 6144, 64), "internlm2-7b": (4096, 14336, 92544, 6144, 128),
-    "ministral-8b": (4096, 12288, 131072, 6144, 128), "bloom-1b7": (2048, 8192, 250880, 6144, 128),
-    "codegen-2b": (2560, 10240, 51200, 7680, 80), "cerebras-gpt-6.7b": (4096, 16384, 50257, 12288, 128),
-    "yi-6b": (4096, 11008, 64000, 5120, 128), "phi3-small": (4096, 14336, 100352, 6144, 128),
-}
-TOKENS8 = (1, 3, 6, 9, 12, 19, 26, 31, 44, 61, 77, 120, 170, 230, 310, 450, 620, 850, 1150, 1600, 2300, 3300, 4600,
-           6500, 9500, 15000)
-
-
-
-MODELS9 = {  # none of these in any earlier list; drawn 2026-11-26 after holdout 8's replay, with the method settled (b38b377)
-    "vicuna-13b": (5120, 13824, 32000, 15360, 128), "xgen-7b": (4096, 11008, 51200, 12288, 128),
-    "openllama-3b": (3200, 8640, 32000, 9600, 100), "redpajama-3b": (2560, 10240, 50432, 7680, 80),
-    "stablecode-3b": (2560, 6912, 50304, 7680, 80), "codellama-13b": (5120, 13824, 32016, 15360, 128),
-    "qwen2.5-coder-1.5b": (1536, 8960, 151936, 2048, 128), "deepseek-math-7b": (4096, 11008, 102400, 12288, 128),
-    "pythia-1.4b": (2048, 8192, 50304, 6144, 128), "falcon-180b": (14848, 59392, 65024, 15872, 64),
-}
-TOKENS9 = (1, 4, 8, 11, 16, 23, 34, 47, 63, 81, 100, 144, 210, 333, 512, 700, 960, 1300, 1900, 2600, 4000, 5200, 7000,
-           9000, 12000, 16384)
-
-
-
-MODELS10 = {  # none of these in any earlier list; drawn 2026-11-26 (third session) with the method settled (pair-indexed k-NN)
-    "phi-2": (2560, 10240, 51200, 7680, 80), "dbrx-expert": (6144, 10752, 100352, 8192, 128),
-    "granite-20b-code": (6144, 24576, 49152, 6400, 128), "smollm-135m": (576, 1536, 49152, 960, 64),
-    "jais-13b": (5120, 13653, 84992, 15360, 128), "orion-14b": (5120, 15360, 84608, 15360, 128),
-    "aquila2-7b": (4096, 11008, 100008, 12288, 128), "skywork-13b": (4608, 12288, 65519, 13824, 128),
-    "bluelm-7b": (4096, 11008, 100096, 12288, 128), "aya-expanse-32b": (8192, 24576, 256000, 10240, 128),
-}
-TOKENS10 = (1, 2, 3, 5, 7, 10, 14, 20, 28, 39, 55, 75, 105, 140, 205, 290, 410, 580, 820, 1160, 1640, 2350, 3200,
-            4700, 6600, 9300)
-
-
-
-MODELS11 = {  # none of these in any earlier list; drawn 2026-11-26 (third session) after holdout 10's replay, with the
-    # misaligned survey folded in and the k-NN's alignment / structure vote settled (563d388)
-    "olmoe-1b-7b-expert": (2048, 1024, 50304, 6144, 128), "qwen2-57b-a14b-expert": (3584, 2560, 151936, 4608, 128),
-    "phi-3.5-moe-expert": (4096, 6400, 32064, 6144, 128), "t5-xxl": (4096, 10240, 32128, 12288, 64),
-    "siglip-so400m": (1152, 4304, 32000, 3456, 72), "codeqwen1.5-7b": (4096, 13440, 92416, 12288, 128),
-    "xlm-roberta-large": (1024, 4096, 250002, 3072, 64), "mt5-xl": (2048, 5120, 250112, 6144, 64),
-    "santacoder": (2048, 8192, 49280, 2304, 128), "ernie-4.5-0.3b": (1024, 3072, 103424, 1280, 64),
-}
-TOKENS11 = (1, 2, 4, 6, 9, 13, 18, 25, 36, 52, 70, 96, 135, 190, 260, 370, 520, 730, 1020, 1450, 2050, 2900, 4100,
-            5750, 8100, 11500)
-
-
-MODELS12 = {  # none of these in any earlier list; drawn 2026-11-27 (third session), before the dense long-K survey ran
-    "glm-4-9b": (4096, 13696, 151552, 4608, 128), "olmo-2-13b": (5120, 13824, 100352, 15360, 128),
-    "nemotron-4-15b": (6144, 24576, 256000, 8192, 128), "yi-1.5-9b": (4096, 11008, 64000, 5120, 128),
-    "aya-23-8b": (4096, 14336, 256000, 6144, 128), "baichuan-7b": (4096, 11008, 64000, 12288, 128),
-    "llama-2-13b": (5120, 13824, 32000, 15360, 128), "pixtral-12b": (5120, 14336, 131072, 6144, 128),
-}
-TOKENS12 = (1, 3, 5, 8, 11, 16, 22, 31, 44, 64, 88, 120, 176, 240, 352, 480, 704, 960, 1400, 1920, 2800, 3840, 5600,
-            7680, 11200, 15360)
-
-
-MODELS13 = {  # none of these in any earlier list; drawn 2026-11-27 (third session) after holdout 12's replay, before the
-    # dense narrow-output survey (dense_narrow, dense_tiny32) and the short-dot gemvx rule were folded in
-    "deepseek-moe-16b-expert": (2048, 1408, 102400, 6144, 128), "dolly-v2-12b": (5120, 20480, 50280, 15360, 128),
-    "codegemma-7b": (3072, 24576, 256000, 12288, 256), "recurrentgemma-2b": (2560, 15360, 256000, 3072, 256),
-    "nomic-embed-text": (768, 3072, 30528, 2304, 64), "arctic-embed-l": (1024, 4096, 30522, 3072, 64),
-    "bloomz-560m": (1024, 4096, 250880, 3072, 64), "zephyr-7b": (4096, 14336, 32000, 6144, 128),
-}
-TOKENS13 = (1, 2, 4, 7, 12, 17, 24, 33, 45, 60, 80, 110, 150, 200, 275, 375, 500, 650, 900, 1250, 1700, 2300, 3100,
-            4200, 6000, 9000, 13000)
-
-
-
-ATTENTION = {  # (b, M, N, K): scores and context bmm of the sets' models
-    "3": ((32, 420, 420, 128), (32, 420, 128, 420), (71, 257, 257, 64), (71, 257, 64, 257), (40, 1, 1337, 128),
-          (40, 1, 128, 1337), (56, 999, 999, 128), (32, 80, 80, 80)),
-    "4": ((48, 365, 365, 128), (48, 365, 128, 365), (9, 730, 730, 256), (9, 730, 256, 730), (64, 1, 2900, 128),
-          (64, 1, 128, 2900), (56, 181, 181, 128), (36, 90, 90, 64)),
-    "5": ((32, 480, 480, 128), (32, 480, 128, 480), (16, 640, 640, 256), (16, 640, 256, 640), (64, 1, 1800, 128),
-          (48, 1, 128, 2600), (96, 150, 150, 128), (24, 300, 300, 64)),
-    "6": ((36, 350, 350, 128), (36, 350, 128, 350), (32, 600, 600, 128), (32, 600, 128, 600), (64, 1, 2200, 128),
-          (40, 1, 128, 3100), (64, 110, 110, 128), (32, 250, 250, 80)),
-    "7": ((32, 444, 444, 160), (32, 444, 160, 444), (12, 700, 700, 256), (12, 700, 256, 700), (64, 1, 2500, 128),
-          (32, 1, 128, 1900), (24, 140, 140, 128), (15, 300, 300, 64)),
-    "8": ((32, 390, 390, 128), (32, 390, 128, 390), (40, 555, 555, 80), (40, 555, 80, 555), (32, 1, 3000, 128),
-          (64, 1, 128, 1300), (16, 222, 222, 64), (32, 850, 850, 128)),
-    "9": ((32, 512, 512, 128), (32, 512, 128, 512), (32, 300, 300, 100), (32, 300, 100, 300), (40, 1, 2048, 128),
-          (232, 1, 64, 700), (16, 128, 128, 128), (24, 1000, 1000, 64)),
-    "10": ((32, 460, 460, 80), (32, 460, 80, 460), (40, 820, 820, 128), (40, 820, 128, 820), (64, 1, 1640, 128),
-           (48, 1, 128, 2350), (9, 205, 205, 64), (28, 600, 600, 128)),
-    "11": ((32, 370, 370, 128), (32, 370, 128, 370), (16, 520, 520, 72), (16, 520, 72, 520), (64, 1, 2050, 64),
-           (28, 1, 128, 1450), (12, 190, 190, 64), (32, 730, 730, 128)),
-    "12": ((32, 352, 352, 128), (32, 352, 128, 352), (40, 704, 704, 128), (40, 704, 128, 704), (48, 1, 1920, 128),
-           (40, 1, 128, 2800), (32, 176, 176, 128), (64, 480, 480, 128)),
-    "13": ((32, 375, 375, 128), (32, 375, 128, 375), (16, 650, 650, 256), (16, 650, 256, 650), (32, 1, 2300, 128),
-           (12, 1, 64, 1700), (16, 275, 275, 64), (64, 150, 150, 128)),
-}
-ATTENTION_BADD = {"3": ((32, 257, 257, 80), (16, 130, 64, 130)), "4": ((36, 365, 365, 64), (40, 90, 128, 90)),
-                  "5": ((32, 200, 200, 128), (40, 96, 128, 96)), "6": ((32, 160, 160, 128), (64, 70, 128, 70)),
-                  "7": ((32, 180, 180, 128), (48, 75, 128, 75)),
-                  "8": ((32, 210, 210, 128), (32, 95, 128, 95)),
-                  "9": ((32, 256, 256, 128), (40, 60, 128, 60)),
-                  "10": ((32, 290, 290, 128), (36, 105, 128, 105)),
-                  "11": ((32, 260, 260, 64), (28, 96, 128, 96)),
-                  "12": ((32, 240, 240, 128), (40, 88, 128, 88)),
-                  "13": ((16, 200, 200, 64), (32, 110, 128, 110))}
+# --- held-out sets 3 onward: each drawn from models in no earlier list (lab/data/models.json says when), with
+# its token counts and attention shapes ------------------------------------------------------------
 
 
 def _shapes_before(n: int) -> set[tuple[int, int, int]]:
@@ -480,9 +302,10 @@ def _held_out_set(models: dict, tokens: tuple, tag: str, seen: set, n_per_kind: 
         add("addmm", "bf16", M, N, K, beta=1, alpha=1, c_1d=True)
     for M, N, K in _pick([s for s in shapes if s[0] % 2 == 0], n_per_kind // 3, f"h{tag}-bcast"):
         add("matmul_bcast", "bf16", M // 2, N, K, b=2)
-    for b, M, N, K in ATTENTION[tag]:
+    bmm, baddbmm = attention(f"holdout{tag}")
+    for b, M, N, K in bmm:
         add("bmm", "bf16", M, N, K, b=b)
-    for b, M, N, K in ATTENTION_BADD[tag]:
+    for b, M, N, K in baddbmm:
         add("baddbmm", "bf16", M, N, K, b=b, beta=1, alpha=0.125)
     for (M, N, K), (a_t, b_t) in zip(_pick(shapes, 6, f"h{tag}-lay"), itertools.cycle([(True, False), (False, True)])):
         add("matmul", "bf16", M, N, K, a_t=a_t, b_t=b_t)
@@ -500,12 +323,12 @@ def _held_out_set(models: dict, tokens: tuple, tag: str, seen: set, n_per_kind: 
     return calls
 
 
-LATER_SETS = {n: (globals()[f"MODELS{n}"], globals()[f"TOKENS{n}"]) for n in range(3, 14)}  # held-out sets 3..13
+LATER_SETS = {n: (models(f"holdout{n}"), tokens(f"holdout{n}")) for n in held_out_numbers()}  # held-out sets 3 on
 
 
 def held_out_calls(n: int, n_per_kind: int = 28) -> list[dict]:
-    """Held-out set ``n`` (3..13): realistic calls of ``MODELS{n}`` x ``TOKENS{n}`` (each drawn when its comment
-    says, none of its models in an earlier list), the shapes of the op survey and the earlier sets left out, the
+    """Held-out set ``n`` (3..13): realistic calls of list ``holdout{n}``'s models x token counts (each drawn when
+    its note in lab/data/models.json says, none of its models in an earlier list), the shapes of the op survey and the earlier sets left out, the
     kinds of ``holdout2_calls``.
 
     >>> all(200 <= len(cs) <= 300 and len({c["id"] for c in cs}) == len(cs)
