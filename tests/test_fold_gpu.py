@@ -90,7 +90,7 @@ ROWS = {  # (kind index, M, N, K): the synthetic H200's launch (names, CTAs, gri
 
 
 def _write_run(out, rows=ROWS, env=H200_ENV, name="tiny_train"):
-    """A run_gpu_survey.sh output: env.json and one dense set's merged file (graph_survey.write_npz's format)."""
+    """A `lab/run.sh gpu-survey` output: env.json and one dense set's merged file (graph_survey.write_npz's format)."""
     os.makedirs(out, exist_ok=True)
     ds = DenseSet(KINDS, np.array([[k, 1, M, N, K] for (k, M, N, K) in rows], np.int64), name)
     sigs, sig = {}, []
@@ -291,7 +291,7 @@ def test_the_reference_models_own_run_is_added_to_its_table(tmp_path, monkeypatc
                               "--vectors", str(tmp_path)]) == 0
         assert "1 launches added, 1 measured again with another launch" in capsys.readouterr().out
         t = launches._load(str(lib / "h100_launches.npz"))
-        assert t["launch_count"] == 3 and "tiny; run_gpu_survey.sh h100" in str(np.load(lib / "h100_launches.npz")["provenance"])
+        assert t["launch_count"] == 3 and "tiny; lab/run.sh gpu-survey h100" in str(np.load(lib / "h100_launches.npz")["provenance"])
         kept = launches.launch_in(t, Call("linear", "bf16", "bf16", 16, 1024, 14336, b_t=True))
         assert kept.ctas == 128 and "splitK" in kept.main
     finally:
@@ -304,7 +304,7 @@ def test_the_device_script_names_only_sets_that_exist():
 
     import kernel_survey
 
-    text = open(os.path.join(HERE, "..", "lab", "device_library", "run_gpu_survey.sh")).read()
+    text = open(os.path.join(HERE, "..", "lab", "run.sh")).read()
     dense = set(" ".join(re.findall(r'SETS=\$\{SETS:-"([^"]+)"\}', text)).split())
     assert set(train_calls.TRAIN_SETS) <= dense <= set(train_calls.ALL_DENSE_SETS)
     per_gpu = [set(b.split()) for b in re.findall(r'BITS=\$\{BITS:-"([^"]+)"\}', text)]

@@ -1,4 +1,4 @@
-"""Fold one GPU model's survey (``run_gpu_survey.sh``) into its launch table, and measure where it agrees with another's.
+"""Fold one GPU model's survey (``lab/run.sh gpu-survey``) into its launch table, and measure where it agrees with another's.
 
     PYTHONPATH=src:lab/device_library python3 lab/device_library/fold_gpu.py --gpu h200 --out-dir H200_OUT \
         [--reference h100] [--reference-out H100_OUT] [--captures SELFCHECK.json.gz ...] [--write]
@@ -53,7 +53,7 @@ def read_env(out_dir: str, gpu: str) -> dict:
     """The run's ``env.json``; refuses a run made on another GPU model."""
     path = os.path.join(out_dir, "env.json")
     if not os.path.exists(path):
-        raise SystemExit(f"{path}: missing (run_gpu_survey.sh writes it); is {out_dir} a run_gpu_survey.sh output?")
+        raise SystemExit(f"{path}: missing (lab/run.sh gpu-survey writes it); is {out_dir} a gpu-survey output?")
     with open(path) as fh:
         env = json.load(fh)
     seen = gpus.model_key(env.get("device", ""))
@@ -348,7 +348,7 @@ def manifest_entry(gpu: str, env: dict, table_file: str, kinds: list[str], ref_g
              if v["compared"]}
     prov = dict(device=f"{env['device']} ({env.get('sms', '?')} SMs)", torch=env.get("torch"), cuda=env.get("cuda"),
                 cublas=env.get("cublas"), driver=env.get("driver"),
-                measured=f"run_gpu_survey.sh {gpu} (sets {env.get('sets', '?')}), folded "
+                measured=f"lab/run.sh gpu-survey {gpu} (sets {env.get('sets', '?')}), folded "
                          f"{datetime.date.today().isoformat()}: {counts['launches']} launches")
     return dict(old, device_names=names, sms=env.get("sms", old.get("sms")), launches=table_file,
                 measured=old.get("measured"), kinds=sorted(kinds), agrees_with={ref_gpu: agree}, provenance=prov)
@@ -474,9 +474,9 @@ def fold_into(gpu: str, own: dict, signatures: list[str], path: str, note: str) 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpu", required=True, help="the GPU model the run measured (h200, ...)")
-    ap.add_argument("--out-dir", required=True, help="the device call's $OUT (run_gpu_survey.sh)")
+    ap.add_argument("--out-dir", required=True, help="the device call's $OUT (lab/run.sh gpu-survey)")
     ap.add_argument("--reference", default=None, help="the model to compare with (default: the manifest's reference)")
-    ap.add_argument("--reference-out", default=None, help="the reference model's own run_gpu_survey.sh output")
+    ap.add_argument("--reference-out", default=None, help="the reference model's own gpu-survey output")
     ap.add_argument("--captures", nargs="*", default=[], help="self-check capture files of calls on this GPU")
     ap.add_argument("--surveys", nargs="*", default=[], metavar="SET=PATH",
                     help="kernel-survey result files (json.gz) of named call lists, measured on this GPU, to fold too")
@@ -516,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.path.exists(os.path.join(a.out_dir, "autograd_check.json")):
             with open(os.path.join(a.out_dir, "autograd_check.json")) as fh:
                 autograd = json.load(fh)
-        cmd = f"run_gpu_survey.sh {gpu}" + (f" (and {ref})" if a.reference_out else "") + f"; fold_gpu.py --gpu {gpu}"
+        cmd = f"lab/run.sh gpu-survey {gpu}" + (f" (and {ref})" if a.reference_out else "") + f"; fold_gpu.py --gpu {gpu}"
         body = docs_section(gpu, ref, env, found, per_kind, groups, bits, autograd, cmd)
         print(body)
         if not a.write:
@@ -526,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
         table_file = f"{gpu}_launches.npz"
         counts = export_kernels.write_table(
             os.path.join(a.lib, table_file), own, signatures,
-            f"run_gpu_survey.sh {gpu} on {env['device']}, torch {env.get('torch')}, CUDA {env.get('cuda')}, cuBLAS "
+            f"lab/run.sh gpu-survey {gpu} on {env['device']}, torch {env.get('torch')}, CUDA {env.get('cuda')}, cuBLAS "
             f"{env.get('cublas')}, driver {env.get('driver')} (fold_gpu.py)", grid=((), ()))
         m = json.loads(json.dumps(gpus.manifest()))
         m["models"][gpu] = manifest_entry(gpu, env, table_file, sorted(set(own["kind"].tolist())), ref, per_kind,
@@ -561,7 +561,7 @@ def _fold_note(a, gpu: str, env: dict, bits_dir: str | None, verb: str) -> str:
     """The provenance line of a fold into an installed table: the run, its sets, the launches of which bit sets
     and surveys."""
     held = set(a.hold_out)
-    return (f"run_gpu_survey.sh {gpu} on {env['device']} {verb} {datetime.date.today().isoformat()} "
+    return (f"lab/run.sh gpu-survey {gpu} on {env['device']} {verb} {datetime.date.today().isoformat()} "
             f"(sets {env.get('sets', '?')}; bit sets' launches: "
             f"{', '.join(sorted(set(bit_sets(bits_dir)) - held)) or 'none'}"
             f"{'; surveys ' + ', '.join(x.partition('=')[0] for x in a.surveys) if a.surveys else ''})")
