@@ -61,7 +61,7 @@ def test_table_lists_every_kind_before_any_is_loaded():
     none: a dict iterates only the entries it holds)."""
     import numpy as np
 
-    fresh = launches._load(H100_TABLE)
+    fresh = launches.load_table(H100_TABLE)
     with np.load(H100_TABLE, allow_pickle=False) as z:
         stored = [str(k) for k in z["kinds"]]
     assert list(fresh["kinds"]) == list(fresh["kinds"].keys()) == stored and len(fresh["kinds"]) == len(stored)

@@ -44,12 +44,10 @@ def split_launches(max_k: int = 3072) -> list[tuple[sel.Call, launches.Launch]]:
         if kind.split("|")[1] == "fp32":
             continue
         runs = t["kinds"][kind]
-        K = (runs.keys >> (launches._M_BITS + launches._B_BITS)) & ((1 << launches._K_BITS) - 1)
+        Ns, K, bs, firsts = launches.unpack_keys(runs.keys)
         plain = _plain_signatures(tuple(sigs))
         for i in np.flatnonzero((K < max_k) & ~plain[runs.sig]):
-            key = int(runs.keys[i])
-            first, b = key & ((1 << launches._M_BITS) - 1), (key >> launches._M_BITS) & ((1 << launches._B_BITS) - 1)
-            N = key >> (launches._M_BITS + launches._B_BITS + launches._K_BITS)
+            first, N, b = int(firsts[i]), int(Ns[i]), int(bs[i])
             L0 = tuple(sigs[runs.sig[i]].split(" | "))
             c0 = _call_of_row(kind, first, int(N), int(K[i]), int(b))
             if c0.kind() != kind:

@@ -31,8 +31,11 @@ import time
 from fit_table import call_of, candidates, score
 from replay_survey import load, operands
 
+from tcnumerics.library import gpus
 from tcnumerics.library import split_rule as sr
 from tcnumerics.library.selection import TableKey
+
+SMS = gpus.sms("h100")  # the survey's GPU (an H100): the wave its split choices fill
 
 KERNEL = re.compile(r"nvjet_sm90_(\w+?)_(\d+)x(\d+)_(\d+)x(\d+)_(\d+)x(\d+)_([vh])_(.*)_([NT]{3})$")
 GRID = dict(MIN_K_TILES=(40, 44, 48), ALWAYS_SPLIT_TILES=(16, 24, 32, 48, 66), WASTE=(0.1, 0.2, 0.25),
@@ -106,7 +109,7 @@ def tally(calls, predict) -> dict:
 def old_rule(r) -> int:
     c = r["call"]
     ctas = math.ceil(c.M / 64) * math.ceil(c.N / 64) * c.b
-    return 1 if c.b > 1 or r["kt"] < 44 else max(1, min(-(-r["kt"] // 22), sr.SMS // max(ctas, 1)))
+    return 1 if c.b > 1 or r["kt"] < 44 else max(1, min(-(-r["kt"] // 22), SMS // max(ctas, 1)))
 
 
 def formula(r) -> int:
@@ -189,7 +192,7 @@ def main() -> int:
     print("  split_rule.formula_split (shipped parameters):", tally(calls, formula))
     split = [r for r in calls if r["split"]]
     print("  given the real kernel's tile count, min(132 // tiles, ceil(3 kt / 64)) on the split calls:",
-          tally(split, lambda r: max(1, min(sr.SMS // r["tiles"], math.ceil(3 * r["kt"] / 64)))))
+          tally(split, lambda r: max(1, min(SMS // r["tiles"], math.ceil(3 * r["kt"] / 64)))))
     if not args.no_grid:
         p, t = best_params(calls)
         print("  best grid parameters on the whole survey:", p, t)

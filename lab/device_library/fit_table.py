@@ -1,7 +1,7 @@
 """Identify each captured call's kernel structure on the CPU and write the library's measured table.
 
     PYTHONPATH=src:lab/device_library python3 lab/device_library/fit_table.py CAPTURE [CAPTURE ...] \
-        [--from-table] [--cache fit_cache.json] [-o src/tcnumerics/library/h100_measured.json]
+        [--from-table] [--cache lab/data/fit_cache.json.gz] [-o src/tcnumerics/library/h100_measured.json]
 
 One table from every capture given (the op survey, held-out captures folded in later; each an ``.npz``
 from ``export_survey.py``).  Call ids restart in every capture: the cache keys records ``capture#id``
@@ -22,6 +22,7 @@ points of measured unsplit and split nvjet calls.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -280,13 +281,19 @@ def load_cache(path: str) -> dict:
     """The fit cache (``capture#id`` -> fitted entry); caches of the one-capture format are refused."""
     if not os.path.exists(path):
         return {}
-    with open(path) as fh:
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as fh:
         cache = json.load(fh)
     old = [k for k in cache if "#" not in k]
     if old:
         raise SystemExit(f"fit_table: {path} keys calls by id only ({len(old)} entries, e.g. {old[0]!r}): written "
                          "before captures were named in keys; delete it or pass another --cache")
     return cache
+
+
+def save_cache(cache: dict, path: str) -> None:
+    """Write the fit cache (gzip-compressed when ``path`` ends in ``.gz``)."""
+    with (gzip.open(path, "wt") if path.endswith(".gz") else open(path, "w")) as fh:
+        json.dump(cache, fh)
 
 
 def entry_sources(e: dict) -> set:
@@ -393,7 +400,9 @@ def provenance(captures, paths: list[str]) -> tuple[str, dict]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("captures", nargs="+", help="capture files (.npz from export_survey.py) or survey directories")
-    ap.add_argument("--cache", default="fit_cache.json", help="fitted entries per capture#id (resumable)")
+    ap.add_argument("--cache", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
+                                                    "fit_cache.json.gz"),
+                    help="fitted entries per capture#id (resumable; .gz: compressed)")
     ap.add_argument("-o", "--out", default="src/tcnumerics/library/h100_measured.json")
     ap.add_argument("--budget", type=float, default=40.0, help="seconds of split-K search per call")
     ap.add_argument("--seed", default="", help="JSON {capture#id (or an id of the first capture): split count} "
@@ -428,11 +437,11 @@ def main() -> int:
     for n, (tag, c) in enumerate(todo):
         fit_one(c, data_of[tag], cache, fit_key(tag, c))
         if n % 25 == 0:
-            json.dump(cache, open(args.cache, "w"))
+            save_cache(cache, args.cache)
             done = [cache[fit_key(t, r)] for t, r in todo[:n + 1]]
             print(f"{n + 1}/{len(todo)} fitted, {time.time() - t0:.0f} s; verified so far "
                   f"{sum(v['verified'] for v in done)}/{len(done)}", flush=True)
-    json.dump(cache, open(args.cache, "w"))
+    save_cache(cache, args.cache)
     calls = build_calls(items, cache)
     line, info = provenance(captures, args.captures)
     table = {"provenance": line, "captures": info, "calls": calls, "frontier": frontier(items, cache)}

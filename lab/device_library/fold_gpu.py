@@ -167,11 +167,7 @@ def gemm_part(signature: str) -> tuple[str, ...]:
     return tuple(n for n in signature.split(" | ") if not n.startswith(("Memcpy", "void at::native")))
 
 
-def fits(M, N, K, b) -> np.ndarray:
-    """``launches.fits`` over arrays."""
-    M, N, K, b = (np.asarray(x, np.int64) for x in (M, N, K, b))
-    lim = {f: 1 << getattr(launches, f"_{f}_BITS") for f in ("M", "N", "K", "B")}
-    return (M >= 0) & (M < lim["M"]) & (N > 0) & (N < lim["N"]) & (K > 0) & (K < lim["K"]) & (b > 0) & (b < lim["B"])
+fits = launches.fits_keys  # which shapes a launch table can store (arrays)
 
 
 def table_rows(t: dict, sig_index: dict[str, int]) -> dict:
@@ -180,13 +176,11 @@ def table_rows(t: dict, sig_index: dict[str, int]) -> dict:
     parts = []
     for kind in t["kinds"]:
         r = t["kinds"][kind]
-        mbits, bbits, kbits = launches._M_BITS, launches._B_BITS, launches._K_BITS
-        first = r.keys & ((1 << mbits) - 1)
-        base = r.keys >> mbits
+        N0, K0, b0, first = launches.unpack_keys(r.keys)
         n = (r.m_last - first) // r.m_step + 1
         i = np.repeat(np.arange(len(r.keys)), n)
         M = first[i] + (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)) * r.m_step[i]
-        b, K, N = base[i] & ((1 << bbits) - 1), base[i] >> bbits & ((1 << kbits) - 1), base[i] >> (bbits + kbits)
+        b, K, N = b0[i], K0[i], N0[i]
         parts.append(dict(kind=np.full(len(i), kind, dtype=object), M=M, N=N, K=K, b=b, sig=remap[r.sig[i]],
                           ctas=np.asarray(r.ctas(i, M, N, b), np.int64), gz=r.grid_z[i].astype(np.int64)))
     return {f: np.concatenate([p[f] for p in parts]) for f in parts[0]}
@@ -204,7 +198,7 @@ def table_lookup(t: dict, kind: str, M, N, K, b) -> tuple[np.ndarray, list, np.n
     key[ok] = launches.pack_keys(N[ok], K[ok], b[ok], M[ok])
     i = np.searchsorted(runs.keys, key, side="right") - 1
     iv = np.clip(i, 0, None)
-    mbits = launches._M_BITS
+    mbits = launches.KEY_BITS.M
     first = runs.keys[iv] & ((1 << mbits) - 1)
     found = ok & (i >= 0) & ((runs.keys[iv] >> mbits) == (key >> mbits)) & (M <= runs.m_last[iv]) & \
         ((M - first) % runs.m_step[iv] == 0)
@@ -241,7 +235,7 @@ def same_numerics(call, sig_a: str, ctas_a: int, gz_a: int, sig_b: str, ctas_b: 
 
 def compare(own: dict, signatures: list[str], reference: list[dict], ref_gpu: str) -> tuple[dict, dict]:
     """Per kind: compared, same_launch, same_structure; and the differing groups (kind, reference launch, own
-    launch) -> count and example shapes.  ``reference``: tables (``launches._load`` dicts) looked up in order."""
+    launch) -> count and example shapes.  ``reference``: tables (``launches.load_table`` dicts) looked up in order."""
     per_kind: dict = {}
     groups: dict = defaultdict(lambda: dict(n=0, examples=[]))
     kinds = own["kind"]
@@ -291,7 +285,7 @@ def reference_tables(ref_gpu: str, ref_out: str | None, sig_note: dict) -> list[
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "ref.npz")
             export_kernels.write_table(path, merged, list(sig_index), "reference run", grid=((), ()))
-            tables.append(launches._load(path))
+            tables.append(launches.load_table(path))
             for k in tables[-1]["kinds"]:  # load every kind now: the file goes with the folder
                 tables[-1]["kinds"][k]
         sig_note.update({f"reference {k}": v for k, v in found.items()})

@@ -72,7 +72,7 @@ def encode(kind, N, K, b, M, sig, ctas, gz, signatures: list[str]) -> dict:
 
 
 def per_kind(runs: dict, n_kinds: int) -> dict:
-    """The file's members: for kind i, ``k{i}_N``, ``_K``, ``_b``, ``_m_first`` (sorted as ``launches._pack`` packs
+    """The file's members: for kind i, ``k{i}_N``, ``_K``, ``_b``, ``_m_first`` (sorted as ``launches.pack_key`` packs
     them) and the other run fields, each kind readable on its own (``launches`` loads a kind when first asked)."""
     key = pack_keys(runs["N"], runs["K"], runs["b"], runs["m_first"])
     out = {}

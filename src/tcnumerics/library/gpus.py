@@ -161,6 +161,22 @@ def model(key: str) -> GpuModel | None:
                     e.get("sms"))
 
 
+def sms(key: str | None = None) -> int:
+    """GPU model ``key``'s streaming multiprocessors (the manifest's ``sms``): the one wave cuBLAS's split-K and
+    stream-K choices fill.  A model the manifest does not know, or whose entry lacks it, gets the reference model's
+    (its calls are planned as the reference model's anyway, and flagged).
+
+    >>> sms("h100"), sms("NVIDIA H200"), sms("l40s") == sms(reference_gpu())
+    (132, 132, True)
+    """
+    key = model_key(key) if key is not None else default_gpu()
+    entry = manifest()["models"].get(key) or {}
+    n = entry.get("sms") or manifest()["models"][reference_gpu()].get("sms")
+    if not n:
+        raise ValueError(f"GPU manifest: neither {key!r} nor the reference model {reference_gpu()!r} gives 'sms'")
+    return int(n)
+
+
 def measured_models() -> list[str]:
     """Keys of the models with a table of their own."""
     return [k for k in manifest()["models"] if (m := model(k)) and (m.launches or m.measured)]
