@@ -190,8 +190,8 @@ def test_untruncated_group_is_correctly_rounded(name, data):
     model = get_instruction(name).model
     assume(not _unknown_parameters(model) and model.frac_bits is not None)
     group = InstructionSpec(name=f"{name}#one-group", k=model.group_size, model=model)
-    case = data.draw(tcs.dot_products(group, family=["int", "normal", "accumulator_dominant", "cancellation",
-                                                       "wide_alignment", "subnormal"], batch=4))
+    case = data.draw(tcs.dot_products(group, family=["int", "normal", "cdom", "cancel",
+                                                       "align", "subnormal"], batch=4))
     d = reference.dot_bits(group, case.a, case.b, case.c)
     checked = 0
     for i in range(len(case)):

@@ -44,7 +44,7 @@ Bulk sampling for fuzzing, reproducible from a seed:
 
     >>> batch = tcs.sample_dot_products("hopper.wgmma.m64n8k32.f32.e4m3.e5m2", 1000, seed=1)
     >>> batch.a.shape, batch.a.dtype, sorted(set(batch.family))[:3]
-    ((1000, 32), dtype('uint8'), ['accumulator_dominant', 'cancellation', 'int'])
+    ((1000, 32), dtype('uint8'), ['align', 'bits', 'cancel'])
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from .catalog import get_instruction
+from .family_names import canonical_family
 from .formats import FloatFormat, Format, IntFormat, get_format
 from .model import InstructionSpec
 
@@ -73,19 +74,21 @@ __all__ = [
     "sample_dot_products",
 ]
 
-# Families of dot products, each aimed at one feature of the datapath (NUMERICS.md sections 1 and 5):
+# Families of dot products, each aimed at one feature of the datapath (NUMERICS.md sections 1 and 5); the names are
+# the one vocabulary of ``family_names`` (the earlier uniform, cancellation, wide_alignment, accumulator_dominant are
+# accepted, deprecated):
 FAMILIES: dict[str, str] = {
     "int": "small integers: exact in every unit, results easy to predict",
     "normal": "values near N(0,1) rounded to the operand formats (typical ML data)",
-    "uniform": "uniformly random finite bit patterns (all binades, subnormals included)",
-    "cancellation": "products cancel in pairs (some off by one ulp): large emax, tiny result",
-    "wide_alignment": "product exponents spread over more than frac_bits: truncation while aligning",
-    "accumulator_dominant": "large c, products near half an output ulp: rounding ties and truncation",
+    "bits": "uniformly random finite bit patterns (all binades, subnormals included)",
+    "cancel": "products cancel in pairs (some off by one ulp): large emax, tiny result",
+    "align": "product exponents spread over more than frac_bits: truncation while aligning",
+    "cdom": "large c, products near half an output ulp: rounding ties and truncation",
     "subnormal": "subnormal operands and accumulators (and the zero exponent e_zero)",
     "special": "zeros of both signs, infinities, NaNs with payloads, largest finite values",
     "overflow": "operands and accumulator near the largest finite values: inf, saturation, wraparound",
 }
-_INTEGER_FAMILIES = ("int", "uniform", "cancellation", "overflow")
+_INTEGER_FAMILIES = ("int", "bits", "cancel", "overflow")
 
 
 # ---------------------------------------------------------------------------------------
@@ -446,8 +449,8 @@ def _fam_overflow(src, spec, K):
 
 
 _FAMILY_FUNCS = {
-    "int": _fam_int, "normal": _fam_normal, "uniform": _fam_uniform, "cancellation": _fam_cancellation,
-    "wide_alignment": _fam_wide_alignment, "accumulator_dominant": _fam_accumulator_dominant,
+    "int": _fam_int, "normal": _fam_normal, "bits": _fam_uniform, "cancel": _fam_cancellation,
+    "align": _fam_wide_alignment, "cdom": _fam_accumulator_dominant,
     "subnormal": _fam_subnormal, "special": _fam_special, "overflow": _fam_overflow,
 }
 
@@ -468,7 +471,7 @@ def families(instruction: Any) -> tuple[str, ...]:
     """The families that apply to an instruction (integer units have no subnormals or NaNs).
 
     >>> families("hopper.mma.m16n8k32.s32.s8.s8.s32")
-    ('int', 'uniform', 'cancellation', 'overflow')
+    ('int', 'bits', 'cancel', 'overflow')
     """
     return _INTEGER_FAMILIES if _is_integer(_spec(instruction)) else tuple(FAMILIES)
 
@@ -477,7 +480,7 @@ def _chosen_families(spec: InstructionSpec, family) -> tuple[str, ...]:
     allowed = families(spec)
     if family is None:
         return allowed
-    chosen = (family,) if isinstance(family, str) else tuple(family)
+    chosen = tuple(canonical_family(f) for f in ((family,) if isinstance(family, str) else family))
     if not chosen:
         raise ValueError("family: empty selection")
     for f in chosen:
@@ -522,11 +525,11 @@ def _generate(src, spec: InstructionSpec, family: str, k_steps: int) -> DotProdu
 
 
 def _scales(src, spec: InstructionSpec, family: str, K: int):
-    """Block scales: near 1 (shrinking to exactly 1), wide in 'wide_alignment' and 'overflow',
+    """Block scales: near 1 (shrinking to exactly 1), wide in 'align' and 'overflow',
     with specials (NaN scales) in 'special'."""
     fmt = get_format(spec.model.scale_format)
     blocks = (K // spec.model.scale_block,)
-    span = {"wide_alignment": 20, "overflow": 60}.get(family, 3)
+    span = {"align": 20, "overflow": 60}.get(family, 3)
     out = []
     for _ in range(2):
         e = _around(src, max(fmt.emin, -span), min(fmt.emax, span), 0, blocks)

@@ -4,7 +4,8 @@ A family turns a random generator into operand and accumulator bit patterns for 
 instruction.  The GPU probe feeds these same inputs to real hardware; ``expected_d``
 computes what the catalogued model says the hardware returns.
 
-Families (``FAMILIES``):
+Families (``FAMILIES``; the names are the one vocabulary of ``tcnumerics.family_names``, shared with
+``tcnumerics.strategies``):
 
 ``int``       small integers: every result exact, a layout and sign check.
 ``normal``    N(0, 1) values rounded to each format (the everyday case).
@@ -46,6 +47,7 @@ from typing import Callable
 import numpy as np
 
 from ..catalog import get_instruction
+from ..family_names import canonical_family
 from ..formats import FloatFormat, Format, IntFormat
 from ..model import InstructionSpec
 
@@ -105,6 +107,7 @@ def generate(spec_or_name: "str | InstructionSpec", family: str, count: int, rng
     instruction is then chained, each D the next C).
     """
     spec = _spec(spec_or_name)
+    family = canonical_family(family)
     if not isinstance(family, str) or family not in FAMILIES:
         raise ValueError(f"family: unknown {family!r}; expected one of {', '.join(FAMILIES)}")
     if family not in families_for(spec):
