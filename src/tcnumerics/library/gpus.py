@@ -149,6 +149,22 @@ def model_key(name: str) -> str:
     return slug
 
 
+def resolve_gpu(arch: str = "hopper", gpu: str | None = None, *, default: str | None = None) -> str:
+    """The one normalisation of the GPU model a library call is planned for, from its ``arch=`` and ``gpu=``:
+    ``arch`` is the architecture (``"hopper"``) or, as older calls pass it, a GPU model (``"h100"``, ``"h200"``);
+    ``gpu`` any model name (``model_key``).  Neither names a model: ``default`` (the manifest's default model).
+
+    >>> resolve_gpu(), resolve_gpu("h200"), resolve_gpu(gpu="NVIDIA H200"), resolve_gpu(gpu="h200", arch="h200")
+    ('h100', 'h200', 'h200', 'h200')
+    """
+    if arch not in ("hopper", "h100", "h200"):
+        raise ValueError(f"arch: only 'hopper' library kernels (H100/H200 cuBLAS) are modelled, got {arch!r}")
+    key = model_key(gpu) if gpu is not None else None
+    if arch != "hopper" and key is not None and key != arch:
+        raise ValueError(f"arch={arch!r} and gpu={gpu!r} name different GPU models; pass one of them")
+    return key or (arch if arch != "hopper" else (default or default_gpu()))
+
+
 @lru_cache(maxsize=None)
 def model(key: str) -> GpuModel | None:
     """The manifest's entry for a model key, or None (no table measured on that model)."""
