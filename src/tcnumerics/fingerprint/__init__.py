@@ -40,7 +40,7 @@ Example:
 from .cli import register
 from .device import _gpu_dot, _selected_products  # noqa: F401 - the device adapter, where it always was
 from .inference import fingerprint, structure_of
-from .result import Dot, Fingerprint, catalog_dot
+from .result import Dot, Fingerprint, catalog_dot  # noqa: F401 - Dot: the black box's type, as before
 
 __all__ = ["Fingerprint", "fingerprint", "catalog_dot", "register", "structure_of"]
 
