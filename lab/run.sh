@@ -9,6 +9,7 @@
 #   bash lab/run.sh kernels SETS [SLICES]       profiler kernel survey (kernel_survey.py, SETS comma-separated)
 #   bash lab/run.sh probes                      the FPRev-style SIMT / TF32 order probes
 #   bash lab/run.sh env GPU                     $OUT/env.json: device, driver, torch, CUDA, cuBLAS, SMs
+#   bash lab/run.sh flags-survey h100|h200      issue 33: the training-grid survey and CHECK_SET_3's self-check
 #
 # Environment: P (dense processes, 14), SECONDS_FOR_SURVEY (dense, 470), WALL (gpu-survey, 500), BUDGET (kernels,
 # 240), SETS / BITS (gpu-survey's lists).  lab/README.md says which command produced which table or capture, and
@@ -167,6 +168,37 @@ cmd_gpu_survey() {  # h100|h200: one GPU model's launch survey in one device cal
   ls -la "$OUT" | tee -a "$OUT/log.txt"
 }
 
+cmd_flags_survey() {  # h100|h200: issue 33 ("flags that cry wolf"), one device call per GPU model, ~6 minutes
+  # Foreground: graph_survey.py over train_calls.train_grid_calls (a training step's GEMM kinds on a generic grid of
+  # projection / LM-head / attention shapes at 128..4,096 tokens; a graph capture runs nothing, so the GPU is idle).
+  # Beside it (after it on an H100): the self-check of CHECK_SET_3 (lab/device_models/check_training.py --set 3,
+  # T = 256 and 2,048), the held-out models drawn before this survey first ran, checked against the tables in the
+  # tree (on 2026-11-28: as they were before the survey's fold; the capture keeps each call's kernels, grid and
+  # whether the bits matched, so the fold's effect is re-evaluated on the CPU: lab/device_library/flag_precision.py).
+  # $OUT: log.txt, env.json, train_grid.npz, check.jsonl, check_<gpu>_set3.json, check_<gpu>_set3_calls.json.gz.
+  local GPU=${1:?usage: run.sh flags-survey h200|h100} START P=${P:-8} DEVICE BESIDE CHECK
+  START=$(date +%s)
+  DEVICE=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)
+  echo "run.sh flags-survey $GPU on '$DEVICE': train_grid in $P processes for ${SURVEY_S:-200} s, CHECK_SET_3" \
+      | tee "$OUT/log.txt"
+  SETS=train_grid cmd_env "$GPU"
+  flags_check() {
+    timeout "${CHECK_S:-300}" python3 lab/device_models/check_training.py --set 3 --tokens 256 2048 2>&1 \
+        | quiet | grep '^{' > "$OUT/check.jsonl"
+    echo "check done at +$(( $(date +%s) - START )) s" >> "$OUT/log.txt"
+  }
+  # beside the survey where memory allows (an H200: 141 GB); after it on an H100, where it ran out of memory beside
+  # 8 survey processes (2026-11-28)
+  case "$DEVICE" in *H200*) BESIDE=${BESIDE:-1} ;; *) BESIDE=${BESIDE:-0} ;; esac
+  [ "$BESIDE" = 1 ] && { flags_check & CHECK=$!; }
+  P=$P SECONDS_FOR_SURVEY=${SURVEY_S:-200} cmd_dense train_grid > /dev/null 2>&1
+  echo "survey done at +$(( $(date +%s) - START )) s" | tee -a "$OUT/log.txt"
+  if [ "$BESIDE" = 1 ]; then wait "$CHECK"; else flags_check; fi
+  tail -1 "$OUT/check.jsonl" | tee -a "$OUT/log.txt"
+  echo "done in $(( $(date +%s) - START )) s" | tee -a "$OUT/log.txt"
+  ls -la "$OUT" | tee -a "$OUT/log.txt"
+}
+
 cmd_probes() {  # the FPRev-style order probes of the SIMT M = 1 / large-K and the TF32 kernels
   device_line
   mkdir -p /tmp/probes
@@ -186,5 +218,6 @@ case "$command" in
   kernels) cmd_kernels "$@" ;;
   probes) cmd_probes ;;
   env) cmd_env "$@" ;;
-  *) sed -n '2,15p' "$0" | cut -c3- >&2; exit 2 ;;
+  flags-survey) cmd_flags_survey "$@" ;;
+  *) sed -n '2,16p' "$0" | cut -c3- >&2; exit 2 ;;
 esac
