@@ -63,3 +63,15 @@ def test_the_package_never_imports_the_lab():
                     mods = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                         [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
                     assert not any(m == "lab" or m.startswith("lab.") for m in mods), os.path.join(dirpath, f)
+
+
+def test_raw_gpu_logs_live_compressed_in_the_lab():
+    """A device run's raw outputs go to lab/data/gpu-logs as one xz archive per run (its README lists them);
+    benchmarks/ keeps the scripts and RESULTS.md, the one readable summary."""
+    assert not os.path.exists(os.path.join(ROOT, "benchmarks", "gpu")), \
+        "benchmarks/gpu: archive it as lab/data/gpu-logs/<run>.tar.xz (lab/data/gpu-logs/README.md)"
+    logs = os.path.join(LAB, "data", "gpu-logs")
+    archives = sorted(f for f in os.listdir(logs) if f != "README.md")
+    assert archives and all(f.endswith(".tar.xz") for f in archives)
+    listing = open(os.path.join(logs, "README.md")).read()
+    assert all(f"`{a}`" in listing for a in archives)
