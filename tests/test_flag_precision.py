@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")  # the survey tools read their call lists through kernel_survey (torch)
 
 HERE = os.path.dirname(__file__)
-sys.path.insert(0, os.path.join(HERE, "..", "tools", "device_library"))
-sys.path.insert(0, os.path.join(HERE, "..", "tools", "device_models"))
+sys.path.insert(0, os.path.join(HERE, "..", "lab", "device_library"))
+sys.path.insert(0, os.path.join(HERE, "..", "lab", "device_models"))
 
 import export_kernels  # noqa: E402
 import flag_precision  # noqa: E402

@@ -16,6 +16,7 @@ import numpy as np
 from . import arrays
 from .catalog import get_instruction, instruction_names
 from .engines import _on_gpu, get_engine, grid_dot_bits, resolve_engine
+from .bit_arrays import check_bits  # noqa: F401 - re-exported (sparse, probe import it from here)
 from .formats import Format, IntFormat
 from .interop import takes_torch
 from .model import InstructionSpec
@@ -24,22 +25,6 @@ __all__ = ["Instruction", "instruction", "instructions", "check_bits"]
 
 _WORKING_SET = 1 << 22  # elements per operand block the bit-level GEMM path builds at once
 _DOT_BLOCK = 1 << 20  # operand elements per engine call in dot_bits (bounds the engines' temporaries)
-
-
-def check_bits(name: str, x, fmt: Format, ndim: int | None = None) -> np.ndarray:
-    """Validate an array of bit patterns for ``fmt``: integer dtype, non-negative, in range."""
-    arr = np.asarray(x)
-    if arr.dtype.kind not in "ui":
-        raise TypeError(f"{name}: expected unsigned integer bit patterns of {fmt.name}, got dtype {arr.dtype}"
-                        " (use .mma() or tcnumerics.gemm() for values)")
-    if ndim is not None and arr.ndim != ndim:
-        raise ValueError(f"{name}: expected a {ndim}-D array, got shape {arr.shape}")
-    if arr.size:
-        lo, hi = int(arr.min()), int(arr.max())
-        if lo < 0 or hi >= 1 << fmt.container_bits:
-            raise ValueError(f"{name}: bit patterns must lie in [0, 2**{fmt.container_bits}) for {fmt.name}, "
-                             f"found {lo if lo < 0 else hi}")
-    return arr.astype(fmt.container_dtype, copy=False)
 
 
 class Instruction:

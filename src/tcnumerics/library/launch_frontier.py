@@ -31,7 +31,7 @@ import numpy as np
 
 from . import gpus, launches
 from .kernel_names import is_gemm_kernel
-from .launches import _B_BITS, _K_BITS, _M_BITS
+from .launches import unpack_keys
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def _frontier(gpu: str, kind: str, epoch: int) -> KindFrontier | None:
     plain_sig = _plain_signatures(list(t["signatures"]))
     ok, K, n_tiles, _ = _aligned_runs(runs, kind)
     plain = plain_sig[runs.sig]
-    lo = -(-(runs.keys & ((1 << _M_BITS) - 1)) // 128) * n_tiles  # a plain run vouches for its fewest tiles
+    lo = -(-unpack_keys(runs.keys)[3] // 128) * n_tiles  # a plain run vouches for its fewest tiles
     hi = -(-runs.m_last // 128) * n_tiles  # another for its most
     pk, pt = K[ok & plain], lo[ok & plain]
     ok_other = ok & ~plain
@@ -91,9 +91,7 @@ def _frontier(gpu: str, kind: str, epoch: int) -> KindFrontier | None:
 def _aligned_runs(runs, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(aligned mask, K, N x batch tiles, launches) per run: aligned as an nvjet plan needs it (N, K multiples of 8;
     M too where A is passed transposed)."""
-    base = runs.keys >> _M_BITS
-    b, K, N = base & ((1 << _B_BITS) - 1), (base >> _B_BITS) & ((1 << _K_BITS) - 1), base >> (_B_BITS + _K_BITS)
-    m_first = runs.keys & ((1 << _M_BITS) - 1)
+    N, K, b, m_first = unpack_keys(runs.keys)
     ok = (K % 8 == 0) & (N % 8 == 0)
     if kind.split("|")[4] == "1":  # A transposed: M is A's contiguous side
         ok &= (m_first % 8 == 0) & (runs.m_step % 8 == 0)

@@ -42,7 +42,7 @@ from .. import arrays
 from ..formats import get_format
 from ..interop import as_torch_like, untorch
 from .calls import Call
-from .gpus import default_gpu, model_key, tables_epoch
+from .gpus import resolve_gpu, tables_epoch
 from .selection import Plan, select
 from .structure import Structure, run
 
@@ -98,14 +98,10 @@ def _transposed(x: np.ndarray) -> bool:
 def _check(arch: str, fp32_precision: str, gpu: str | None = None) -> str:
     """Validate the options; return the GPU model key the call is planned for (``arch="h200"`` means
     ``gpu="h200"``; neither: the default model, the H100)."""
-    if arch not in ("hopper", "h100", "h200"):
-        raise ValueError(f"arch: only Hopper (H100/H200) library kernels are modelled, got {arch!r}")
+    gpu = resolve_gpu(arch, gpu)
     if fp32_precision not in _PRECISIONS:
         raise ValueError(f"fp32_precision: expected one of {', '.join(_PRECISIONS)}, got {fp32_precision!r}")
-    key = model_key(gpu) if gpu is not None else None
-    if arch != "hopper" and key is not None and key != arch:
-        raise ValueError(f"arch={arch!r} and gpu={gpu!r} name different GPU models; pass one of them")
-    return key or (arch if arch != "hopper" else default_gpu())
+    return gpu
 
 
 def _shape(full_shape, batched: bool, M: int, N: int, K: int, b: int) -> tuple[int, int, int, int]:

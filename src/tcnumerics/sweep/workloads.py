@@ -34,7 +34,7 @@ import numpy as np
 from ..formats import FloatFormat, get_format
 from ..model import InstructionSpec
 from .exact import exact_matmul
-from .spec import SpecError
+from .errors import SpecError
 
 __all__ = ["Workload", "WORKLOADS", "DISTRIBUTIONS", "SCALINGS", "run_task", "draw_operand"]
 

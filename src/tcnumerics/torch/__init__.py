@@ -80,7 +80,7 @@ class Emulation:
 
     def save_check(self, path: str, *, overwrite: bool = False) -> int:
         """With ``check=True``: write every checked call (the library's call, cuBLAS's kernels, whether the bits
-        matched) as a capture file (``.json`` / ``.json.gz``) that ``tools/device_library/fold_gpu.py --captures``
+        matched) as a capture file (``.json`` / ``.json.gz``) that ``lab/device_library/fold_gpu.py --captures``
         folds into the GPU's tables; returns how many calls it holds."""
         if not self.check:
             raise ValueError("save_check: this emulation was not made with check=True")
