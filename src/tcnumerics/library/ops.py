@@ -155,8 +155,8 @@ def _empty(call: Call, like, shape: tuple, out: str, *, C=None, beta: float = 0.
     """``(plan, compute)`` of a call with nothing to multiply, as torch answers it without launching a GEMM: an
     empty result where b, M or N is 0; where K is 0, ``beta * C`` (``bias``, F.linear) or zeros -- torch's
     ``at::mul(C, beta)``: beta rounded to the output type, the product in FP32, then the output conversion
-    (measured on an H100 and on the CPU: lab/data/gpu-logs/h100_2026-11-28_entry_points.tar.xz).  ``scaled_mm`` at K = 0 was never
-    seen on a device, so its zeros are flagged."""
+    (measured on an H100 and on the CPU: lab/data/gpu-logs/h100_2026-11-28_entry_points.tar.xz).
+    ``scaled_mm`` at K = 0 was never seen on a device, so its zeros are flagged."""
     xp = arrays.namespace(like)
     fp32 = get_format("fp32")
     no_kernel = "no GEMM kernel: torch answers a call with b, M, N or K = 0 itself"
