@@ -76,11 +76,11 @@ class Emulation:
         """Per call site (op, phase, shape, dtypes, layout): count, kernel or recipe, modelled or not."""
         return self.mode.report()
 
-    def attribution(self, loss=None, lr: float | None = None):
+    def attribution(self, lr: float | None = None):
         """With ``attribution=True``: per call site (module, phase) the error split by stage and the loss effect
-        (``tcnumerics.torch.attribution``).  ``loss``: the scalar whose graph holds the forward calls (first-order
-        estimate of forward sites); ``lr``: an SGD learning rate (first-order estimate of weight-gradient sites)."""
-        return self._recorder("attribution").table(loss, lr)
+        (``tcnumerics.torch.attribution``).  The first-order estimate of forward sites accumulates over the backward
+        passes run (inside or after the ``with``); ``lr``: an SGD learning rate (weight-gradient sites)."""
+        return self._recorder("attribution").table(lr)
 
     def set_site(self, name: str, rule) -> None:
         """With ``attribution=True``: compute the calls of module ``name`` (or ``"name:phase"``) exactly

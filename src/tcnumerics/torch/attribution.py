@@ -17,11 +17,11 @@ measured here) the emulated result is reached through four values, each made exa
 A stage's error is the difference of its value and the previous one's (after the same float64 epilogue), so the
 four add up to the total error, and a stage that computes nothing new has an error of exactly zero.  Each is
 reported as the largest and the RMS of ``|error| / (|A| @ |B|)`` (relative to the magnitudes summed, which stays
-finite where a result cancels to zero) and in units in the last place of the output format at the reference.
+finite where a result cancels to zero) and in units in the last place of the output format at ``|A| @ |B|``.
 Block-scaled units (MX, NVFP4) and library kernels whose reduction ``tcnumerics.gemm`` does not express (SIMT
 trees, stream-K, interleaved split-K) report the total as ``accumulation`` and say so (``stages="total"``).
 
-**Loss effect.**  ``first_order``: for forward sites ``<dloss/dy, error>`` (autograd on the recorded outputs);
+**Loss effect.**  ``first_order``: for forward sites ``<dloss/dy, error>`` (a hook on each recorded output, summed over the backward passes run);
 for weight-gradient sites ``-lr * <g, error>`` (the loss change after one SGD step of learning rate ``lr``, with
 ``g`` the GEMM's own result standing for the gradient); input-gradient sites have none (their error reaches the
 loss through the rest of backward: use the counterfactual).  ``counterfactual``: re-run a step with one site
@@ -34,10 +34,10 @@ Example:
     >>> x = torch.linspace(-1, 1, 64).reshape(2, 32)
     >>> with tct.emulate(instruction="hopper.wgmma.m64n8k32.f32.e4m3.e4m3", scaling="tensor",
     ...                  attribution=True) as run:
-    ...     loss = net(x).square().sum()
-    >>> table = run.attribution(loss=loss)
+    ...     net(x).square().sum().backward()
+    >>> table = run.attribution(lr=0.1)
     >>> sorted((r.site, r.phase) for r in table)
-    [('Sequential.0', 'forward'), ('Sequential.1', 'forward')]
+    [('Sequential.0', 'forward'), ('Sequential.0', 'weight-gradient'), ('Sequential.1', 'forward'), ('Sequential.1', 'input-gradient'), ('Sequential.1', 'weight-gradient')]
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from ._tensors import format_name, to_numpy
 from .backends import CallInfo, UnitBackend
 from .calls import GemmCall
 
-__all__ = ["STAGES", "Recorder", "SiteAttribution", "AttributionTable"]
+__all__ = ["STAGES", "Recorder", "SiteAttribution", "AttributionTable", "counterfactual"]
 
 STAGES = ("quantisation", "accumulation", "ordering", "epilogue")
 
@@ -167,20 +167,26 @@ class Recorder:
         self.measure = measure
         self.rows: dict[tuple, SiteAttribution] = {}
         self.overrides: dict[str, object] = {}  # module name -> "exact" or a backend
-        self.outputs: list[tuple[tuple, torch.Tensor, torch.Tensor]] = []  # forward: (key, output, error)
+        self._unhooked: list = []  # forward outputs waiting for their grad_fn: (key, output, error)
+        self.first_order: dict[tuple, float] = {}  # forward sites: sum of <dloss/dout, error> over backward passes
+        self.counterfactuals: dict[tuple, float] = {}
         self._params: set[int] = set()
-        self._hook = None
+        self._hooks = []
         self._lock = threading.Lock()
 
     # --- entering: the tracker and the parameter registry ----------------------------------------
 
     def __enter__(self):
         self.tracker.__enter__()
-        self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self._note_params)
+        module = torch.nn.modules.module
+        self._hooks = [module.register_module_forward_pre_hook(self._note_params),
+                       module.register_module_forward_hook(self._hook_outputs)]
         return self
 
     def __exit__(self, *exc):
-        self._hook.remove()
+        for h in self._hooks:
+            h.remove()
+        self._hook_outputs(None, (), None)
         self.tracker.__exit__(*exc)
 
     def _note_params(self, module, args):
@@ -212,13 +218,28 @@ class Recorder:
         return result, info
 
     def bind(self, out: torch.Tensor) -> None:
-        """Attach the last forward call's output tensor (autograd gives dloss/dout for the first-order estimate)."""
+        """Keep the last forward call's output tensor: once its module returns, autograd has given it a grad_fn and
+        a hook on it accumulates ``<dloss/dout, error>`` during backward (the first-order estimate)."""
         if self._pending is not None:
             key, err = self._pending
-            self.outputs.append((key, out, err))
+            self._unhooked.append((key, out, err))
             self._pending = None
 
     _pending = None
+
+    def _hook_outputs(self, module, args, output) -> None:
+        waiting, self._unhooked = self._unhooked, []
+        for key, out, err in waiting:
+            if out.grad_fn is None:
+                continue
+            self.first_order.setdefault(key, 0.0)
+            out.register_hook(self._accumulator(key, err))
+
+    def _accumulator(self, key, err):
+        def hook(grad):
+            with self._lock:
+                self.first_order[key] += float(np.sum(_host(grad) * err))
+        return hook
 
     def _measure(self, key, backend, call: GemmCall, backward: bool, result, info: CallInfo) -> None:
         a, b = _host(call.a), _host(call.b)
@@ -231,7 +252,7 @@ class Recorder:
         values, split = _stage_values(backend, call, backward, a3, b3, info)
         values = [ref] + [epi(v) for v in values] + [out3]
         fmt = get_format(format_name(call.out_dtype))
-        ulp = _ulp(ref, fmt)
+        ulp = _ulp(mag, fmt)
         with self._lock:
             row = self.rows.get(key)
             if row is None:
@@ -252,28 +273,58 @@ class Recorder:
 
     # --- the table ---------------------------------------------------------------------------------
 
-    def table(self, loss: torch.Tensor | None = None, lr: float | None = None) -> AttributionTable:
-        rows = [SiteAttribution(**{**vars(r), "first_order": r.first_order}) for r in self.rows.values()]
-        by_key = {(r.site, r.phase): r for r in rows}
-        for r in rows:
+    def table(self, lr: float | None = None) -> AttributionTable:
+        """The rows, ranked by |first-order| then by RMS error (first-order: forward sites from the backward passes
+        run so far; weight-gradient sites with ``lr``)."""
+        rows = []
+        for key, r in self.rows.items():
+            row = SiteAttribution(**vars(r))
             if r.phase == "weight-gradient":
-                r.first_order = None if lr is None or r.first_order is None else -lr * r.first_order
-            elif r.phase != "forward" or loss is None:
-                r.first_order = None
+                row.first_order = None if lr is None else -lr * r.first_order
             else:
-                r.first_order = 0.0
-        if loss is not None and self.outputs:
-            outs = [o for _, o, _ in self.outputs]
-            grads = torch.autograd.grad(loss, outs, retain_graph=True, allow_unused=True)
-            for (key, _, err), g in zip(self.outputs, grads):
-                if g is not None:
-                    by_key[key].first_order += float(np.sum(_host(g) * err))
-        for key, value in getattr(self, "counterfactuals", {}).items():
-            if key in by_key:
-                by_key[key].counterfactual = value
-        rows.sort(key=lambda r: (-abs(r.first_order if r.first_order is not None else 0.0),
-                                 -r.total.as_dict()["rms_rel"], r.site, r.phase))
+                row.first_order = self.first_order.get(key)
+            row.counterfactual = self.counterfactuals.get(key)
+            rows.append(row)
+        rows.sort(key=lambda r: (-abs(r.first_order or 0.0), -r.total.as_dict()["rms_rel"], r.site, r.phase))
         return AttributionTable(rows)
+
+
+def counterfactual(emulation, step, sites, *, state=()) -> dict:
+    """{(name, phase): loss with that site exact - loss with every site emulated} for ``sites``.
+
+    ``step()`` runs one step (forward, and backward / optimizer step if wanted) and returns the loss as a number;
+    it runs inside ``emulation`` once as emulated and once per site with that site exact, each time from the same
+    ``state`` (objects with ``state_dict``/``load_state_dict``: models, optimizers) and torch's RNG state.  The
+    re-runs are not measured (the table keeps the first run's errors); the results go into the table's
+    ``counterfactual`` column.
+    """
+    import copy
+
+    rec = emulation._recorder("counterfactual")
+    saved = [copy.deepcopy(obj.state_dict()) for obj in state]
+    rng = torch.get_rng_state()
+
+    def run(override):
+        for obj, st in zip(state, saved):
+            obj.load_state_dict(copy.deepcopy(st))
+        torch.set_rng_state(rng)
+        rec.overrides.clear()
+        if override is not None:
+            rec.overrides[f"{override[0]}:{override[1]}"] = "exact"
+        rec.measure = False
+        try:
+            with emulation:
+                return float(step())
+        finally:
+            rec.measure, rec.overrides = True, {}
+
+    base = run(None)
+    out = {tuple(site): run(tuple(site)) - base for site in sites}
+    for obj, st in zip(state, saved):
+        obj.load_state_dict(st)
+    torch.set_rng_state(rng)
+    rec.counterfactuals.update(out)
+    return out
 
 
 class _Epilogue:
@@ -379,7 +430,7 @@ def _host_values(result) -> np.ndarray:
 
 
 def _ulp(ref: np.ndarray, fmt) -> np.ndarray:
-    """The output format's ulp at each reference value (its smallest ulp below the normal range)."""
+    """The output format's ulp at each value of ``ref`` (its smallest ulp below the normal range)."""
     with np.errstate(divide="ignore"):
         e = np.floor(np.log2(np.abs(ref)))
     e = np.where(np.isfinite(e), np.maximum(e, fmt.emin), fmt.emin)
