@@ -21,12 +21,14 @@ finite where a result cancels to zero) and in units in the last place of the out
 Block-scaled units (MX, NVFP4) and library kernels whose reduction ``tcnumerics.gemm`` does not express (SIMT
 trees, stream-K, interleaved split-K) report the total as ``accumulation`` and say so (``stages="total"``).
 
-**Loss effect.**  ``first_order``: for forward sites ``<dloss/dy, error>`` (a hook on each recorded output, summed over the backward passes run);
-for weight-gradient sites ``-lr * <g, error>`` (the loss change after one SGD step of learning rate ``lr``, with
-``g`` the GEMM's own result standing for the gradient); input-gradient sites have none (their error reaches the
-loss through the rest of backward: use the counterfactual).  ``counterfactual``: re-run a step with one site
-computed exactly (``set_site(name, "exact")``: float64 product and epilogue, one RNE conversion), every other
-site as emulated, from the same state and RNG -> the change of the step's loss.
+**Loss effect** -- both columns are the change of a loss when the site is made exact (error = emulated - exact).
+``counterfactual``: re-run a step with one site computed exactly (``set_site(name, "exact")``: float64 product and
+epilogue, one RNE conversion), every other site as emulated, from the same state and RNG; forward sites change the
+step's loss, backward sites the loss after the step's update.  ``first_order``: its linear estimate -- forward
+sites ``-<dloss/dy, error>`` (a hook on each recorded output, summed over the backward passes run);
+weight-gradient sites ``lr * <g, error>`` (the loss after one SGD step of learning rate ``lr``, with the GEMM's
+own result ``g`` standing for the gradient); input-gradient sites have none (their error reaches the loss through
+the rest of backward: use the counterfactual).
 
 Example:
     >>> import torch, tcnumerics.torch as tct
@@ -238,7 +240,7 @@ class Recorder:
     def _accumulator(self, key, err):
         def hook(grad):
             with self._lock:
-                self.first_order[key] += float(np.sum(_host(grad) * err))
+                self.first_order[key] -= float(np.sum(_host(grad) * err))
         return hook
 
     def _measure(self, key, backend, call: GemmCall, backward: bool, result, info: CallInfo) -> None:
@@ -280,7 +282,7 @@ class Recorder:
         for key, r in self.rows.items():
             row = SiteAttribution(**vars(r))
             if r.phase == "weight-gradient":
-                row.first_order = None if lr is None else -lr * r.first_order
+                row.first_order = None if lr is None else lr * r.first_order
             else:
                 row.first_order = self.first_order.get(key)
             row.counterfactual = self.counterfactuals.get(key)
@@ -292,7 +294,8 @@ class Recorder:
 def counterfactual(emulation, step, sites, *, state=()) -> dict:
     """{(name, phase): loss with that site exact - loss with every site emulated} for ``sites``.
 
-    ``step()`` runs one step (forward, and backward / optimizer step if wanted) and returns the loss as a number;
+    ``step()`` runs one step and returns its loss, or (the step's loss, the loss after its update): forward sites
+    are judged by the first, backward sites by the second;
     it runs inside ``emulation`` once as emulated and once per site with that site exact, each time from the same
     ``state`` (objects with ``state_dict``/``load_state_dict``: models, optimizers) and torch's RNG state.  The
     re-runs are not measured (the table keeps the first run's errors); the results go into the table's
@@ -303,23 +306,30 @@ def counterfactual(emulation, step, sites, *, state=()) -> dict:
     rec = emulation._recorder("counterfactual")
     saved = [copy.deepcopy(obj.state_dict()) for obj in state]
     rng = torch.get_rng_state()
+    counter = emulation.mode.counter  # the call index seeds stochastic rounding: every re-run starts from it
 
     def run(override):
         for obj, st in zip(state, saved):
             obj.load_state_dict(copy.deepcopy(st))
         torch.set_rng_state(rng)
+        emulation.mode.counter = counter
         rec.overrides.clear()
         if override is not None:
             rec.overrides[f"{override[0]}:{override[1]}"] = "exact"
         rec.measure = False
         try:
             with emulation:
-                return float(step())
+                value = step()
+            return (float(value), float(value)) if np.ndim(value) == 0 else (float(value[0]), float(value[1]))
         finally:
             rec.measure, rec.overrides = True, {}
 
     base = run(None)
-    out = {tuple(site): run(tuple(site)) - base for site in sites}
+    out = {}
+    for site in sites:
+        which = 0 if site[1] == "forward" else 1
+        out[tuple(site)] = run(tuple(site))[which] - base[which]
+    emulation.mode.counter = counter
     for obj, st in zip(state, saved):
         obj.load_state_dict(st)
     torch.set_rng_state(rng)
