@@ -170,6 +170,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", type=int, default=32, help="bytes per sequence (default 32)")
     parser.add_argument("--width", type=int, default=64, help="model width (default 64)")
     parser.add_argument("--layers", type=int, default=2, help="transformer blocks (default 2)")
+    parser.add_argument("--heads", type=int, default=2, help="attention heads (default 2)")
     parser.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate (default 3e-3)")
     parser.add_argument("--attribute-at", type=int, nargs="*", default=None,
                         help="steps of the FP8 fast-accumulation run to attribute (default: first and last)")
@@ -184,7 +185,9 @@ def run(args: argparse.Namespace) -> list[dict]:
     torch = _torch()
     if args.plot:
         check_plot_target(args.plot, args.force)
-    for name in ("steps", "batch", "context", "width", "layers"):
+    if args.width % args.heads:
+        raise ValueError(f"--heads: must divide --width ({args.width}), got {args.heads}")
+    for name in ("steps", "batch", "context", "width", "layers", "heads"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name}: must be >= 1, got {getattr(args, name)}")
     chosen = settings()
@@ -198,11 +201,11 @@ def run(args: argparse.Namespace) -> list[dict]:
     rng = np.random.default_rng(args.seed)
     starts = rng.integers(0, len(codes) - args.context - 1, size=(args.steps, args.batch))
     torch.manual_seed(args.seed)
-    init = GPT(args.layers, args.width, 4, args.context).to(args.device).state_dict()
+    init = GPT(args.layers, args.width, args.heads, args.context).to(args.device).state_dict()
     versions = dict(python=sys.version.split()[0], torch=torch.__version__, numpy=np.__version__,
                     corpus_sha256=digest, threads=torch.get_num_threads())
     rows = [dict(kind="config", **{k: getattr(args, k) for k in ("steps", "batch", "context", "width", "layers",
-                                                                 "lr", "seed", "device")}, **versions)]
+                                                                 "heads", "lr", "seed", "device")}, **versions)]
     with Progress(len(chosen) * args.steps, "fp8-training", enabled=not args.quiet) as bar:
         for name, setting in chosen.items():
             t0 = time.perf_counter()
@@ -225,7 +228,7 @@ def _batch(codes, starts, context, device):
 
 def _train(args, setting, init, codes, starts, attribute_at, bar):
     torch = _torch()
-    model = GPT(args.layers, args.width, 4, args.context).to(args.device)
+    model = GPT(args.layers, args.width, args.heads, args.context).to(args.device)
     model.load_state_dict(init)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     losses, attributions = [], []

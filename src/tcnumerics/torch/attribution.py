@@ -2,8 +2,9 @@
 does to the loss (``emulate(..., attribution=True)``; docs/attribution.md).
 
 Each intercepted GEMM is named by the module that made it (``torch.utils.module_tracker.ModuleTracker``: the
-innermost module running, forward or backward) and by its phase: ``forward``, ``input-gradient`` (a backward GEMM
-with one of the module's parameters as an operand) or ``weight-gradient`` (a backward GEMM without one: K = tokens).
+innermost module running, forward or backward) and by its phase: ``forward``, ``weight-gradient`` (a backward 2-D
+GEMM with no parameter as an operand whose result has a parameter's shape: K = tokens) or ``input-gradient`` (the
+other backward GEMMs: a parameter as an operand, or activations only, as attention's ``bmm``).
 
 **Stages.**  Against the product of the *original* operands (float64 matmul, then alpha, beta * C and bias in
 float64 -- the reference; float64 is not exact, its relative error is about K * 2**-53, far below every stage
@@ -172,7 +173,8 @@ class Recorder:
         self._unhooked: list = []  # forward outputs waiting for their grad_fn: (key, output, error)
         self.first_order: dict[tuple, float] = {}  # forward sites: sum of <dloss/dout, error> over backward passes
         self.counterfactuals: dict[tuple, float] = {}
-        self._params: set[int] = set()
+        self._params: set[int] = set()  # storages of the parameters of modules run (input-gradient operands)
+        self._shapes: set[tuple] = set()  # their shapes (a weight-gradient GEMM's result has one, transposed or not)
         self._hooks = []
         self._lock = threading.Lock()
 
@@ -194,6 +196,7 @@ class Recorder:
     def _note_params(self, module, args):
         for p in module.parameters(recurse=False):
             self._params.add(p.untyped_storage().data_ptr())
+            self._shapes.add(tuple(p.shape[-2:]))
 
     def site(self, call: GemmCall, backward: bool) -> tuple[str, str]:
         """(module name, phase) of a call."""
@@ -202,7 +205,9 @@ class Recorder:
         if not backward:
             return name, "forward"
         uses_param = any(t.untyped_storage().data_ptr() in self._params for t in (call.a, call.b))
-        return name, "input-gradient" if uses_param else "weight-gradient"
+        M, N = call.shape[-3:-1]
+        weight_shaped = not call.batched and ((M, N) in self._shapes or (N, M) in self._shapes)
+        return name, "weight-gradient" if weight_shaped and not uses_param else "input-gradient"
 
     # --- one call ----------------------------------------------------------------------------------
 
