@@ -214,7 +214,7 @@ class Recorder:
     def execute(self, backend, call: GemmCall, *, backward: bool, index: int, **options):
         """The backend's ``execute``, routed by the site's override, with the stages measured."""
         key = self.site(call, backward)
-        rule = self.overrides.get(key[0], self.overrides.get(f"{key[0]}:{key[1]}"))
+        rule = self.overrides.get(f"{key[0]}:{key[1]}", self.overrides.get(key[0]))  # the phase's own rule first
         if rule == "exact":
             result, info = _exact(call), CallInfo("exact (float64)")
         else:
@@ -312,13 +312,14 @@ def counterfactual(emulation, step, sites, *, state=()) -> dict:
     saved = [copy.deepcopy(obj.state_dict()) for obj in state]
     rng = torch.get_rng_state()
     counter = emulation.mode.counter  # the call index seeds stochastic rounding: every re-run starts from it
+    rules = dict(rec.overrides)  # the sites' own rules (set_site) stay; one site at a time becomes exact
 
     def run(override):
         for obj, st in zip(state, saved):
             obj.load_state_dict(copy.deepcopy(st))
         torch.set_rng_state(rng)
         emulation.mode.counter = counter
-        rec.overrides.clear()
+        rec.overrides = dict(rules)
         if override is not None:
             rec.overrides[f"{override[0]}:{override[1]}"] = "exact"
         rec.measure = False
@@ -327,7 +328,7 @@ def counterfactual(emulation, step, sites, *, state=()) -> dict:
                 value = step()
             return (float(value), float(value)) if np.ndim(value) == 0 else (float(value[0]), float(value[1]))
         finally:
-            rec.measure, rec.overrides = True, {}
+            rec.measure, rec.overrides = True, dict(rules)
 
     base = run(None)
     out = {}
