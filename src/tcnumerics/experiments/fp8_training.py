@@ -165,7 +165,7 @@ class _Autocast:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--steps", type=int, default=60, help="training steps per setting (default 60)")
+    parser.add_argument("--steps", type=int, default=30, help="training steps per setting (default 30)")
     parser.add_argument("--batch", type=int, default=8, help="sequences per batch (default 8)")
     parser.add_argument("--context", type=int, default=32, help="bytes per sequence (default 32)")
     parser.add_argument("--width", type=int, default=64, help="model width (default 64)")
@@ -241,7 +241,7 @@ def _train(args, setting, init, codes, starts, attribute_at, bar):
             opt.zero_grad()
             loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         bar.advance()
     return losses, attributions
 
@@ -263,7 +263,7 @@ def _attribute(args, setting, model, x, y, step: int) -> dict:
         with torch.no_grad():
             for p in probe.parameters():
                 p -= PROBE_LR * p.grad
-        return float(loss), float(probe(x, y))
+        return float(loss.detach()), float(probe(x, y).detach())
 
     with run:
         one_step()
