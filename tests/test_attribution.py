@@ -129,3 +129,23 @@ def test_library_mode_and_the_table_print():
 def test_attribution_needs_the_option():
     with pytest.raises(ValueError, match="attribution=True"):
         tct.emulate(instruction=BF16).attribution()
+
+
+def test_study_rejects_bad_options_before_training(tmp_path):
+    from tcnumerics.experiments.cli import build_parser, load_experiment
+
+    module = load_experiment("fp8-training")
+    for argv, text in ((["--heads", "3"], "--heads"), (["--only", "nope"], "--only"), (["--steps", "0"], "--steps")):
+        args = build_parser("fp8-training", module).parse_args(argv + ["--quiet"])
+        with pytest.raises(ValueError, match=text):
+            module.run(args)
+
+
+def test_study_units_differ_only_in_fraction_bits():
+    from tcnumerics.experiments.fp8_training import FP8
+    from tcnumerics.catalog import get_instruction
+
+    base, unit = get_instruction(FP8), accumulator_unit(20)
+    assert (unit.k, unit.model.group_size, unit.model.a_format) == (base.k, base.model.group_size, base.model.a_format)
+    assert (unit.model.frac_bits, unit.model.output_mantissa_bits) == (20, 20)
+    assert accumulator_unit(13).model == base.model        # F = 13 is Hopper's fast accumulation itself
