@@ -9,7 +9,7 @@ gets ``--json`` (standard output holds one JSON array of rows and nothing else),
 
 Example:
     >>> sorted(EXPERIMENTS)
-    ['chain', 'elementwise', 'fp8-accumulation', 'fused-vs-ieee', 'model-numerics']
+    ['chain', 'elementwise', 'fp8-accumulation', 'fp8-training', 'fused-vs-ieee', 'model-numerics']
     >>> module_name("fused-vs-ieee")
     'tcnumerics.experiments.fused_vs_ieee'
 """
@@ -32,6 +32,7 @@ EXPERIMENTS = {
     "fused-vs-ieee": "how a per-operation IEEE FP16 model differs from the fused units",
     "fp8-accumulation": "FP8 GEMM accumulation: fast accumulation vs promotion",
     "model-numerics": "a small PyTorch model evaluated and trained on emulated units (needs torch)",
+    "fp8-training": "a byte-level GPT trained on emulated FP8/BF16 units, with error attribution (needs torch)",
 }
 
 DEFAULT_SEED = 123456  # the seed of every numeric benchmark of Sun et al.

@@ -83,6 +83,7 @@ class EmulationMode(TorchDispatchMode):
         self._lock = threading.Lock()
         self._warned: set = set()
         self.checker = None  # a check.Checker when emulate(..., check=True)
+        self.attribution = None  # an attribution.Recorder when emulate(..., attribution=True): names, routes, measures
         self._checked_calls = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -134,8 +135,13 @@ class EmulationMode(TorchDispatchMode):
             else:
                 _warn_cuda_copy(device)
         with stream:
-            result, info = self.backend.execute(call, backward=backward, index=index, **options)
+            if self.attribution is None:
+                result, info = self.backend.execute(call, backward=backward, index=index, **options)
+            else:
+                result, info = self.attribution.execute(self.backend, call, backward=backward, index=index, **options)
             out = to_tensor(result, device)
+        if self.attribution is not None and not backward:
+            self.attribution.bind(out)
         self.record(call, "backward" if backward else "forward", info)
         return out, info
 

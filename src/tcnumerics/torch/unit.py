@@ -152,6 +152,15 @@ class UnitRecipe:
                    scale_a=da, scale_b=db, engine=engine or self.engine)
         return arrays.float64(out)
 
+    def quantize(self, A, B, *, call_index: int = 0):
+        """(A as the unit receives it, its FP32 descale or None, B likewise): steps 1 and 2 of ``matmul`` for a
+        [M, K] x [K, N] call, the operands ``matmul`` hands ``tcnumerics.gemm`` (error attribution reads them)."""
+        a, b = arrays.float64(A), arrays.float64(B)
+        rng = np.random.default_rng([self.seed, call_index]) if self.rounding == "stochastic" else None
+        qa, da = self._quantize(a, self.operand_a, self.spec.a_format, rng, axis=1)
+        qb, db = self._quantize(b, self.operand_b, self.spec.b_format, rng, axis=0)
+        return qa, da, qb, db
+
     def matmul_batch(self, A, B, *, call_index: int = 0, engine: str | None = None):
         """``matmul`` of every ``A[i] @ B[i]`` ([batch, M, K] and [batch, K, N]), stacked: the same bits as the
         loop ``matmul(A[i], B[i], call_index=call_index + i)``, with the operands quantised for the whole batch at
