@@ -76,7 +76,7 @@ def GPT(layers: int, width: int, heads: int, context: int):
             B, T, C = x.shape
             q, k, v = self.qkv(x).view(B, T, 3, heads, C // heads).permute(2, 0, 3, 1, 4)
             scores = (q @ k.transpose(-2, -1)) / (C // heads) ** 0.5  # bmm: scores and mix below
-            mask = torch.ones(T, T, dtype=torch.bool).tril()
+            mask = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril()
             weights = scores.masked_fill(~mask, float("-inf")).softmax(-1)
             return self.proj((weights @ v).transpose(1, 2).reshape(B, T, C))
 

@@ -154,8 +154,8 @@ def _execute(plan: Plan, A3, B3, out: str, *, alpha=1.0, beta=0.0, C3=None, bias
 def _empty(call: Call, like, shape: tuple, out: str, *, C=None, beta: float = 0.0, bias=None):
     """``(plan, compute)`` of a call with nothing to multiply, as torch answers it without launching a GEMM: an
     empty result where b, M or N is 0; where K is 0, ``beta * C`` (``bias``, F.linear) or zeros -- torch's
-    ``at::mul(C, beta)``: beta rounded to the output type, the product in FP32, then the output conversion
-    (measured on an H100 and on the CPU: lab/data/gpu-logs/h100_2026-11-28_entry_points.tar.xz).
+    ``at::mul(C, beta)``: beta rounded to the output type (addmm; baddbmm keeps it in FP32), the product in FP32,
+    then the output conversion (measured on an H100 and on the CPU: lab/data/gpu-logs/h100_2026-11-28_entry_points.tar.xz).
     ``scaled_mm`` at K = 0 was never seen on a device, so its zeros are flagged."""
     xp = arrays.namespace(like)
     fp32 = get_format("fp32")
@@ -169,7 +169,9 @@ def _empty(call: Call, like, shape: tuple, out: str, *, C=None, beta: float = 0.
             values = xp.zeros(shape)
         else:
             c = arrays.float64(bias if bias is not None else C)
-            scale = 1.0 if bias is not None else float(get_format(out).round(np.float64(beta)))
+            # measured (H100, torch 2.11): addmm rounds beta to the output type first, baddbmm keeps it in FP32
+            beta_format = get_format(out if call.op == "addmm" else "fp32")
+            scale = 1.0 if bias is not None else float(beta_format.round(np.float64(beta)))
             values = xp.broadcast_to(fp32.round(c * scale), shape)
         return get_format(out).to_array(get_format(out).from_float(xp.ascontiguousarray(values)))
     return plan, compute
