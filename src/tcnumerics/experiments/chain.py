@@ -36,7 +36,7 @@ from ..formats import get_format
 from ..model import InstructionSpec
 from .cpu_reference import fp32_matmul
 from .elementwise import _DEVICE_CONVERSION, _low_values
-from .plotting import check_plot_target
+from .plotting import check_plot_target, save_figure
 from .progress import Progress
 from .sampling import RNG_NAMES, make_normals
 
@@ -221,7 +221,7 @@ def plot(rows: list[dict], path: str) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, 120)
     plt.close(fig)
 
 

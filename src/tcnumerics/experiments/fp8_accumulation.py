@@ -35,7 +35,7 @@ import numpy as np
 
 from ..formats import get_format
 from ..gemm import gemm
-from .plotting import check_plot_target
+from .plotting import check_plot_target, save_figure
 from .progress import Progress
 
 __all__ = ["SCHEMES", "accumulation_rows", "exact_product", "add_arguments", "run", "render", "plot"]
@@ -165,7 +165,7 @@ def plot(rows: list[dict], path: str) -> None:
     dist = rows[0]["dist"] if rows else ""
     fig.suptitle(f"E4M3 GEMM accumulation error vs K ({dist} operands, tcnumerics bit-exact models)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, 120)
     plt.close(fig)
 
 

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from .plotting import check_plot_target
+from .plotting import check_plot_target, save_figure
 from .progress import Progress
 
 __all__ = ["SETTINGS", "corpus", "CharMLP", "train_native", "weights_digest", "evaluate", "emulation", "add_arguments",
@@ -282,5 +282,5 @@ def plot(rows: list[dict], path: str) -> None:
     ax2.set_ylabel("|loss fast accumulation - loss promotion|")
     ax2.set_title("FP8 training: where fast accumulation and promotion part")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, 110)
     plt.close(fig)
