@@ -159,7 +159,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rng", choices=RNG_NAMES, default="paper",
                         help="'paper' (mt19937 + libstdc++ normal_distribution<float>) or 'numpy' (PCG64)")
     parser.add_argument("--plot", metavar="FILE.png", help="draw the figure (needs matplotlib: pip install "
-                                                            "-e \".[plot]\")")
+                                                            "\"tcnumerics[plot]\")")
     parser.add_argument("--force", action="store_true", help="let --plot replace an existing file")
 
 

@@ -52,11 +52,9 @@ SETTINGS = {
 
 
 def _torch():
-    try:
-        import torch
-    except ImportError:  # the CLI turns this into a one-line error
-        raise ModuleNotFoundError("needs torch: pip install -e \".[torch]\"", name="torch") from None
-    return torch
+    from .._extras import require
+
+    return require("torch", "torch", "model-numerics")  # the CLI turns the error into one line
 
 
 def corpus() -> tuple[str, str]:

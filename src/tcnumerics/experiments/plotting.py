@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from .._extras import install_hint
 from .._files import atomic_write, output_problem
 
 
@@ -26,7 +27,7 @@ def check_plot_target(path: str, force: bool) -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise ValueError("--plot: needs matplotlib (pip install -e \".[plot]\")") from None
+        raise ValueError(f"--plot: needs matplotlib, which is not installed: {install_hint('plot')}") from None
 
 
 def save_figure(fig, path: str, dpi: int) -> None:

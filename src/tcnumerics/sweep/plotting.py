@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 
+from .._extras import install_hint
 from .._files import atomic_write, check_output
 
 __all__ = ["pareto_lines", "plot_pareto", "default_axes", "one_workload"]
@@ -119,7 +120,7 @@ def plot_pareto(table, path: "str | os.PathLike", *, x: str | None = None, y: st
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ValueError("plot: needs matplotlib (pip install -e \".[plot]\")") from None
+        raise ValueError(f"plot: needs matplotlib, which is not installed: {install_hint('plot')}") from None
     dx, dy, dline = default_axes(table) if None in (x, y) else (x, y, line)
     x, y, line = x or dx, y or dy, line or dline
     lines = pareto_lines(table, x, y, line)

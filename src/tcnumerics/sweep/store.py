@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 
+from .._extras import install_hint
 from .._files import OutputPathError, atomic_write, check_output
 
 __all__ = ["ResultStore", "read_table", "write_table", "StoreError"]
@@ -111,8 +112,8 @@ def _check_writer(path: str) -> None:
     needed = ["pandas"] + (["pyarrow"] if path.endswith(".parquet") else [])
     missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
-        raise StoreError(f"{path}: writing the table needs {' and '.join(missing)} "
-                         "(pip install -e \".[cluster]\")")
+        raise StoreError(f"{path}: writing the table needs {' and '.join(missing)}, which is not installed: "
+                         f"{install_hint('cluster')}")
 
 
 def write_table(path: str, rows: list[dict]) -> None:
