@@ -21,8 +21,13 @@ DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
 
 def _transcripts(text: str, command: str) -> list[tuple[list[str], list[str]]]:
     """[(argv, shown lines)] for each ``$ tcnumerics COMMAND ...`` in the fenced blocks of ``text``."""
-    out = []
-    for block in re.findall(r"```\n(.*?)```", text, re.S):
+    out, blocks, inside = [], [], None
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            inside = [] if inside is None else blocks.append("\n".join(inside)) or None
+        elif inside is not None:
+            inside.append(line)
+    for block in blocks:
         for part in re.split(r"^\$ ", block, flags=re.M)[1:]:
             head, *lines = part.rstrip("\n").split("\n")
             argv = shlex.split(head)
