@@ -176,8 +176,10 @@ def install(monkeypatch) -> types.ModuleType:
         if promote_every is not None:
             out = cuda.host_accumulate_bits(spec, a_rows.get(), b_cols.get(), acc.get(), k_start, k_stop,
                                             promote_every=promote_every, promote_from_acc=promote_from_acc, **kw)
+        elif any(v is not None for v in kw.values()):  # block scales: the kernels' host build
+            out = cuda.host_accumulate_bits(spec, a_rows.get(), b_cols.get(), acc.get(), k_start, k_stop, **kw)
         else:
-            out = fast.accumulate_bits(spec, a_rows.get(), b_cols.get(), acc.get(), k_start, k_stop, **kw)
+            out = fast.accumulate_bits(spec, a_rows.get(), b_cols.get(), acc.get(), k_start, k_stop)
         return ndarray(out)
 
     def ffma_chain(a, b_t, cols=None):

@@ -310,6 +310,8 @@ def test_the_device_script_names_only_sets_that_exist():
     per_gpu = [set(b.split()) for b in re.findall(r'BITS=\$\{BITS:-"([^"]+)"\}', text)]
     assert len(per_gpu) == 2 and all(set(fold_gpu.BIT_SETS) <= b <= set(kernel_survey.SETS) for b in per_gpu)
     assert "for s in $BITS; do" in text
+    flags = open(os.path.join(HERE, "..", "tools", "device_library", "run_flags_survey.sh")).read()
+    assert set(re.findall(r"SETS=(\w+) ", flags)) == set(train_calls.GRID_SETS)
     assert "train_check.py" in text and "bits.tgz" in text and "env.json" in text
 
 

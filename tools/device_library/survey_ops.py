@@ -92,13 +92,15 @@ def build(c: dict):
         out = DT[c["out_dtype"]]
         return lambda: torch._scaled_mm(A, Bt.t(), sa, sb, out_dtype=out, use_fast_accum=c["fast_accum"])
     dt = DT[fmt]
-    A = hashed_gpu(c["seed_a"], b * M, K, fmt)
-    if c.get("a_t"):
-        A = A.t().contiguous().t()
-    if op in ("bmm", "baddbmm"):
-        B = hashed_gpu(c["seed_b"], b * K, N, fmt).view(b, K, N)
-        A = A.view(b, M, K)
+    if op in ("bmm", "baddbmm"):  # a_t / b_t: each matrix of the batch transposed (attention's backward views)
+        A = (hashed_gpu(c["seed_a"], b * K, M, fmt).view(b, K, M).transpose(1, 2) if c.get("a_t") else
+             hashed_gpu(c["seed_a"], b * M, K, fmt).view(b, M, K))
+        B = (hashed_gpu(c["seed_b"], b * N, K, fmt).view(b, N, K).transpose(1, 2) if c.get("b_t") else
+             hashed_gpu(c["seed_b"], b * K, N, fmt).view(b, K, N))
     else:
+        A = hashed_gpu(c["seed_a"], b * M, K, fmt)
+        if c.get("a_t"):
+            A = A.t().contiguous().t()
         B = hashed_gpu(c["seed_b"], K, N, fmt)
         if c.get("b_t"):
             B = B.t().contiguous().t()

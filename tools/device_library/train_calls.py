@@ -170,9 +170,51 @@ def h100_counterpart_calls(steps: dict[str, int] = COUNTERPART_STEPS) -> DenseSe
     return DenseSet(kinds, _dedupe(np.concatenate(rows)), "h100-counterparts")
 
 
+# Issue 33: a training step's GEMMs on a generic grid, for the flag-precision check (CHECK_SET_3 of
+# tools/device_models/check_training.py was drawn before this grid was surveyed; no model is named here).  The kinds
+# are the self-check's own: autograd's forward mm (weight transposed), input and weight gradients, attention bmm in
+# its three layouts, and the rotary embedding's FP32 bmm (K = 1).
+GRID_TOKENS = (128, 256, 512, 1024, 2048, 4096)
+GRID_HIDDEN = tuple(range(512, 8193, 128)) + tuple(range(9216, 16385, 1024))  # K_in of most projections
+GRID_OUT = tuple(range(64, 4097, 64)) + tuple(range(4224, 32769, 128))  # q / kv / o / FFN widths
+GRID_VOCAB = tuple(range(32000, 262145, 256))  # LM heads
+GRID_HEADS = tuple(range(1, 129))  # attention batch (heads x batch 1)
+GRID_HEAD_DIMS = (64, 80, 96, 112, 120, 128, 160, 192, 256)
+GRID_MAX_OPERAND = 2 ** 30  # elements: 2 GiB BF16 (an LM head of vocabulary x hidden); nothing runs
+GRID_KINDS = [("matmul", "bf16", dict(a_t=False, b_t=True)), ("matmul", "bf16", {}),
+              ("matmul", "bf16", dict(a_t=True, b_t=False)), ("bmm", "bf16", dict(b_t=True)), ("bmm", "bf16", {}),
+              ("bmm", "bf16", dict(a_t=True, b_t=False)), ("bmm", "fp32", dict(prec="highest"))]
+
+
+def _grid_rows(kind: int, M, N, K, b=1, max_operand: int = GRID_MAX_OPERAND) -> np.ndarray:
+    M, N, K, b = (a.ravel() for a in np.broadcast_arrays(*(np.asarray(x, np.int64) for x in (M, N, K, b))))
+    ok = (b * np.maximum(np.maximum(M * K, K * N), M * N) <= max_operand) & (M < 1 << PACK_BITS["M"]) & \
+        (N < 1 << PACK_BITS["N"]) & (K < 1 << PACK_BITS["K"])
+    return np.column_stack([np.full(int(ok.sum()), kind), b[ok], M[ok], N[ok], K[ok]])
+
+
+def train_grid_calls() -> DenseSet:
+    """A training step's GEMMs (``GRID_KINDS``) on the grid: projections (out x hidden, both ways) and LM heads
+    (vocabulary x hidden) in their three directions, attention bmm (heads x head dim), all at ``GRID_TOKENS``; the
+    rotary FP32 bmm (head dim / 2 x tokens, K = 1) at every 4th M to 256 and every 8th token count to 4,096."""
+    T = np.array(GRID_TOKENS, np.int64)
+    f, h, t = (a.ravel() for a in np.meshgrid(GRID_OUT, GRID_HIDDEN, T, indexing="ij"))
+    v, hv, tv = (a.ravel() for a in np.meshgrid(GRID_VOCAB, GRID_HIDDEN, T, indexing="ij"))
+    b, d, ta = (a.ravel() for a in np.meshgrid(GRID_HEADS, GRID_HEAD_DIMS, T, indexing="ij"))
+    m, tr = (a.ravel() for a in np.meshgrid(np.arange(4, 257, 4), np.arange(8, 4097, 8), indexing="ij"))
+    rows = [_grid_rows(0, t, f, h), _grid_rows(0, t, h, f), _grid_rows(1, t, h, f), _grid_rows(1, t, f, h),
+            _grid_rows(2, f, h, t), _grid_rows(2, h, f, t),
+            _grid_rows(0, tv, v, hv), _grid_rows(1, tv, hv, v), _grid_rows(2, v, hv, tv),
+            _grid_rows(3, ta, ta, d, b), _grid_rows(4, ta, d, ta, b), _grid_rows(5, ta, d, ta, b),
+            _grid_rows(5, d, ta, ta, b), _grid_rows(6, m, tr, 1)]
+    return DenseSet(GRID_KINDS, _dedupe(np.concatenate(rows)), "train-grid")
+
+
 TRAIN_SETS = {"train_splitk": train_splitk_calls, "train_rest": train_rest_calls,
               "h100_counterparts": h100_counterpart_calls}
-ALL_DENSE_SETS = {**DENSE_SETS, **TRAIN_SETS}  # graph_survey.py and export_kernels.py find a set by name here
+GRID_SETS = {"train_grid": train_grid_calls}  # run_flags_survey.sh's (issue 33), not run_gpu_survey.sh's
+# graph_survey.py and export_kernels.py find a set by name here
+ALL_DENSE_SETS = {**DENSE_SETS, **TRAIN_SETS, **GRID_SETS}
 
 # The issue's H200 silent misses (one training step, 256 tokens; issue 23), as (model, N_out, K_in, tokens, direction)
 ISSUE_CASES = [("mistral-7b", 4096, 14336, 256, "forward"), ("llama3-8b", 4096, 14336, 256, "forward"),

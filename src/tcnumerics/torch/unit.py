@@ -166,6 +166,8 @@ class UnitRecipe:
         a, b = arrays.float64(A), arrays.float64(B)
         if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
             raise ValueError(f"A, B: expected [batch, M, K] and [batch, K, N], got {a.shape} and {b.shape}")
+        if a.shape[0] == 0:  # an empty batch: nothing to quantise or multiply
+            return arrays.namespace(a).zeros((0, a.shape[1], b.shape[2]))
         if self.rounding == "stochastic" or self.scaling in ("mx", "nvfp4") or a.shape[0] == 1:
             # one random stream per item (seeded by its call index); block scaling runs on the host per item
             return arrays.stack([self.matmul(a[i], b[i], call_index=call_index + i, engine=engine)
