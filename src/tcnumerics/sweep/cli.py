@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 import sys
 
 __all__ = ["register"]
