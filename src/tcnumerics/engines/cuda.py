@@ -42,6 +42,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .._extras import install_hint
 from ..model import InstructionSpec
 from . import _cuda_build as build
 from ._fast_plan import Plan, build_plan
@@ -204,7 +205,7 @@ def _device_tables(plan: Plan, device: int):
 
 def _require_gpu() -> None:
     if not available():
-        raise RuntimeError("engine='cuda': no CUDA device visible to CuPy (pip install -e \".[gpu]\" on a machine "
+        raise RuntimeError(f"engine='cuda': no CUDA device visible to CuPy ({install_hint('gpu')} on a machine "
                            "with an NVIDIA GPU, or use engine='fast')")
 
 

@@ -6,6 +6,7 @@ from typing import Callable
 
 import numpy as np
 
+from .._extras import install_hint
 from ..catalog import get_instruction
 from ..model import InstructionSpec
 from .result import Dot
@@ -14,7 +15,7 @@ def _gpu_dot(name: str) -> Dot:
     try:
         from ..probe import gpu_dot
     except ImportError as exc:
-        raise ValueError(f"--gpu: the GPU probe is not available ({exc}); pip install -e \".[gpu]\"") from None
+        raise ValueError(f"--gpu: the GPU probe is not available ({exc}); {install_hint('gpu')}") from None
     try:
         dot = gpu_dot(name)
     except ImportError as exc:

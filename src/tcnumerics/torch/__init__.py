@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 
-import torch
+from .._extras import require
+
+torch = require("torch", "torch", "tcnumerics.torch")
 
 from .backends import CallInfo, LibraryBackend, NotModelledWarning, UnitBackend
 from .mode import CallSite, EmulationMode, Report

@@ -50,16 +50,21 @@ class Report(list):
     def __str__(self) -> str:
         if not self:
             return "(no GEMM calls intercepted)"
-        head = f"{'op':<11} {'phase':<8} {'shape':<22} {'dtypes':<22} {'layout':<6} {'count':>6}  modelled  kernel / recipe"
-        lines = [head]
-        for r in self:
-            shape = "x".join(str(v) for v in r.shape)
+        cells = [(r.op, r.phase, "x".join(str(v) for v in r.shape), r.dtypes, r.layout, str(r.count)) for r in self]
+        heads = ("op", "phase", "shape", "dtypes", "layout", "count")
+        # each column as wide as its widest cell: a long dtypes string (FP8 in, BF16 out) never pushes into layout
+        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
+
+        def row(values) -> str:
+            return " ".join(v.rjust(w) if i == 5 else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths)))
+
+        lines = [row(heads) + "  modelled  kernel / recipe"]
+        for r, c in zip(self, cells):
             flag = "yes" if r.modelled else "NO"
-            lines.append(f"{r.op:<11} {r.phase:<8} {shape:<22} {r.dtypes:<22} {r.layout:<6} {r.count:>6}  "
-                         f"{flag:<8}  {r.kernel}" + (f"  ({r.reason})" if r.reason else ""))
+            lines.append(row(c) + f"  {flag:<8}  {r.kernel}" + (f"  ({r.reason})" if r.reason else ""))
         n = sum(r.count for r in self)
         bad = sum(r.count for r in self if not r.modelled)
-        lines.append(f"{n} calls, {bad} not modelled")
+        lines.append(f"{n} call{'' if n == 1 else 's'}, {bad} not modelled")
         return "\n".join(lines)
 
     @property

@@ -24,15 +24,17 @@ __all__ = ["register"]
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("vectors", help="golden-vector files: generate, verify, export, import")
+    p = subparsers.add_parser("vectors", help="golden-vector files: generate, verify, export, import, show, families")
     sub = p.add_subparsers(dest="vectors_command", metavar="ACTION", parser_class=type(p))
     p.set_defaults(func=lambda args: _usage(p))
 
     g = sub.add_parser("generate", help="write vectors with d computed by the catalogued model")
     g.add_argument("--instruction", required=True, help="catalog name (tcnumerics instructions lists them)")
     g.add_argument("--families", default="all",
-                   help="comma-separated families, or 'all' (those that apply to the instruction)")
-    g.add_argument("--count", type=int, default=None, help="vectors per family (required unless --adequate; with it: candidates per family, default 256)")
+                   help="comma-separated families, or 'all': those that apply to the instruction "
+                        "('vectors families --instruction NAME' lists them; default: all)")
+    g.add_argument("--count", type=int, default=None,
+                   help="vectors per family (required unless --adequate; with it: candidates per family, default 256)")
     g.add_argument("--adequate", action="store_true",
                    help="write a mutation-adequate set: greedy cover over family candidates killing every "
                         "killable one-step mutant of the unit (tcnumerics.vectors.adequate)")
@@ -50,7 +52,10 @@ def register(subparsers) -> None:
     _executor_arguments(g)
     g.set_defaults(func=_cmd_generate)
 
-    v = sub.add_parser("verify", help="replay files through their instruction; exit 0 only if every d matches")
+    v = sub.add_parser("verify", help="replay files through their instruction; exit 0 only if every d matches",
+                       description="Replay vector files through their instruction and compare every d.",
+                       epilog="exit status: 0 every vector matched; 1 some replay found mismatches; "
+                              "2 bad input (a file unreadable or refused, an unknown engine or option)")
     v.add_argument("files", nargs="+", metavar="FILE",
                    help=".npz or hex vector files; a directory stands for the .npz files directly in it")
     v.add_argument("--engine", default="auto", help="engine to replay with (auto, reference, fast, exact)")

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import contextlib
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -48,6 +48,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from .._files import OutputPathError, atomic_write, check_output
 from ..formats import Format
 from .vector_set import (REQUIRED, SCALE_KEYS, VectorFileError, VectorSet, _bit_formats, _check_header,
                          _check_scale_keys, _check_values, _expected_shapes, _parse_meta, _resolve, _validate_set)
@@ -280,6 +281,7 @@ def load(path: "str | os.PathLike") -> VectorSet:
 # writing
 
 def _refuse(path: str, overwrite: bool, protect: Sequence) -> None:
+    """Refuse, before any work, an output that is an input, exists (unless ``overwrite``) or cannot be written."""
     if os.path.exists(path):
         for other in protect:
             try:
@@ -287,29 +289,23 @@ def _refuse(path: str, overwrite: bool, protect: Sequence) -> None:
                     raise VectorFileError(path, "is one of the input files; refusing to write over it")
             except FileNotFoundError:
                 continue
-        if not overwrite:
-            raise VectorFileError(path, "already exists (pass overwrite=True / --overwrite to replace it)")
-        if os.path.isdir(path):
-            raise VectorFileError(path, "is a directory")
-
-
-def _commit(tmp: str, path: str, overwrite: bool) -> None:
-    """Move a finished temporary file into place without ever clobbering an existing file unasked."""
-    if overwrite:
-        os.replace(tmp, path)
-        return
     try:
-        os.link(tmp, path)  # atomic and fails if path exists
-    except FileExistsError:
-        os.unlink(tmp)
-        raise VectorFileError(path, "already exists (pass overwrite=True / --overwrite to replace it)") from None
-    except OSError:
-        if os.path.exists(path):
-            os.unlink(tmp)
-            raise VectorFileError(path, "already exists (pass overwrite=True / --overwrite to replace it)") from None
-        os.replace(tmp, path)
-        return
-    os.unlink(tmp)
+        check_output(path, overwrite, _OVERWRITE_HINT)
+    except OutputPathError as exc:
+        raise VectorFileError(path, exc.reason) from None
+
+
+_OVERWRITE_HINT = "pass overwrite=True / --overwrite"
+
+
+@contextlib.contextmanager
+def _written(path: str, mode: str, overwrite: bool, **open_kwargs):
+    """``atomic_write`` with its errors as ``VectorFileError`` naming ``path``."""
+    try:
+        with atomic_write(path, mode, overwrite=overwrite, hint=_OVERWRITE_HINT, **open_kwargs) as fh:
+            yield fh
+    except OutputPathError as exc:
+        raise VectorFileError(path, exc.reason) from None
 
 
 def save(path: "str | os.PathLike", vectors: VectorSet, *, overwrite: bool = False, protect: Sequence = (),
@@ -330,16 +326,9 @@ def save(path: "str | os.PathLike", vectors: VectorSet, *, overwrite: bool = Fal
         arrays["family"] = np.asarray(arrays["family"]).astype(str)
     meta, _spec = _validate_set(path, arrays, dict(vectors.meta))
     _refuse(path, overwrite, protect)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(suffix=".npz.part", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            writer = np.savez_compressed if compress else np.savez
-            writer(fh, meta=np.array(json.dumps(meta, sort_keys=False)), **arrays)
-        _commit(tmp, path, overwrite)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with _written(path, "wb", overwrite) as fh:
+        writer = np.savez_compressed if compress else np.savez
+        writer(fh, meta=np.array(json.dumps(meta, sort_keys=False)), **arrays)
 
 
 # --------------------------------------------------------------------------------------------
@@ -414,31 +403,24 @@ def write_hex(path: "str | os.PathLike", vectors: VectorSet, *, overwrite: bool 
                              csc=(f" scale_a[0..{arrays['scale_a'].shape[1] - 1}]"
                                   f" scale_b[0..{arrays['scale_b'].shape[1] - 1}]" if scaled else ""),
                              meta=json.dumps(meta_out))
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(suffix=".hex.part", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(header)
-            step = 4096
-            for s in range(0, n, step):
-                e = min(n, s + step)
-                cols = [fam[s:e].astype(object),
-                        _hexcol(arrays["c"][s:e], width["c"]), _hexcol(arrays["d"][s:e], width["d"])]
-                blocks = [_hexcol(arrays["a"][s:e], width["a"]), _hexcol(arrays["b"][s:e], width["b"])]
-                if sparse:
-                    blocks.append(_hexcol(arrays["sparse_index"][s:e], arrays["sparse_index"].dtype.itemsize * 8))
-                if scaled:
-                    blocks += [_hexcol(arrays[key][s:e], width[key]) for key in SCALE_KEYS]
-                for i in range(e - s):
-                    fields = [cols[0][i], cols[1][i], cols[2][i]]
-                    for blk in blocks:
-                        fields.extend(blk[i])
-                    fh.write(" ".join(fields))
-                    fh.write("\n")
-        _commit(tmp, path, overwrite)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with _written(path, "w", overwrite, encoding="utf-8", newline="\n") as fh:
+        fh.write(header)
+        step = 4096
+        for s in range(0, n, step):
+            e = min(n, s + step)
+            cols = [fam[s:e].astype(object),
+                    _hexcol(arrays["c"][s:e], width["c"]), _hexcol(arrays["d"][s:e], width["d"])]
+            blocks = [_hexcol(arrays["a"][s:e], width["a"]), _hexcol(arrays["b"][s:e], width["b"])]
+            if sparse:
+                blocks.append(_hexcol(arrays["sparse_index"][s:e], arrays["sparse_index"].dtype.itemsize * 8))
+            if scaled:
+                blocks += [_hexcol(arrays[key][s:e], width[key]) for key in SCALE_KEYS]
+            for i in range(e - s):
+                fields = [cols[0][i], cols[1][i], cols[2][i]]
+                for blk in blocks:
+                    fields.extend(blk[i])
+                fh.write(" ".join(fields))
+                fh.write("\n")
 
 
 def _hexcol(arr: np.ndarray, bits: int) -> np.ndarray:
