@@ -76,6 +76,23 @@ class Report(list):
         return sum(r.count for r in self if not r.modelled)
 
 
+def _collective(func, args, kwargs):
+    """Run a c10d collective (DDP's gradient all-reduce, a barrier) natively with no dispatch mode on the stack.
+
+    A collective is no arithmetic of ours, and the process group's work object captures the thread-local state
+    at launch (``at::ThreadLocalState``) -- with the dispatch-mode stack, a Python object.  gloo's worker thread
+    drops that work when it gets round to it, possibly after the interpreter began to finalise (a barrier keeps
+    earlier works alive until it completes; DDP keeps the process group, and so its threads, alive past
+    ``destroy_process_group``); decref-ing the mode then needs the GIL, the finalising interpreter ends the thread
+    with a forced unwind through a noexcept destructor, and the process aborts ("terminate called without an
+    active exception", SIGABRT).  Launched without our mode on the stack, the work holds no Python object.
+    """
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes():
+        return func(*args, **kwargs)
+
+
 class EmulationMode(TorchDispatchMode):
     """Routes every GEMM op to ``backend`` and records it in ``sites``; ``conv`` handles convolutions or None."""
 
@@ -93,6 +110,8 @@ class EmulationMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if getattr(func, "namespace", None) == "c10d":
+            return _collective(func, args, kwargs)
         name = func.overloadpacket.__name__
         if name in GEMM_OPS and _floating(args):
             call = normalise(func, args, kwargs)
