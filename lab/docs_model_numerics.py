@@ -1,7 +1,7 @@
 """Regenerate docs/torch.md's model-numerics table from the command that prints it.
 
-    python tools/docs_model_numerics.py            # run the study, print the table (about 3 min on 2 cores)
-    python tools/docs_model_numerics.py --docs     # ... and write it, its environment line and the FP8
+    python lab/docs_model_numerics.py            # run the study, print the table (about 3 min on 2 cores)
+    python lab/docs_model_numerics.py --docs     # ... and write it, its environment line and the FP8
                                                    #     training figure of the prose into docs/torch.md
 
 The table is ``tcnumerics reproduce model-numerics``'s own output (its ``render``); nothing is typed by hand.

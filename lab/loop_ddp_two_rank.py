@@ -1,6 +1,6 @@
 """Loop the two-rank gloo DDP step of tests/test_torch_parallel.py (issue 33's abort at exit) and count exit codes.
 
-    nice -n 10 python tools/loop_ddp_two_rank.py 50 [--dir /tmp/ddp]
+    nice -n 10 python lab/loop_ddp_two_rank.py 50 [--dir /tmp/ddp]
 
 Each rank writes a faulthandler log (all threads' Python stacks on SIGABRT) beside its store; run under
 ``ulimit -c unlimited`` to keep a core for ``gdb -batch -ex 'thread apply all bt' python core``.  A rank still
