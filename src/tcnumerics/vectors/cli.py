@@ -24,7 +24,7 @@ __all__ = ["register"]
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("vectors", help="golden-vector files: generate, verify, export, import, show, families")
+    p = subparsers.add_parser("vectors", help="golden-vector files: generate, verify, export, import, show, families, harness")
     sub = p.add_subparsers(dest="vectors_command", metavar="ACTION", parser_class=type(p))
     p.set_defaults(func=lambda args: _usage(p))
 
