@@ -22,6 +22,7 @@ TESTS = pathlib.Path(__file__).resolve().parents[1] / "tests"
 
 
 def _rank(rank: int, world: int, store: str, out: str, log: str) -> None:
+    os.chdir(os.path.dirname(log))  # a core (core_pattern "core") lands beside this run's logs, not over another's
     fh = open(log, "w")
     faulthandler.enable(file=fh, all_threads=True)
     os.dup2(fh.fileno(), 2)

@@ -79,6 +79,51 @@ def test_a_missing_output_directory_is_refused_before_work_naming_the_users_path
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("argv", [
+    ["vectors", "generate", "--instruction", INT8, "--count", "1", "-o", "{bad}/x.npz"],
+    ["vectors", "generate", "--instruction", INT8, "--count", "1", "--shards", "1", "-o", "{bad}/sh"],
+    ["vectors", "generate", "--instruction", INT8, "--count", "1", "--shards", "1", "-o", "{bad}/a/b/sh"],
+    ["vectors", "import", "{vec}.hex", "-o", "{bad}/x.npz"],
+    ["vectors", "export", "--hex", "{vec}.npz", "-o", "{bad}/x.hex"],
+    ["vectors", "harness", "{vec}.npz", "-o", "{bad}/rtl"],
+    ["sweep", "plot", "{vec}.csv", "-o", "{bad}/x.png"],
+])
+def test_a_file_where_a_directory_should_be_is_named_before_anything_is_read(tmp_path, capsys, monkeypatch, argv):
+    """open() or makedirs() would say "[Errno 20] Not a directory" and name some other path, after the work."""
+    from tcnumerics.vectors import io, shards
+
+    vec = str(tmp_path / "v")
+    assert main(["vectors", "generate", "--instruction", INT8, "--count", "1", "-o", vec + ".npz"]) == 0
+    assert main(["vectors", "export", "--hex", vec + ".npz", "-o", vec + ".hex"]) == 0
+    (tmp_path / "v.csv").write_text("unit.frac_bits,max_rel_error\n1,0.5\n2,0.25\n")
+    bad = tmp_path / "notes.txt"
+    bad.write_text("mine")
+    before = sorted(os.listdir(tmp_path))
+    capsys.readouterr()
+    for name in ("load", "read_hex"):  # nothing read before the output is checked
+        monkeypatch.setattr(io, name, lambda *a, **k: pytest.fail("an input was read before the output check"))
+    monkeypatch.setattr(shards, "make_set", lambda *a, **k: pytest.fail("work started before the output check"))
+    code, err = _cli(capsys, *[a.format(bad=bad, vec=vec) for a in argv])
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err and "Errno" not in err
+    assert f"{bad} is a file, not a directory" in err and argv[-1].format(bad=bad, vec=vec) in err
+    assert sorted(os.listdir(tmp_path)) == before and bad.read_text() == "mine"  # nothing written
+
+
+def test_export_onto_an_existing_file_is_refused_before_its_input_is_read(tmp_path, capsys, monkeypatch):
+    from tcnumerics.vectors import io
+
+    vec = str(tmp_path / "v")
+    assert main(["vectors", "generate", "--instruction", INT8, "--count", "1", "-o", vec + ".npz"]) == 0
+    out = tmp_path / "x.hex"
+    out.write_text("keep")
+    capsys.readouterr()
+    monkeypatch.setattr(io, "load", lambda *a, **k: pytest.fail("the input was read before the output check"))
+    code, err = _cli(capsys, "vectors", "export", "--hex", vec + ".npz", "-o", str(out))
+    assert code == 2 and f"{out}: already exists" in err and err.count("\n") == 1
+    assert out.read_text() == "keep"
+
+
 def test_cli_files_come_out_with_the_umask_permissions(tmp_path, umask_022):
     pytest.importorskip("pandas")
     vec = str(tmp_path / "v")

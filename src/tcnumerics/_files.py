@@ -27,7 +27,8 @@ import os
 import tempfile
 from typing import Iterator
 
-__all__ = ["OutputExistsError", "OutputPathError", "atomic_write", "check_output", "output_problem"]
+__all__ = ["OutputExistsError", "OutputPathError", "atomic_write", "check_output", "directory_problem",
+           "output_problem"]
 
 
 class OutputPathError(OSError):
@@ -51,13 +52,45 @@ def output_problem(path: "str | os.PathLike") -> "str | None":
     if os.path.isdir(path):
         return "is a directory"
     directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.exists(directory):
+    blocker = _nearest_existing(directory)
+    if not os.path.isdir(blocker):  # open() would say "[Errno 20] Not a directory"
+        return f"{blocker} is a file, not a directory"
+    if blocker != directory:
         return "its directory does not exist"
-    if not os.path.isdir(directory):
-        return "its parent is not a directory"
     if not os.access(directory, os.W_OK | os.X_OK):
         return "its directory is not writable"
     return None
+
+
+def directory_problem(directory: "str | os.PathLike") -> "str | None":
+    """Why ``directory`` cannot be used as an output directory, created with its parents if missing (as
+    ``os.makedirs`` would), or None if it can (nothing is created).
+
+    >>> import os, tempfile
+    >>> f = os.path.join(tempfile.mkdtemp(), "f.txt"); open(f, "w").close()
+    >>> directory_problem(os.path.join(f, "shards")) == f"cannot be created: {f} is a file, not a directory"
+    True
+    """
+    directory = os.path.abspath(os.fspath(directory))
+    if os.path.exists(directory):
+        if not os.path.isdir(directory):
+            return "exists and is not a directory"
+        if not os.access(directory, os.W_OK | os.X_OK):
+            return "is not writable"
+        return None
+    blocker = _nearest_existing(directory)
+    if not os.path.isdir(blocker):
+        return f"cannot be created: {blocker} is a file, not a directory"
+    if not os.access(blocker, os.W_OK | os.X_OK):
+        return f"cannot be created: {blocker} is not writable"
+    return None
+
+
+def _nearest_existing(path: str) -> str:
+    """The longest prefix of the absolute ``path`` that exists (``/`` at worst)."""
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
 
 
 def check_output(path: "str | os.PathLike", overwrite: bool = False, hint: str = "pass overwrite=True") -> None:

@@ -253,14 +253,12 @@ class SemiringUnit:
 
         ``a``, ``b``: [N, K] unsigned bits of the operand formats; ``c``: [N] bits of
         ``c_format`` or None (no C: the identity of ⊕, i.e. +0 for plus-type ops).
-        Returns [N] bits of ``out_format`` (uint8 0/1 for or-and).
+        Returns [N] bits of ``out_format`` (uint8 0/1 for or-and).  K = 0 is an empty reduction: see ``matmul``.
         """
         a = self._bits("a", a, self.a_format, 2)
         b = self._bits("b", b, self.b_format, 2)
         if a.shape != b.shape:
             raise ValueError(f"a, b: shapes differ: {a.shape} vs {b.shape}")
-        if a.shape[1] == 0:
-            raise ValueError("a: K must be at least 1")
         if c is not None:
             c = self._bits("c", c, self.c_format, 1)
             if c.shape != (a.shape[0],):
@@ -273,8 +271,6 @@ class SemiringUnit:
         B = self._bits("B", B, self.b_format, 2)
         if A.shape[1] != B.shape[0]:
             raise ValueError(f"A, B: inner dimensions differ: A is {A.shape}, B is {B.shape}")
-        if A.shape[1] == 0:
-            raise ValueError("A: K must be at least 1")
         if C is not None:
             C = self._bits("C", C, self.c_format, 2)
             if C.shape != (A.shape[0], B.shape[1]):
@@ -284,7 +280,17 @@ class SemiringUnit:
     def matmul(self, A, B, C=None, *, engine: str | None = None) -> np.ndarray:
         """Matrix form on values: arrays of the operand format's dtype are read bit for bit,
         other numbers are rounded to it (RNE); booleans for or-and.  Returns values of
-        ``out_format`` (its numpy/ml_dtypes type; bool for or-and)."""
+        ``out_format`` (its numpy/ml_dtypes type; bool for or-and).
+
+        K = 0 reduces over nothing, so ``D = C ⊕ (identity of ⊕)``: C rounded into ``out_format``, or without C
+        +inf for min, -inf for max, False for or; the plus-type ops run the unit on one group of zero terms, as
+        ``tcnumerics.gemm`` does (C through the unit's epilogue, +0 without C).
+
+        >>> import numpy as np
+        >>> u = semiring_instruction("max-plus")
+        >>> u.matmul(np.zeros((1, 0), np.float16), np.zeros((0, 2), np.float16)).tolist()
+        [[-inf, -inf]]
+        """
         A, B = np.asarray(A), np.asarray(B)
         for name, X in (("A", A), ("B", B)):
             if X.ndim != 2:
@@ -299,6 +305,16 @@ class SemiringUnit:
         if engine not in ENGINES:
             raise ValueError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
         kind = self.op.kind
+        if a.shape[1] == 0:
+            if kind == "select":
+                return self._empty_select(a.shape[0] if pairs else (a.shape[0], b.shape[1]), c)
+            if kind == "boolean":
+                return np.zeros(a.shape[0] if pairs else (a.shape[0], b.shape[1]), np.uint8) | (
+                    0 if c is None else np.asarray(c, np.uint8))
+            if self.op.name == "plus-norm":  # one group of zero terms (0 - 0)**2, as a kernel pads K
+                L = self.model.group_size
+                a = np.zeros((a.shape[0], L), a.dtype)
+                b = np.zeros((b.shape[0], L) if pairs else (L, b.shape[1]), b.dtype)
         if kind == "boolean":
             return self._boolean(a, b, c, engine, pairs)
         if kind == "select":
@@ -323,6 +339,12 @@ class SemiringUnit:
             for j in range(N):
                 out[i, j] = cell(a[i], b[:, j], None if c is None else c[i, j])
         return out
+
+    def _empty_select(self, shape, c) -> np.ndarray:
+        """K = 0: the empty min is +inf, the empty max -inf (numpy's ``initial``), so the result is C alone."""
+        identity = np.inf if self.op.reduce == "min" else -np.inf
+        hi = np.full(shape, identity) if c is None else reference.exact_values(c, self.c_format)
+        return reference.round_pairs(hi, np.zeros(shape), self.out_format, self.rounding, self.nan_bits)
 
     def _select(self, a, b, c, engine, pairs) -> np.ndarray:
         reduce, combine = self.op.reduce, self.op.combine

@@ -325,8 +325,9 @@ def _cmd_verify(args) -> int:
 
 
 def _cmd_export(args) -> int:
-    from .io import load, write_hex
+    from .io import _refuse, load, write_hex
 
+    _refuse(args.output, args.overwrite, [args.hex])  # a bad output path: nothing read, nothing written
     vs = load(args.hex)
     write_hex(args.output, vs, overwrite=args.overwrite, protect=[args.hex])
     print(f"{args.output}: {vs.n} vectors of {vs.instruction} in hex")
@@ -334,9 +335,13 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_harness(args) -> int:
+    from .._files import directory_problem
     from .harness import write_harness
     from .io import load
 
+    problem = directory_problem(args.output)  # a bad output directory: nothing read, nothing written
+    if problem:
+        raise ValueError(f"{args.output}: {problem}")
     vs = load(args.file)
     try:
         names = write_harness(vs, args.output, overwrite=args.overwrite)
@@ -347,8 +352,9 @@ def _cmd_harness(args) -> int:
 
 
 def _cmd_import(args) -> int:
-    from .io import read_hex, save
+    from .io import _refuse, read_hex, save
 
+    _refuse(args.output, args.overwrite, [args.file])  # a bad output path: nothing read, nothing written
     vs = read_hex(args.file)
     save(args.output, vs, overwrite=args.overwrite, protect=[args.file])
     print(f"{args.output}: {vs.n} vectors of {vs.instruction}")

@@ -35,7 +35,7 @@ from typing import Callable
 
 import numpy as np
 
-from .._files import atomic_write
+from .._files import atomic_write, directory_problem
 from .io import VectorFileError, VectorSet, save
 
 __all__ = ["ShardTask", "make_set", "plan", "generate_shards", "verify_shards", "MANIFEST"]
@@ -201,8 +201,9 @@ def _read_json(path: str) -> dict:
 
 def _check_directory(directory: str, params: dict, overwrite: bool) -> None:
     """Refuse a directory that is not new, empty, or an unfinished run of the same parameters (writes nothing)."""
-    if os.path.exists(directory) and not os.path.isdir(directory):
-        raise VectorFileError(directory, "exists and is not a directory")
+    problem = directory_problem(directory)  # a file in its path, or no write permission: named before any work
+    if problem:
+        raise VectorFileError(directory, problem)
     if not os.path.isdir(directory):
         return
     plan_path = os.path.join(directory, _PLAN)
