@@ -20,6 +20,7 @@ from tcnumerics.formats import get_format
 
 BF16 = ml_dtypes.bfloat16
 E4M3 = ml_dtypes.float8_e4m3fn
+F16 = np.float16
 INST = "hopper.wgmma.m64n8k16.f32.bf16.bf16"
 
 
@@ -70,6 +71,21 @@ CASES = [
     ("bmm M=0", lambda d: lib.bmm(d(z(2, 0, 64)), d(z(2, 64, 8))), z(2, 0, 8)),
     ("bmm K=0", lambda d: lib.bmm(d(z(2, 4, 0)), d(z(2, 0, 8))), z(2, 4, 8)),
     ("baddbmm K=0", lambda d: lib.baddbmm(d(full(3, 2, 4, 8)), d(z(2, 4, 0)), d(z(2, 0, 8)), beta=2), full(6, 2, 4, 8)),
+    # semiring K = 0: the empty reduction is the identity of ⊕ (numpy's ``initial``), so D = C ⊕ identity
+    ("semiring min-plus K=0", lambda d: tc.semiring_matmul(z(3, 0, dtype=F16), z(0, 2, dtype=F16), op="min-plus"),
+     full(np.inf, 3, 2, dtype=np.float32)),
+    ("semiring max-mul K=0", lambda d: tc.semiring_matmul(z(3, 0, dtype=F16), z(0, 2, dtype=F16), op="max-mul"),
+     full(-np.inf, 3, 2, dtype=np.float32)),
+    ("semiring max-min K=0 with C", lambda d: tc.semiring_matmul(z(3, 0, dtype=F16), z(0, 2, dtype=F16),
+                                                                 full(-0.0, 3, 2, dtype=np.float32), op="max-min"),
+     z(3, 2, dtype=np.float32)),  # C alone; a zero result is +0, as the units write it
+    ("semiring or-and K=0", lambda d: tc.semiring_matmul(z(3, 0, dtype=bool), z(0, 2, dtype=bool), op="or-and"),
+     z(3, 2, dtype=bool)),
+    ("semiring mul-plus K=0 with C", lambda d: tc.semiring_matmul(z(3, 0, dtype=F16), z(0, 2, dtype=F16),
+                                                                  full(1.5, 3, 2, dtype=np.float32), op="mul-plus"),
+     full(1.5, 3, 2, dtype=np.float32)),
+    ("semiring plus-norm K=0", lambda d: tc.semiring_matmul(z(3, 0, dtype=F16), z(0, 2, dtype=F16), op="plus-norm"),
+     z(3, 2, dtype=np.float32)),
     ("scaled_mm M=0", lambda d: lib.scaled_mm(d(z(0, 32, dtype=E4M3)), d(z(32, 16, dtype=E4M3)), np.float32(1),
                                               np.float32(1)), z(0, 16)),
 ]
@@ -87,8 +103,8 @@ def _fake_device(monkeypatch):
 @pytest.mark.parametrize("where", ["host", "fake device"])
 @pytest.mark.parametrize("name, call, expected", CASES, ids=[c[0] for c in CASES])
 def test_empty_shapes_give_what_numpy_and_torch_give(name, call, expected, where, monkeypatch):
-    if where == "fake device" and name.startswith("dot_bits"):
-        pytest.skip("dot_bits takes host bit arrays here (its device path is the GPU engine's)")
+    if where == "fake device" and name.startswith(("dot_bits", "semiring")):
+        pytest.skip("dot_bits and the semiring ops take host arrays (dot_bits' device path is the GPU engine's)")
     d = (lambda x: x) if where == "host" else _fake_device(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an empty call is answered exactly: no NotModelledWarning
@@ -98,6 +114,40 @@ def test_empty_shapes_give_what_numpy_and_torch_give(name, call, expected, where
     got = arrays.to_host(got)
     assert got.shape == expected.shape and got.dtype == expected.dtype
     assert np.array_equal(got.view(np.uint8), expected.view(np.uint8))
+
+
+@pytest.mark.parametrize("engine", ["reference", "fast", "exact"])
+def test_semiring_k0_is_c_with_the_identity_of_the_reduction_on_every_engine(engine):
+    """Selecting ops: ``C ⊕ min/max over nothing`` = numpy's reduction with ``initial`` ±inf, then C
+    (NaN propagates, -0 written +0); plus-type ops: exactly K = one group of zero terms (the unit's epilogue
+    of C, as ``tc.gemm`` gives at K = 0); or-and: ``C or False``."""
+    from tcnumerics.semiring.ops import OPS
+
+    C = np.array([[1.5, -0.0, np.nan], [-np.inf, 2.0 ** -140, 3e38]], np.float32)
+    for name, op in OPS.items():
+        dtype = bool if op.kind == "boolean" else F16
+        c = np.nan_to_num(C) != 0 if op.kind == "boolean" else C
+        for cc in (None, c):
+            got = tc.semiring_matmul(z(2, 0, dtype=dtype), z(0, 3, dtype=dtype), cc, op=name, engine=engine)
+            if op.kind == "select":
+                empty = np.zeros((2, 3, 0))
+                reduce = np.min if op.reduce == "min" else np.max
+                want = reduce(empty, axis=-1, initial=np.inf if op.reduce == "min" else -np.inf)
+                if cc is not None:
+                    want = (np.minimum if op.reduce == "min" else np.maximum)(want, cc)
+                want = want.astype(np.float32) + np.float32(0)  # -0 -> +0
+            elif op.kind == "boolean":
+                want = np.zeros((2, 3), bool) if cc is None else cc
+            else:
+                L = 16  # the default unit's K and group size
+                want = tc.semiring_matmul(z(2, L, dtype=dtype), z(L, 3, dtype=dtype), cc, op=name, engine=engine)
+            assert got.shape == want.shape and got.dtype == want.dtype, name
+            if op.kind == "boolean":
+                assert np.array_equal(got, want), name
+            else:
+                nan = np.isnan(want)
+                assert np.array_equal(np.isnan(got), nan), name
+                assert np.array_equal(got.view(np.uint32)[~nan], want.view(np.uint32)[~nan]), name
 
 
 def test_empty_plans_say_no_kernel_runs_and_scaled_mm_at_k0_is_flagged():

@@ -379,7 +379,6 @@ def test_closure():
 @pytest.mark.parametrize("call, error, message", [
     (lambda: semiring_matmul(np.ones((2, 3)), np.ones((4, 2)), op="min-plus"), ValueError, "A, B: inner dimensions"),
     (lambda: semiring_matmul(np.ones(3), np.ones((3, 2)), op="min-plus"), ValueError, "A: expected a 2-D matrix"),
-    (lambda: semiring_matmul(np.ones((2, 0)), np.ones((0, 2)), op="min-plus"), ValueError, "A: K must be at least 1"),
     (lambda: semiring_matmul(np.ones((2, 2)), np.ones((2, 2)), np.ones((3, 3)), op="min-plus"), ValueError,
      "C: expected shape"),
     (lambda: semiring_matmul(np.array([["x"]]), np.ones((1, 1)), op="min-plus"), TypeError, "A: expected numbers"),
