@@ -76,21 +76,49 @@ class Report(list):
         return sum(r.count for r in self if not r.modelled)
 
 
-def _collective(func, args, kwargs):
-    """Run a c10d collective (DDP's gradient all-reduce, a barrier) natively with no dispatch mode on the stack.
+# Python objects torch keeps in the thread-local state (torch._C._stash_obj_in_tls): autograd's backward stashes a
+# contextvars.Context under "context" for its whole run (torch/autograd/graph.py); inductor's cudagraph trees the others
+_TLS_OBJECT_KEYS = ("context", "tree_manager_containers", "tree_manager_locks")
 
-    A collective is no arithmetic of ours, and the process group's work object captures the thread-local state
-    at launch (``at::ThreadLocalState``) -- with the dispatch-mode stack, a Python object.  gloo's worker thread
-    drops that work when it gets round to it, possibly after the interpreter began to finalise (a barrier keeps
-    earlier works alive until it completes; DDP keeps the process group, and so its threads, alive past
-    ``destroy_process_group``); decref-ing the mode then needs the GIL, the finalising interpreter ends the thread
-    with a forced unwind through a noexcept destructor, and the process aborts ("terminate called without an
-    active exception", SIGABRT).  Launched without our mode on the stack, the work holds no Python object.
+
+def _collective(func, args, kwargs):
+    """Run a c10d collective (DDP's gradient all-reduce, a barrier) natively, with no Python object in the
+    thread-local state it launches from.
+
+    A collective is no arithmetic of ours.  The process group's work captures the thread-local state at launch
+    (``at::ThreadLocalState``): the dispatch-mode stack (our mode) and torch's stashed Python objects -- during
+    ``backward``, where DDP launches its all-reduce, autograd's ``contextvars.Context``.  gloo's worker thread
+    drops its reference to the work after completing it, which can be the last one, possibly after the
+    interpreter began to finalise (the caller was woken by the completion, ran its barrier and exited; DDP keeps
+    the process group, and so its threads, alive past ``destroy_process_group``).  Decref-ing a Python object then
+    needs the GIL; the finalising interpreter ends the thread with a forced unwind through a noexcept destructor,
+    and the process aborts ("terminate called without an active exception", SIGABRT, no Python frame) -- issue
+    33's rare DDP abort at exit.  Launched with neither the mode nor the stashed objects, the work holds no
+    Python object; both are back in place when the launch returns.
     """
     from torch.utils._python_dispatch import _disable_current_modes
 
-    with _disable_current_modes():
+    with _disable_current_modes(), _without_stashed_objects():
         return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _without_stashed_objects():
+    """Lift torch's stashed thread-local Python objects for the duration of the block (restored after)."""
+    C = torch._C
+    if not hasattr(C, "_remove_obj_from_tls"):  # an older torch: nothing stashed this way
+        yield
+        return
+    lifted = {}
+    for key in _TLS_OBJECT_KEYS:
+        if C._is_key_in_tls(key):
+            lifted[key] = C._get_obj_in_tls(key)
+            C._remove_obj_from_tls(key)
+    try:
+        yield
+    finally:
+        for key, obj in lifted.items():
+            C._stash_obj_in_tls(key, obj)
 
 
 class EmulationMode(TorchDispatchMode):
