@@ -118,8 +118,9 @@ def _ddp_rank(rank: int, world: int, store: str, out: str):
     try:
         # Both ranks finish every collective before either tears gloo down (the usual shutdown order).  The rare
         # SIGABRT at exit ("terminate called without an active exception") was gloo's worker thread dropping a
-        # finished work whose captured thread-local state held the emulation's dispatch mode, after the
-        # interpreter began to finalise; mode._collective launches collectives without it (see the next test).
+        # finished work whose captured thread-local state held Python objects -- the emulation's dispatch mode and
+        # backward's stashed contextvars.Context -- after the interpreter began to finalise; mode._collective
+        # launches collectives with neither (see the two tests below).
         _ddp_step(rank, world, out)
         dist.barrier()
     finally:
@@ -176,3 +177,47 @@ def test_collectives_run_with_no_python_mode_on_the_stack():
         assert _get_current_dispatch_mode_stack()  # the mode is on the stack here
         assert run.mode.__torch_dispatch__(FakeCollective(), (), ()) == "done"
     assert FakeCollective.seen == []
+
+
+@fork_only
+def test_a_collective_launched_in_backward_holds_no_python_object(tmp_path):
+    """In ``backward`` torch stashes a ``contextvars.Context`` in the thread-local state, which a gloo work
+    launched there captures (its ``at::ThreadLocalState``): the held work keeps one more reference to it,
+    natively.  Under ``emulate`` the work must hold none -- else gloo's worker thread may drop the last one after
+    the interpreter began to finalise and abort the process (issue 33's DDP abort at exit)."""
+    import torch.distributed as dist
+
+    seen = {}
+
+    class AllReduceInBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            if not torch._C._is_key_in_tls("context"):  # a torch that stashes nothing here
+                return g
+            seen["context"] = torch._C._get_obj_in_tls("context")
+            seen["work"] = dist.all_reduce(g, async_op=True)
+            seen["work"].wait()
+            assert torch._C._get_obj_in_tls("context") is seen["context"]  # restored after the launch
+            return g
+
+    def references_the_work_holds():
+        held = sys.getrefcount(seen["context"])
+        del seen["work"]
+        return held - sys.getrefcount(seen["context"])
+
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    try:
+        x = torch.ones(4, requires_grad=True)
+        AllReduceInBackward.apply(x).sum().backward()
+        if "context" not in seen:
+            pytest.skip(f"torch {torch.__version__} stashes no Python object in the thread-local state in backward")
+        assert references_the_work_holds() == 1  # natively: the capture this guards against is real
+        with tct.emulate(instruction=BF16):
+            AllReduceInBackward.apply(x).sum().backward()
+        assert references_the_work_holds() == 0
+    finally:
+        dist.destroy_process_group()
