@@ -149,3 +149,28 @@ def test_study_units_differ_only_in_fraction_bits():
     assert (unit.k, unit.model.group_size, unit.model.a_format) == (base.k, base.model.group_size, base.model.a_format)
     assert (unit.model.frac_bits, unit.model.output_mantissa_bits) == (20, 20)
     assert accumulator_unit(13).model == base.model        # F = 13 is Hopper's fast accumulation itself
+
+
+def test_first_order_is_the_counterfactuals_linear_part():
+    # One FP8 site in an otherwise exact model, a loss linear in the last output: the loss is a smooth function of
+    # that site's output, so the first-order estimate and the counterfactual differ only by the curvature term (here
+    # tanh's, small).  In an all-FP8 model the counterfactual also holds the re-rounding of every later site's
+    # operands (docs/attribution.md), which this test removes on purpose; a flipped sign or a scale error fails it.
+    net, x = _three_layers(), torch.randn(32, 64)
+    run = tct.emulate(instruction=FP8, scaling="tensor", attribution=True)
+    for other in ("Sequential.0", "Sequential.4"):
+        run.set_site(other, "exact")
+
+    def step():
+        net.zero_grad()
+        return net(x).sum()
+
+    with run:
+        step().backward()
+    row = _row(run.attribution(), "Sequential.2")
+    assert row.first_order_method.startswith("approximation") and row.first_order != 0
+    effect = counterfactual(run, lambda: float(step().detach()), [("Sequential.2", "forward")], state=[net])
+    assert abs(row.first_order / effect[("Sequential.2", "forward")] - 1) < 0.05
+    inputs = _row(run.attribution(), "Sequential.2", "input-gradient")
+    assert inputs.first_order is None and inputs.first_order_method.startswith("none")
+    assert '"counterfactual_method": "measured' in run.attribution().to_json()

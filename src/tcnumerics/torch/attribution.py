@@ -59,9 +59,22 @@ from ._tensors import format_name, to_numpy
 from .backends import CallInfo, UnitBackend
 from .calls import GemmCall
 
-__all__ = ["STAGES", "Recorder", "SiteAttribution", "AttributionTable", "counterfactual"]
+__all__ = ["STAGES", "FIRST_ORDER_METHODS", "COUNTERFACTUAL_METHOD", "Recorder", "SiteAttribution", "AttributionTable", "counterfactual"]
 
 STAGES = ("quantisation", "accumulation", "ordering", "epilogue")
+
+# What each loss-effect column is (``SiteAttribution.first_order_method``, the JSON, docs/attribution.md).
+COUNTERFACTUAL_METHOD = ("measured: the loss re-run with the site exact minus the loss as emulated (one sample: it "
+                         "includes the re-rounding of every later site's operands, which the first-order estimate "
+                         "does not see)")
+FIRST_ORDER_METHODS = {
+    "forward": "approximation: -<dloss/dy, error>, the linearisation at the emulated point (straight through "
+               "every later quantisation)",
+    "weight-gradient": "approximation: lr * <g, error> for one SGD step of lr, the GEMM's own result g standing "
+                       "for the gradient after the step (no momentum, Adam or tied weights)",
+    "input-gradient": "none: the error reaches the loss only through the update of every parameter before the "
+                      "site (one more backward pass per site); use the counterfactual",
+}
 
 
 @dataclass
@@ -104,10 +117,17 @@ class SiteAttribution:
     first_order: float | None = None
     counterfactual: float | None = None
 
+    @property
+    def first_order_method(self) -> str:
+        """What ``first_order`` is -- always an approximation (a linearisation), never a measurement."""
+        return FIRST_ORDER_METHODS[self.phase]
+
     def as_dict(self) -> dict:
         return dict(site=self.site, phase=self.phase, ops=self.ops, shape=list(self.shape), rule=self.rule,
                     calls=self.calls, split=self.split, stages={k: v.as_dict() for k, v in self.stages.items()},
-                    total=self.total.as_dict(), first_order=self.first_order, counterfactual=self.counterfactual)
+                    total=self.total.as_dict(), first_order=self.first_order,
+                    first_order_method=self.first_order_method, counterfactual=self.counterfactual,
+                    counterfactual_method=COUNTERFACTUAL_METHOD)
 
 
 class AttributionTable(list):
@@ -118,7 +138,8 @@ class AttributionTable(list):
             return "(no GEMM calls attributed)"
         head = (f"{'site':<28} {'phase':<15} {'calls':>5}  " + "  ".join(f"{s[:5]:>8}" for s in STAGES)
                 + f"  {'total':>8} {'ulp':>7}  {'first-order':>11}  {'counterf.':>10}")
-        lines = [head, "(stage columns: RMS of |error| / (|A| @ |B|); ulp: RMS in ulps of the output format)"]
+        lines = [head, "(stage columns: RMS of |error| / (|A| @ |B|); ulp: RMS in ulps of the output format; "
+                       "first-order: a linear approximation, none for input-gradient sites; counterf.: measured)"]
         for r in self:
             st = "  ".join(f"{r.stages[s].as_dict()['rms_rel']:8.1e}" if r.split == "stages" or s == "accumulation"
                            else f"{'-':>8}" for s in STAGES)
