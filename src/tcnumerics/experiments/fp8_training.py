@@ -269,8 +269,12 @@ def _attribute(args, setting, model, x, y, step: int) -> dict:
                 p -= PROBE_LR * p.grad
         return float(loss.detach()), float(probe(x, y).detach())
 
+    start, rng, counter = copy.deepcopy(probe.state_dict()), torch.get_rng_state(), run.mode.counter
     with run:
         one_step()
+    probe.load_state_dict(start)  # the counterfactuals start where the attributed step did, not after its update
+    torch.set_rng_state(rng)
+    run.mode.counter = counter
     table = run.attribution(lr=PROBE_LR)
     top = [(r.site, r.phase) for r in table if r.first_order is not None][: args.top]
     worst_input = sorted((r for r in table if r.phase == "input-gradient"), key=lambda r: -r.total.as_dict()["rms_rel"])
@@ -322,8 +326,8 @@ def render(rows: list[dict], args) -> str:
         lines.append("summed |first-order| by phase: " + ", ".join(f"{k} {v:.2e}" for k, v in
                                                                    r["first_order_by_phase"].items()))
         agree, n = r["sign_agreement"]
-        lines.append(f"first-order and counterfactual agree in sign on {agree} of {n} sites (the counterfactual also "
-                     "holds the re-rounding of every later site: docs/attribution.md)")
+        lines.append(f"first-order and counterfactual agree in sign on {agree} of {n} sites (a counterfactual is one sample: it also holds "
+                     "the re-rounding of every later site, docs/attribution.md)")
     return "\n".join(lines)
 
 

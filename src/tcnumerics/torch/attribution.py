@@ -45,9 +45,11 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import threading
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -198,6 +200,7 @@ class Recorder:
         self._shapes: set[tuple] = set()  # their shapes (a weight-gradient GEMM's result has one, transposed or not)
         self._hooks = []
         self._lock = threading.Lock()
+        self.digests: list[bytes] = []  # SHA-256 of each call's result, in call order (the re-runs check against it)
 
     # --- entering: the tracker and the parameter registry ----------------------------------------
 
@@ -241,8 +244,11 @@ class Recorder:
         else:
             backend = backend if rule is None else rule
             result, info = backend.execute(call, backward=backward, index=index, **options)
+        values = _host_values(result)
+        with self._lock:
+            self.digests.append(hashlib.sha256(np.ascontiguousarray(values).tobytes()).digest())
         if self.measure:
-            self._measure(key, backend if rule is None else rule, call, backward, result, info)
+            self._measure(key, backend if rule is None else rule, call, backward, values, info)
         return result, info
 
     def bind(self, out: torch.Tensor) -> None:
@@ -269,10 +275,10 @@ class Recorder:
                 self.first_order[key] -= float(np.sum(_host(grad) * err))
         return hook
 
-    def _measure(self, key, backend, call: GemmCall, backward: bool, result, info: CallInfo) -> None:
+    def _measure(self, key, backend, call: GemmCall, backward: bool, values, info: CallInfo) -> None:
         a, b = _host(call.a), _host(call.b)
         a3, b3 = (a, b) if a.ndim == 3 else (a[None], b[None])
-        out = np.asarray(_host_values(result), np.float64)
+        out = np.asarray(values, np.float64)
         out3 = out if out.ndim == 3 else out[None]
         epi = _Epilogue(call)
         ref = epi(np.matmul(a3, b3))
@@ -325,7 +331,10 @@ def counterfactual(emulation, step, sites, *, state=()) -> dict:
     it runs inside ``emulation`` once as emulated and once per site with that site exact, each time from the same
     ``state`` (objects with ``state_dict``/``load_state_dict``: models, optimizers) and torch's RNG state.  The
     re-runs are not measured (the table keeps the first run's errors); the results go into the table's
-    ``counterfactual`` column.
+    ``counterfactual`` column.  ``state`` must be as it was *before* the attributed run (a step that updated the
+    weights has moved them): the re-run with every site emulated is checked call by call against the attributed
+    run's results, and a ``RuntimeWarning`` says where it departs (its counterfactuals are then of another point
+    than the table's errors and first-order estimates).
     """
     import copy
 
@@ -351,7 +360,11 @@ def counterfactual(emulation, step, sites, *, state=()) -> dict:
         finally:
             rec.measure, rec.overrides = True, dict(rules)
 
+    measured = list(rec.digests)
+    rec.digests = []
     base = run(None)
+    _check_reproduced(measured, rec.digests)
+    rec.digests = measured
     out = {}
     for site in sites:
         which = 0 if site[1] == "forward" else 1
@@ -362,6 +375,16 @@ def counterfactual(emulation, step, sites, *, state=()) -> dict:
     torch.set_rng_state(rng)
     rec.counterfactuals.update(out)
     return out
+
+
+def _check_reproduced(measured: list, rerun: list) -> None:
+    """Warn where the counterfactual's all-emulated re-run departs from the attributed run (same calls, same bits)."""
+    for i, (m, r) in enumerate(zip(measured, rerun)):
+        if m != r:
+            warnings.warn(f"counterfactual: the re-run of step() from state differs from the attributed run at GEMM "
+                          f"call {i} (was the state saved after the step updated it?): its counterfactuals are not "
+                          f"of the errors and first-order estimates in the table", RuntimeWarning, stacklevel=3)
+            return
 
 
 class _Epilogue:
