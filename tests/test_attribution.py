@@ -1,5 +1,7 @@
 """Error attribution inside a model (tcnumerics.torch.attribution): stages, site rules, loss effects."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -169,8 +171,29 @@ def test_first_order_is_the_counterfactuals_linear_part():
         step().backward()
     row = _row(run.attribution(), "Sequential.2")
     assert row.first_order_method.startswith("approximation") and row.first_order != 0
-    effect = counterfactual(run, lambda: float(step().detach()), [("Sequential.2", "forward")], state=[net])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the re-run reproduces the attributed run: no warning
+        effect = counterfactual(run, lambda: float(step().detach()), [("Sequential.2", "forward")], state=[net])
     assert abs(row.first_order / effect[("Sequential.2", "forward")] - 1) < 0.05
     inputs = _row(run.attribution(), "Sequential.2", "input-gradient")
     assert inputs.first_order is None and inputs.first_order_method.startswith("none")
     assert '"counterfactual_method": "measured' in run.attribution().to_json()
+
+
+def test_counterfactual_warns_when_the_state_moved_after_the_step():
+    net, x = _three_layers(), torch.randn(8, 64)
+    run = tct.emulate(instruction=FP8, scaling="tensor", attribution=True)
+
+    def step():  # updates the weights: a state saved after it is not the attributed step's
+        net.zero_grad()
+        loss = net(x).sum()
+        loss.backward()
+        with torch.no_grad():
+            for p in net.parameters():
+                p -= 0.1 * p.grad
+        return float(loss.detach())
+
+    with run:
+        step()
+    with pytest.warns(RuntimeWarning, match="differs from the attributed run at GEMM call 0"):
+        counterfactual(run, step, [("Sequential.2", "forward")], state=[net])
