@@ -326,8 +326,8 @@ def render(rows: list[dict], args) -> str:
         lines.append("summed |first-order| by phase: " + ", ".join(f"{k} {v:.2e}" for k, v in
                                                                    r["first_order_by_phase"].items()))
         agree, n = r["sign_agreement"]
-        lines.append(f"first-order and counterfactual agree in sign on {agree} of {n} sites (a counterfactual is one sample: it also holds "
-                     "the re-rounding of every later site, docs/attribution.md)")
+        lines.append(f"first-order and counterfactual agree in sign on {agree} of {n} sites (a counterfactual is one "
+                     "sample: it also holds the re-rounding of every later site, docs/attribution.md)")
     return "\n".join(lines)
 
 
