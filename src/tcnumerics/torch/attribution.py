@@ -28,8 +28,10 @@ epilogue, one RNE conversion), every other site as emulated, from the same state
 step's loss, backward sites the loss after the step's update.  ``first_order``: its linear estimate -- forward
 sites ``-<dloss/dy, error>`` (a hook on each recorded output, summed over the backward passes run);
 weight-gradient sites ``lr * <g, error>`` (the loss after one SGD step of learning rate ``lr``, with the GEMM's
-own result ``g`` standing for the gradient); input-gradient sites have none (their error reaches the loss through
-the rest of backward: use the counterfactual).
+own result ``g`` standing for the gradient); input-gradient sites have none (their error reaches the loss only
+through the update of every earlier parameter, one more backward pass per site: use the counterfactual).  The
+counterfactual is measured, the first-order estimate an approximation: each row says so
+(``SiteAttribution.first_order_method``, ``COUNTERFACTUAL_METHOD``).
 
 Example:
     >>> import torch, tcnumerics.torch as tct
