@@ -64,6 +64,19 @@ __device__ __forceinline__ double tc_pow2d(int e) { return __longlong_as_double(
 #ifndef FMA_ALIGN
 #define FMA_ALIGN 0
 #endif
+#ifndef EXP_MMA
+#define EXP_MMA 0
+#endif
+#if EXP_MMA && !defined(TC_HOST)
+// D += A * B on the tensor core, m16n8k16, BF16 operands, FP32 accumulator (fragments as the PTX ISA lays them out:
+// a[0..3] rows g, g+8 x k pairs t, t+4; b[0..1] k pairs t, t+4 x column g; d rows g, g+8 x columns 2t, 2t+1)
+__device__ __forceinline__ void tc_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
 #if FMA_ALIGN == 1
 typedef float FT;
 #define TC_POW2(T, e) tc_pow2f(e)
@@ -752,6 +765,9 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
 template <class T> TC_FN void tc_load_stage(const T* __restrict__ X, long long ldx, const int* __restrict__ TX_,
                                             int shift, int lshift, int r0, int R, int rows, int col0, int k0, int ng,
                                             unsigned* MAG, int* EXP, int* SGN, unsigned* MASK, int* FLAG, int tid
+#if EXP_MMA
+                                            , unsigned* XP, int xbias
+#endif
 #if SCALED
                                             , const unsigned char* __restrict__ S, const int* __restrict__ TS
 #endif
@@ -762,6 +778,9 @@ template <class T> TC_FN void tc_load_stage(const T* __restrict__ X, long long l
         unsigned mask = 0;
         int zf = 0;
         int c0 = col0 + gg * GL;
+#if EXP_MMA
+        unsigned xpair = 0;
+#endif
 #if SCALED
         int scale_shift = row < rows ? TC_LDG(TS + S[(long long)row * (ldx / SCALE_BLOCK) + c0 / SCALE_BLOCK]) : 0;
         if (scale_shift == NAN_SCALE) { zf |= 4; scale_shift = 0; }
@@ -791,14 +810,27 @@ template <class T> TC_FN void tc_load_stage(const T* __restrict__ X, long long l
             SGN[at] = sig < 0 ? -1 : 0;
             mask |= (sig < 0 ? 1u : 0u) << i;
             zf |= (e <= ZERO_EXP ? 1 : 0) | (e < ZERO_EXP ? 2 : 0);
+#if EXP_MMA  // 2**(MMA_M * (e - xbias)) as BF16 bits (0 for e <= ZERO_EXP), two K neighbours per word, low first
+            const unsigned xp = e > ZERO_EXP ? (unsigned)(MMA_M * (e - xbias) + 127) << 7 : 0u;
+            if (i & 1) XP[((gg * GL + i) >> 1) * (R + 8) + r] = xpair | xp << 16;
+            else xpair = xp;
+#endif
         }
         MASK[gg * R + r] = mask;
         FLAG[gg * R + r] = zf;
     }
 }
 
+#if EXP_MMA
+// outputs follow the mma's accumulator fragments (t: the thread index): 8 warps as 2 x 4 warp tiles of 32 x 16,
+// each two m16 x two n8 mma tiles; row i: m-tile i / 2, fragment row g + 8 (i % 2); column j: n-tile j / 2,
+// fragment column 2 t4 + j % 2 (g = lane / 4, t4 = lane % 4).  _cuda_build.exp_mma requires this 16 x 16 x 4 x 4 tile.
+TC_FN int tc_row(int t, int i) { return ((t >> 5) & 1) * 32 + (i >> 1) * 16 + (i & 1) * 8 + ((t & 31) >> 2); }
+TC_FN int tc_col(int t, int j) { return (t >> 6) * 16 + (j >> 1) * 8 + 2 * (t & 3) + (j & 1); }
+#else
 TC_FN int tc_row(int t, int i) { return i < TM / 2 ? t * (TM / 2) + i : BM / 2 + t * (TM / 2) + (i - TM / 2); }
 TC_FN int tc_col(int t, int j) { return j < TN / 2 ? t * (TN / 2) + j : BN / 2 + t * (TN / 2) + (j - TN / 2); }
+#endif
 
 extern "C" __global__ void __launch_bounds__(NT, 1)
 gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, long long ldb,
@@ -832,7 +864,14 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
     unsigned* MAIN = CIN + (IEEE_ADD ? TM * TN * NT : 0);  // PROMOTE: the FP32 main accumulator
     (void)CIN; (void)MAIN;
     const int tid = threadIdx.x;
+#if EXP_MMA
+    // EXP_MMA: each operand's powers 2**(m (e - bias)), [KS / 2][rows + 8] words of two BF16 (K pairs)
+    unsigned* XA = MAIN + (PROMOTE ? TM * TN * NT : 0);
+    unsigned* XB = XA + (KS / 2) * (BM + 8);
+    const int tx = tid, ty = tid;  // tc_row / tc_col take the thread index
+#else
     const int tx = tid % TX, ty = tid / TX;
+#endif
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     // promotion: blocks of promote_groups groups from k0, each chained from zero (0: one chain over k0:k1)
     const int promote_groups = PROMOTE ? promote / GL : 0;
@@ -855,10 +894,17 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
 #define TC_SCALES_A
 #define TC_SCALES_B
 #endif
+#if EXP_MMA
+#define TC_POWERS_A , XA, XBIAS_A
+#define TC_POWERS_B , XB, XBIAS_B
+#else
+#define TC_POWERS_A
+#define TC_POWERS_B
+#endif
         tc_load_stage(A, lda, TA, A_SHIFT, LS_AB, m0, BM, M, k0 + gs0 * GL, k0, ng, AM, AE, AS, AMASK, AFLAG, tid
-                      TC_SCALES_A);
+                      TC_POWERS_A TC_SCALES_A);
         tc_load_stage(B, ldb, TB, B_SHIFT, 0, n0, BN, N, k0 + gs0 * GL, k0, ng, BMG, BE, BS, BMASK, BFLAG, tid
-                      TC_SCALES_B);
+                      TC_POWERS_B TC_SCALES_B);
         __syncthreads();
         for (int gg = 0; gg < ng; ++gg) {
             const int g = gs0 + gg;
@@ -887,6 +933,58 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                     E[i][j] = e;
                 }
             }
+#if EXP_MMA
+            // pass 1 on the tensor core (power sum).  Each nonzero operand entered the stage as x = 2**(m (e - bias))
+            // in BF16 (zeros and specials, e <= ZERO_EXP, as 0); the group's products are then the powers
+            // 2**(m s), s = ea + eb - XBIAS_A - XBIAS_B, of the nonzero products (exact: the build keeps every x a
+            // normal BF16 and every 2**(m s) a normal FP32).  The BF16 mma (L = 16, F = 25, FP32 RZ: NUMERICS) sums
+            // them from a zero accumulator, the second k16 half of a 32-group onto the first.  With S the result
+            // and s* the largest s: the term 2**(m s*) is the group's largest, so it is never truncated (it sets the
+            // alignment, or a C term of the same binade and larger value does, which is then at least 2**(m s*)),
+            // and every other term is >= 0 and only truncated or rounded toward zero, so S >= 2**(m s*); and
+            // S <= the exact sum <= GL 2**(m s*) < 2**(m (s* + 1)) as GL < 2**m.  So floor(log2(S) / m) = s* and
+            // E = max(E, s* + XBIAS_A + XBIAS_B) is the CUDA-core pass's max(ea + eb, E) over the nonzero products
+            // (zero products never win that max: their ea + eb is below -16000, E starts >= E_ZERO or C's exponent).
+            // S = 0: no nonzero product.  The host build runs the same code with the mma emulated on the unit model.
+            {
+                float S[2][2][4];
+#pragma unroll
+                for (int u = 0; u < 16; ++u) S[u >> 3][(u >> 2) & 1][u & 3] = 0.0f;
+                const int lane = tid & 31, fg = lane >> 2, ft = lane & 3;
+                const int r0 = ((tid >> 5) & 1) * 32 + fg, q0 = (tid >> 6) * 16 + fg;
+#pragma unroll
+                for (int h = 0; h < GL / 16; ++h) {
+                    const int kp = (kb >> 1) + 8 * h + ft;  // this lane's K pairs: kp and kp + 4
+                    unsigned fa[2][4], fb[2][2];
+#pragma unroll
+                    for (int mt = 0; mt < 2; ++mt) {
+                        fa[mt][0] = XA[kp * (BM + 8) + r0 + 16 * mt];
+                        fa[mt][1] = XA[kp * (BM + 8) + r0 + 16 * mt + 8];
+                        fa[mt][2] = XA[(kp + 4) * (BM + 8) + r0 + 16 * mt];
+                        fa[mt][3] = XA[(kp + 4) * (BM + 8) + r0 + 16 * mt + 8];
+                    }
+#pragma unroll
+                    for (int nt = 0; nt < 2; ++nt) {
+                        fb[nt][0] = XB[kp * (BN + 8) + q0 + 8 * nt];
+                        fb[nt][1] = XB[(kp + 4) * (BN + 8) + q0 + 8 * nt];
+                    }
+#pragma unroll
+                    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                        for (int nt = 0; nt < 2; ++nt) tc_mma_bf16(S[mt][nt], fa[mt], fb[nt]);
+                }
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) {
+                        const unsigned sb = TC_F2U(S[i >> 1][j >> 1][(i & 1) * 2 + (j & 1)]);
+                        // floor((biased exponent - 127) / m), the dividend made non-negative first
+                        const int sx = (int)(sb >> 23) - 127 + 64 * MMA_M;
+                        const int es = sx / MMA_M - 64 + XBIAS_A + XBIAS_B;
+                        if (sb != 0u && es > E[i][j]) E[i][j] = es;
+                    }
+            }
+#else
             // pass 1: the maximum exponent over the group's products
 #pragma unroll 4
             for (int kk = 0; kk < GL; ++kk) {
@@ -900,6 +998,7 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
 #pragma unroll
                     for (int j = 0; j < TN; ++j) E[i][j] = TC_ADDMAX(ea[i], eb[j], E[i][j]);
             }
+#endif
 #if FMA_ALIGN
             // pass 2, directed-rounding FMA (method: the FPU aligns and truncates).  In grid units 2**G,
             // G = E + RS (clamped to [FMA_LO, FMA_HI], see below), product k of output (i, j) is
@@ -1146,6 +1245,73 @@ static inline double tc_pow2d(int e) { return std::ldexp(1.0, e); }
 #include <bit>
 #define TC_F2U(x) std::bit_cast<unsigned>((float)(x))
 #define TC_U2F(x) std::bit_cast<float>((unsigned)(x))
+// mma.sync m16n8k16 BF16 x BF16 + FP32 -> FP32 for the whole warp, on the unit model Hopper measured for it
+// (NUMERICS.md: products exact with exponent ea + eb and significand in [1, 4), C one more term, every term
+// truncated toward zero to 25 fraction bits below the largest exponent, the exact sum rounded toward zero to FP32).
+// Every thread of the block calls it at the same point (the kernel's pass is uniform): registers are published,
+// the block waits, each lane gathers its warp's 16 x 16 A and 16 x 8 B through the fragment layout, waits again.
+static unsigned tc_mma_regs[1024][6];
+static float tc_mma_c[1024][4];
+static inline void tc_bf16_term(unsigned short bits, int& sig, int& exp) {  // value = sig * 2**(exp - 7), sig >= 0
+    const int fe = (bits >> 7) & 0xFF, fr = bits & 0x7F;
+    sig = fe ? (fr | 0x80) : fr;
+    exp = fe ? fe - 127 : -126;
+    if (bits >> 15) sig = -sig;
+}
+static inline float tc_mma_element(const unsigned short* a, const unsigned short* b, float c) {
+    long long sig[17];
+    int exp[17];  // term = sig * 2**(exp - 14) for products, c's exponent normalised the same way
+    int emax = -100000;
+    for (int k = 0; k < 16; ++k) {
+        int sa, ea, sb, eb;
+        tc_bf16_term(a[k], sa, ea);
+        tc_bf16_term(b[k], sb, eb);
+        sig[k] = (long long)sa * sb;
+        exp[k] = ea + eb;
+        if (sig[k] != 0 && exp[k] > emax) emax = exp[k];
+    }
+    int ce;
+    std::frexp((double)c, &ce);                       // |c| in [2**(ce - 1), 2**ce); a subnormal c takes -126
+    exp[16] = ce - 1 > -126 ? ce - 1 : -126;
+    sig[16] = (long long)std::ldexp((double)c, 23 - exp[16]);  // c = sig * 2**(exp - 23), exactly
+    if (c != 0.0f && exp[16] > emax) emax = exp[16];
+    if (emax == -100000) return 0.0f;
+    long long total = 0;  // in units of 2**(emax - 25), each term truncated toward zero
+    for (int t = 0; t < 17; ++t) {
+        const int lsb = t < 16 ? exp[t] - 14 : exp[t] - 23;  // exponent of the term's last significand bit
+        const int d = lsb - (emax - 25);
+        const long long m = sig[t] < 0 ? -sig[t] : sig[t];
+        const long long q = d >= 0 ? m << d : (d > -63 ? m >> -d : 0);
+        total += sig[t] < 0 ? -q : q;
+    }
+    const double v = std::ldexp((double)total, emax - 25);  // |total| < 2**32: exact in double
+    if (std::fabs(v) >= 0x1p128) return v < 0 ? -INFINITY : INFINITY;  // measured: inf even under RZ
+    std::fesetround(FE_TOWARDZERO);
+    volatile float r = (float)v;
+    std::fesetround(FE_TONEAREST);
+    return r;
+}
+static inline void tc_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
+    const int t = (int)threadIdx.x, w0 = t & ~31, lane = t & 31;
+    for (int r = 0; r < 4; ++r) { tc_mma_regs[t][r] = a[r]; tc_mma_c[t][r] = d[r]; }
+    tc_mma_regs[t][4] = b[0]; tc_mma_regs[t][5] = b[1];
+    __syncthreads();
+    float out[4];
+    for (int e = 0; e < 4; ++e) {
+        const int row = (lane >> 2) + 8 * (e >> 1), col = 2 * (lane & 3) + (e & 1);
+        unsigned short av[16], bv[16];
+        for (int k = 0; k < 16; ++k) {
+            const int pair = (k & 7) >> 1, half = k & 1;
+            const unsigned ra = tc_mma_regs[w0 + (row & 7) * 4 + pair][(row >> 3) + 2 * (k >> 3)];
+            const unsigned rb = tc_mma_regs[w0 + col * 4 + pair][4 + (k >> 3)];
+            av[k] = (unsigned short)(half ? ra >> 16 : ra & 0xFFFF);
+            bv[k] = (unsigned short)(half ? rb >> 16 : rb & 0xFFFF);
+        }
+        out[e] = tc_mma_element(av, bv, tc_mma_c[t][e]);
+    }
+    __syncthreads();
+    for (int e = 0; e < 4; ++e) d[e] = out[e];
+}
 """
 
 # extern "C" entry points of the host build: run a kernel's grid with CUDA's semantics

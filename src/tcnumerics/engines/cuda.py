@@ -487,6 +487,16 @@ def _align() -> str:
     return value
 
 
+def _exp_pass() -> str:
+    """The tiled kernel's exponent pass (``TCNUMERICS_CUDA_EXP``): "alu" (default: the CUDA-core max) or "mma" (the
+    tensor-core power sum where ``_cuda_build.exp_mma`` allows, with its 16,16,4,4 tile; same bits, host-checked;
+    not yet timed or run on a GPU -- docs/gpu.md)."""
+    value = os.environ.get("TCNUMERICS_CUDA_EXP", "alu")
+    if value not in build.EXP_PASSES:
+        raise ValueError(f"TCNUMERICS_CUDA_EXP must be one of {build.EXP_PASSES}, not {value!r}")
+    return value
+
+
 def _device_tile():
     """The tiled kernel's shape: ``build.DEVICE_TILE``, or ``TCNUMERICS_CUDA_TILE="tx,ty,tm,tn"`` (tm, tn even; for
     timing other shapes -- every shape gives the same bits)."""
@@ -507,14 +517,14 @@ def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote
     a model's thousands of chain launches skip the header generation and module lookup.  ``promote``: the tiled
     kernel's build with promotion inside (its own shared memory for the main accumulator; the per-output kernel
     promotes in every build)."""
-    align, tile = _align(), _device_tile()
-    key = (id(plan), device, tiled, promote, align, tile)
+    align, tile, exp_pass = _align(), _device_tile(), _exp_pass()
+    key = (id(plan), device, tiled, promote, align, tile, exp_pass)
     if key not in _KERNELS:
         stage_k = _stage_k(plan, tile, promote) if tiled and build.tiled_reason(plan) is None else 0
         if stage_k:
-            header = build.config_header(spec, plan, tile, stage_k, promote, align)
+            header = build.config_header(spec, plan, tile, stage_k, promote, align, exp_pass)
             kernel = build.device_module(header, "gemm_tiled").get_function("gemm_tiled")
-            smem = 4 * build.smem_words(plan, tile, stage_k, promote)
+            smem = 4 * build.smem_words(plan, tile, stage_k, promote, "#define EXP_MMA 1" in header)
             if smem > _STATIC_SMEM:
                 kernel.max_dynamic_shared_size_bytes = smem
         else:
@@ -567,9 +577,10 @@ def host_dot_bits(spec: "str | InstructionSpec", a: np.ndarray, b: np.ndarray, c
 def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: np.ndarray, acc: np.ndarray,
                          k_start: int = 0, k_stop: int | None = None, kernel: str = "auto", *, scale_a=None,
                          scale_b=None, promote_every: int | None = None, promote_from_acc: bool = False,
-                         align: str = "auto") -> np.ndarray:
+                         align: str = "auto", exp_pass: str = "alu") -> np.ndarray:
     """``accumulate_bits`` through the host build (``kernel``: "tiled", "scalar" or "auto"; ``align``: the tiled
-    kernel's truncating pass, "auto", "fma" or "int" as ``TCNUMERICS_CUDA_ALIGN``)."""
+    kernel's truncating pass, "auto", "fma" or "int" as ``TCNUMERICS_CUDA_ALIGN``; ``exp_pass``: its exponent pass,
+    "alu" or "mma" as ``TCNUMERICS_CUDA_EXP`` -- "mma" builds the device tile, 256 host threads per block)."""
     import ctypes
 
     spec = _spec(spec)
@@ -584,9 +595,10 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
     work = np.ascontiguousarray(np.asarray(acc).astype(spec.c_format.container_dtype).astype(np.uint32))
     k_stop = a.shape[1] if k_stop is None else k_stop
     _check_range(spec, a.shape[1], k_start, k_stop)
-    tile = build.HOST_TILE
+    tile = build.MMA_TILE if exp_pass == "mma" else build.HOST_TILE
     tiled = build.tiled_reason(plan) is None if kernel == "auto" else kernel == "tiled"
-    lib = build.host_library(build.config_header(spec, plan, tile, promote=promote and tiled, align=align))
+    header = build.config_header(spec, plan, tile, promote=promote and tiled, align=align, exp_pass=exp_pass)
+    lib = build.host_library(header)
     ta, tb = build.tables(plan)
     M, N = work.shape
     args = [ctypes.c_void_p(_ptr(a)), ctypes.c_longlong(a.shape[1]), ctypes.c_void_p(_ptr(b)),
@@ -596,7 +608,8 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
     scale_args, keep = _host_scales(spec, scale_a, M, scale_b, N, a.shape[1])
     if k_stop > k_start and M and N:
         if tiled:
-            lib.host_gemm_tiled(*args, ctypes.c_longlong(build.smem_words(plan, tile, promote=promote)), *scale_args)
+            words = build.smem_words(plan, tile, promote=promote, exp_pass="#define EXP_MMA 1" in header)
+            lib.host_gemm_tiled(*args, ctypes.c_longlong(words), *scale_args)
         else:
             lib.host_gemm_scalar(*args, *scale_args)
     del keep
