@@ -443,7 +443,7 @@ def _check_range(spec: InstructionSpec, K: int, k_start: int, k_stop: int) -> No
                          f"{spec.c_format.name} and writes D as {spec.d_format.name}")
 
 
-def _stage_k(plan: Plan, tile, promote: bool = False) -> int:
+def _stage_k(plan: Plan, tile, promote: bool = False, exp_pass: bool = False) -> int:
     """K per shared stage that fits this GPU's shared memory (32, else one group; 0: none fits)."""
     import cupy
 
@@ -452,7 +452,7 @@ def _stage_k(plan: Plan, tile, promote: bool = False) -> int:
     except Exception:  # unknown: assume the Hopper limit the default configuration was sized for
         limit = 227 * 1024
     for stage_k in (32, 1):
-        if 4 * build.smem_words(plan, tile, stage_k, promote) <= limit:
+        if 4 * build.smem_words(plan, tile, stage_k, promote, exp_pass) <= limit:
             return stage_k
     return 0
 
@@ -520,7 +520,12 @@ def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote
     align, tile, exp_pass = _align(), _device_tile(), _exp_pass()
     key = (id(plan), device, tiled, promote, align, tile, exp_pass)
     if key not in _KERNELS:
-        stage_k = _stage_k(plan, tile, promote) if tiled and build.tiled_reason(plan) is None else 0
+        import cupy
+
+        if int(cupy.cuda.Device(device).compute_capability) < 80:
+            exp_pass = "alu"  # mma.sync with BF16 operands needs sm_80
+        powers = build.exp_choice(plan, spec, tile, exp_pass) is not None
+        stage_k = _stage_k(plan, tile, promote, powers) if tiled and build.tiled_reason(plan) is None else 0
         if stage_k:
             header = build.config_header(spec, plan, tile, stage_k, promote, align, exp_pass)
             kernel = build.device_module(header, "gemm_tiled").get_function("gemm_tiled")
