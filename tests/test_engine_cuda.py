@@ -446,15 +446,15 @@ def test_exp_mma_needs_l_below_2_to_the_m():
     header = _cuda_build.config_header(spec, plan, _cuda_build.MMA_TILE, exp_pass="mma")
     assert "#define MMA_M 6" in header
     from tcnumerics.engines import _cuda_source as src
-    lib = _cuda_build._host_build(src.HOST_PRELUDE + header.replace("#define MMA_M 6", "#define MMA_M 5")
-                                  + src.KERNEL_SOURCE + src.HOST_LAUNCHER)
+    header = header.replace("#define MMA_M 6", "#define MMA_M 5")
+    lib = _cuda_build._host_build(src.HOST_PRELUDE + header + src.KERNEL_SOURCE + src.HOST_LAUNCHER)
     ta, tb = _cuda_build.tables(plan)
     work = C.copy()
     ptr = lambda x: ctypes.c_void_p(x.ctypes.data)  # noqa: E731
     lib.host_gemm_tiled(ptr(A), ctypes.c_longlong(32), ptr(B), ctypes.c_longlong(32), ptr(ta), ptr(tb), ptr(work),
                         ctypes.c_int(M), ctypes.c_int(N), ctypes.c_int(0), ctypes.c_int(32), ctypes.c_int(0),
                         ctypes.c_int(0), ctypes.c_longlong(_cuda_build.smem_words(plan, _cuda_build.MMA_TILE,
-                                                                                   exp_pass=True)),
+                                                                                   header=header)),
                         ctypes.c_void_p(0), ctypes.c_void_p(0), ctypes.c_void_p(0))
     assert (work != want).all()
 

@@ -254,10 +254,13 @@ def _stage_groups(gl: int, stage_k: int = 32) -> int:
     return max(1, stage_k // gl)
 
 
-def smem_words(plan: Plan, tile: Tile, stage_k: int = 32, promote: bool = False, exp_pass: bool = False) -> int:
+def smem_words(plan: Plan, tile: Tile, stage_k: int = 32, promote: bool = False, header: str = "") -> int:
     """32-bit words of dynamic shared memory the tiled kernel needs (``stage_k`` K per shared stage; ``promote``:
-    the build that keeps an FP32 main accumulator per output for in-kernel promotion; ``exp_pass``: the build with
-    the tensor-core exponent pass, which stages each operand's BF16 powers in pairs along K, rows padded by 8)."""
+    the build that keeps an FP32 main accumulator per output for in-kernel promotion; ``header``: the build's
+    ``config_header``, whose FP32 FMA pass stages two words per operand value -- its positive and negative part --
+    and whose tensor-core exponent pass stages each operand's BF16 powers in pairs along K, rows padded by 8)."""
+    pairs = "#define FMA_ALIGN 1\n" in header
+    exp_pass = "#define EXP_MMA 1\n" in header
     gl = _group_length(plan)
     if isinstance(plan, SubgroupPlan):  # one group per stage: integer operands, 4 scale words per sub-group
         rows = tile.bm + tile.bn
@@ -267,7 +270,7 @@ def smem_words(plan: Plan, tile: Tile, stage_k: int = 32, promote: bool = False,
     rows = tile.bm + tile.bn
     per_output = 3 + int(plan.ieee_add) + int(_split_sum(plan, gl)) + int(promote)
     powers = (ks // 2) * (rows + 16) if exp_pass else 0
-    return 3 * ks * rows + 2 * gps * rows + tile.tm * tile.tn * tile.threads * per_output + powers
+    return (3 + int(pairs)) * ks * rows + 2 * gps * rows + tile.tm * tile.tn * tile.threads * per_output + powers
 
 
 def _fmt_struct(name: str, params: np.ndarray) -> str:

@@ -60,6 +60,8 @@ __device__ __forceinline__ float tc_pow2f(int e) { return __int_as_float((e + 12
 __device__ __forceinline__ double tc_pow2d(int e) { return __longlong_as_double((long long)(e + 1023) << 52); }
 #define TC_F2U(x) __float_as_uint(x)
 #define TC_U2F(x) __uint_as_float(x)
+// two FP32 words from shared memory in one 64-bit load (p 8-byte aligned)
+#define TC_LDS2(p, x, y) do { const float2 v_ = *reinterpret_cast<const float2*>(p); (x) = v_.x; (y) = v_.y; } while (0)
 #endif
 #ifndef FMA_ALIGN
 #define FMA_ALIGN 0
@@ -78,12 +80,16 @@ __device__ __forceinline__ void tc_mma_bf16(float* d, const unsigned* a, const u
 }
 #endif
 #if FMA_ALIGN == 1
+#define MAGW 2
 typedef float FT;
 #define TC_POW2(T, e) tc_pow2f(e)
 #ifndef TC_HOST
 #define TC_FMA_RZ(a, b, c) __fmaf_rz((a), (b), (c))
 #endif
-#elif FMA_ALIGN == 2
+#else
+#define MAGW 1
+#endif
+#if FMA_ALIGN == 2
 typedef double FT;
 #define TC_POW2(T, e) tc_pow2d(e)
 #ifndef TC_HOST
@@ -801,7 +807,8 @@ template <class T> TC_FN void tc_load_stage(const T* __restrict__ X, long long l
             {  // the FP32 FMA pass reads the signed value x = +-(|sig| << lshift) * 2**e (exact: _cuda_build)
                 const unsigned mag = (unsigned)(sig < 0 ? -sig : sig) << lshift;
                 const float x = mag ? (float)mag * tc_pow2f(e) : 0.0f;
-                MAG[at] = TC_F2U(sig < 0 ? -x : x);
+                MAG[2 * at] = TC_F2U(sig < 0 ? 0.0f : x);  // its positive part, then its negative part
+                MAG[2 * at + 1] = TC_F2U(sig < 0 ? -x : 0.0f);
             }
 #else
             MAG[at] = (unsigned)(sig < 0 ? -sig : sig) << lshift;
@@ -846,10 +853,11 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
     extern __shared__ unsigned tc_smem[];
 #endif
     unsigned* AM = tc_smem;
-    int* AE = (int*)(AM + KS * BM);
+    // MAGW words per staged operand: FMA_ALIGN == 1 keeps each value's positive and negative part side by side
+    int* AE = (int*)(AM + MAGW * KS * BM);
     int* AS = AE + KS * BM;
     unsigned* BMG = (unsigned*)(AS + KS * BM);
-    int* BE = (int*)(BMG + KS * BN);
+    int* BE = (int*)(BMG + MAGW * KS * BN);
     int* BS = BE + KS * BN;
     unsigned* AMASK = (unsigned*)(BS + KS * BN);
     int* AFLAG = (int*)(AMASK + GPS * BM);
@@ -1025,17 +1033,11 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
 #pragma unroll 4
             for (int kk = 0; kk < GL; ++kk) {
                 FT ap[TM], an[TM], bp[TN], bn[TN];
-#if FMA_ALIGN == 1  // the stage holds the signed FP32 values
+#if FMA_ALIGN == 1  // the stage holds each value's positive and negative part: one 64-bit load each
 #pragma unroll
-                for (int i = 0; i < TM; ++i) {
-                    const float x = TC_U2F(AM[(kb + kk) * BM + tc_row(ty, i)]);
-                    ap[i] = fmaxf(x, 0.0f); an[i] = fminf(x, 0.0f);
-                }
+                for (int i = 0; i < TM; ++i) TC_LDS2(AM + 2 * ((kb + kk) * BM + tc_row(ty, i)), ap[i], an[i]);
 #pragma unroll
-                for (int j = 0; j < TN; ++j) {
-                    const float x = TC_U2F(BMG[(kb + kk) * BN + tc_col(tx, j)]);
-                    bp[j] = fmaxf(x, 0.0f); bn[j] = fminf(x, 0.0f);
-                }
+                for (int j = 0; j < TN; ++j) TC_LDS2(BMG + 2 * ((kb + kk) * BN + tc_col(tx, j)), bp[j], bn[j]);
 #else
 #pragma unroll
                 for (int i = 0; i < TM; ++i) {
@@ -1143,7 +1145,7 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                     for (int kk = 0; kk < GL; ++kk) {
                         int ata = (kb + kk) * BM + r, atb = (kb + kk) * BN + q;
 #if FMA_ALIGN == 1  // only zero / nonzero and the sign matter here
-                        int sa = AM[ata] != 0u, sb = BMG[atb] != 0u;
+                        int sa = (AM[2 * ata] | AM[2 * ata + 1]) != 0u, sb = (BMG[2 * atb] | BMG[2 * atb + 1]) != 0u;
 #else
                         int sa = (int)(AM[ata] >> LS_AB), sb = (int)BMG[atb];
 #endif
@@ -1245,6 +1247,7 @@ static inline double tc_pow2d(int e) { return std::ldexp(1.0, e); }
 #include <bit>
 #define TC_F2U(x) std::bit_cast<unsigned>((float)(x))
 #define TC_U2F(x) std::bit_cast<float>((unsigned)(x))
+#define TC_LDS2(p, x, y) do { (x) = TC_U2F((p)[0]); (y) = TC_U2F((p)[1]); } while (0)
 // mma.sync m16n8k16 BF16 x BF16 + FP32 -> FP32 for the whole warp, on the unit model Hopper measured for it
 // (NUMERICS.md: products exact with exponent ea + eb and significand in [1, 4), C one more term, every term
 // truncated toward zero to 25 fraction bits below the largest exponent, the exact sum rounded toward zero to FP32).

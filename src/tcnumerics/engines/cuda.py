@@ -443,7 +443,7 @@ def _check_range(spec: InstructionSpec, K: int, k_start: int, k_stop: int) -> No
                          f"{spec.c_format.name} and writes D as {spec.d_format.name}")
 
 
-def _stage_k(plan: Plan, tile, promote: bool = False, exp_pass: bool = False) -> int:
+def _stage_k(spec: InstructionSpec, plan: Plan, tile, promote: bool, align: str, exp_pass: str) -> int:
     """K per shared stage that fits this GPU's shared memory (32, else one group; 0: none fits)."""
     import cupy
 
@@ -452,7 +452,8 @@ def _stage_k(plan: Plan, tile, promote: bool = False, exp_pass: bool = False) ->
     except Exception:  # unknown: assume the Hopper limit the default configuration was sized for
         limit = 227 * 1024
     for stage_k in (32, 1):
-        if 4 * build.smem_words(plan, tile, stage_k, promote, exp_pass) <= limit:
+        header = build.config_header(spec, plan, tile, stage_k, promote, align, exp_pass)
+        if 4 * build.smem_words(plan, tile, stage_k, promote, header) <= limit:
             return stage_k
     return 0
 
@@ -524,12 +525,12 @@ def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote
 
         if int(cupy.cuda.Device(device).compute_capability) < 80:
             exp_pass = "alu"  # mma.sync with BF16 operands needs sm_80
-        powers = build.exp_choice(plan, spec, tile, exp_pass) is not None
-        stage_k = _stage_k(plan, tile, promote, powers) if tiled and build.tiled_reason(plan) is None else 0
+        tiles = tiled and build.tiled_reason(plan) is None
+        stage_k = _stage_k(spec, plan, tile, promote, align, exp_pass) if tiles else 0
         if stage_k:
             header = build.config_header(spec, plan, tile, stage_k, promote, align, exp_pass)
             kernel = build.device_module(header, "gemm_tiled").get_function("gemm_tiled")
-            smem = 4 * build.smem_words(plan, tile, stage_k, promote, "#define EXP_MMA 1" in header)
+            smem = 4 * build.smem_words(plan, tile, stage_k, promote, header)
             if smem > _STATIC_SMEM:
                 kernel.max_dynamic_shared_size_bytes = smem
         else:
@@ -613,7 +614,7 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
     scale_args, keep = _host_scales(spec, scale_a, M, scale_b, N, a.shape[1])
     if k_stop > k_start and M and N:
         if tiled:
-            words = build.smem_words(plan, tile, promote=promote, exp_pass="#define EXP_MMA 1" in header)
+            words = build.smem_words(plan, tile, promote=promote, header=header)
             lib.host_gemm_tiled(*args, ctypes.c_longlong(words), *scale_args)
         else:
             lib.host_gemm_scalar(*args, *scale_args)
