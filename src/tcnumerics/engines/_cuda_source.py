@@ -23,6 +23,10 @@ Kernels (``extern "C"``):
   two's-complement sum.  C's truncated term and the single rounding run once per output per
   group; lanes with an inf/NaN operand or accumulator take the scalar special-value rule.
   The int32 sum is exact while ``GL * 2**(F + 2) <= 2**31`` (other units take ``gemm_scalar``).
+  Variants of the same kernel, chosen per unit by ``_cuda_build`` (same bits; each argued in its comment):
+  ``FMA_ALIGN`` -- pass 2 as directed-rounding FMAs on two sign-anchored accumulators (FP32: the stage holds each
+  value's positive and negative part side by side); ``EXP_MMA`` -- pass 1 as a BF16 power sum on the tensor core
+  (``mma.sync`` m16n8k16; the host build emulates it for the whole warp on the measured unit model).
 * ``gemm_tiled`` for sub-group scaled units (``SUBGROUP``: NVFP4 / MXFP4 k64) -- the same tiling
   with the bits of ``tc_subgroup_one`` (kept as the readable per-output form): operands staged as
   small integers (value / 2**(EMIN - MAN)), each sub-group's SUBG products summed exactly with
