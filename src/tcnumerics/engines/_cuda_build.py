@@ -38,7 +38,7 @@ from ._fast_plan import ZERO_EXP, Plan
 
 __all__ = ["Tile", "DEVICE_TILE", "HOST_TILE", "SubgroupPlan", "subgroup_plan", "config_header", "tiled_reason",
            "promotion_reason", "tables", "smem_words", "FmaAlign", "fma_align", "ExpMma", "exp_mma", "MMA_TILE",
-           "device_module", "host_library", "host_compiler", "ffma_host_library", "ffma_device_kernel"]
+           "env_align", "env_exp_pass", "env_tile", "device_module", "host_library", "host_compiler", "ffma_host_library", "ffma_device_kernel"]
 
 
 @dataclass(frozen=True)
@@ -300,6 +300,43 @@ def exp_choice(plan: Plan, spec: InstructionSpec, tile: Tile, exp_pass: str) -> 
     if exp_pass not in EXP_PASSES:
         raise ValueError(f"exp_pass must be one of {EXP_PASSES}, not {exp_pass!r}")
     return exp_mma(plan, spec, tile) if exp_pass == "mma" else None
+
+
+# --- the GPU build's choices from the environment (for timing one form against another; same bits) ---------
+
+def env_align() -> str:
+    """The tiled kernel's truncating pass (``TCNUMERICS_CUDA_ALIGN``, for timing one against another): "auto" (the
+    FP32 directed-rounding FMA pass where it fits, else the integer pass), "fma" (FP32 or FP64 FMA where either
+    fits) or "int" (the integer pass everywhere); every choice gives the same bits."""
+    value = os.environ.get("TCNUMERICS_CUDA_ALIGN", "auto")
+    if value not in ALIGNS:
+        raise ValueError(f"TCNUMERICS_CUDA_ALIGN must be one of {ALIGNS}, not {value!r}")
+    return value
+
+
+def env_exp_pass() -> str:
+    """The tiled kernel's exponent pass (``TCNUMERICS_CUDA_EXP``): "alu" (default: the CUDA-core max) or "mma" (the
+    tensor-core power sum where ``_cuda_build.exp_mma`` allows, with its 16,16,4,4 tile; same bits, host-checked;
+    not yet timed or run on a GPU -- docs/gpu.md)."""
+    value = os.environ.get("TCNUMERICS_CUDA_EXP", "alu")
+    if value not in EXP_PASSES:
+        raise ValueError(f"TCNUMERICS_CUDA_EXP must be one of {EXP_PASSES}, not {value!r}")
+    return value
+
+
+def env_tile() -> Tile:
+    """The tiled kernel's shape: ``DEVICE_TILE``, or ``TCNUMERICS_CUDA_TILE="tx,ty,tm,tn"`` (tm, tn even; for
+    timing other shapes -- every shape gives the same bits)."""
+    value = os.environ.get("TCNUMERICS_CUDA_TILE")
+    if not value:
+        return DEVICE_TILE
+    try:
+        tx, ty, tm, tn = (int(v) for v in value.split(","))
+    except ValueError:
+        raise ValueError(f"TCNUMERICS_CUDA_TILE must be 'tx,ty,tm,tn', not {value!r}") from None
+    if tm % 2 or tn % 2 or min(tx, ty, tm, tn) < 1 or tm * tn > 64:
+        raise ValueError(f"TCNUMERICS_CUDA_TILE {value!r}: tm and tn must be even, tm * tn at most 64")
+    return Tile(tx=tx, ty=ty, tm=tm, tn=tn)
 
 
 def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 32, promote: bool = False,

@@ -34,8 +34,6 @@ Example (skipped without a GPU):
 
 from __future__ import annotations
 
-import os
-
 import dataclasses
 import warnings
 from functools import lru_cache
@@ -478,47 +476,12 @@ def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int,
 _KERNELS: dict = {}
 
 
-def _align() -> str:
-    """The tiled kernel's truncating pass (``TCNUMERICS_CUDA_ALIGN``, for timing one against another): "auto" (the
-    FP32 directed-rounding FMA pass where it fits, else the integer pass), "fma" (FP32 or FP64 FMA where either
-    fits) or "int" (the integer pass everywhere); every choice gives the same bits."""
-    value = os.environ.get("TCNUMERICS_CUDA_ALIGN", "auto")
-    if value not in build.ALIGNS:
-        raise ValueError(f"TCNUMERICS_CUDA_ALIGN must be one of {build.ALIGNS}, not {value!r}")
-    return value
-
-
-def _exp_pass() -> str:
-    """The tiled kernel's exponent pass (``TCNUMERICS_CUDA_EXP``): "alu" (default: the CUDA-core max) or "mma" (the
-    tensor-core power sum where ``_cuda_build.exp_mma`` allows, with its 16,16,4,4 tile; same bits, host-checked;
-    not yet timed or run on a GPU -- docs/gpu.md)."""
-    value = os.environ.get("TCNUMERICS_CUDA_EXP", "alu")
-    if value not in build.EXP_PASSES:
-        raise ValueError(f"TCNUMERICS_CUDA_EXP must be one of {build.EXP_PASSES}, not {value!r}")
-    return value
-
-
-def _device_tile():
-    """The tiled kernel's shape: ``build.DEVICE_TILE``, or ``TCNUMERICS_CUDA_TILE="tx,ty,tm,tn"`` (tm, tn even; for
-    timing other shapes -- every shape gives the same bits)."""
-    value = os.environ.get("TCNUMERICS_CUDA_TILE")
-    if not value:
-        return build.DEVICE_TILE
-    try:
-        tx, ty, tm, tn = (int(v) for v in value.split(","))
-    except ValueError:
-        raise ValueError(f"TCNUMERICS_CUDA_TILE must be 'tx,ty,tm,tn', not {value!r}") from None
-    if tm % 2 or tn % 2 or min(tx, ty, tm, tn) < 1 or tm * tn > 64:
-        raise ValueError(f"TCNUMERICS_CUDA_TILE {value!r}: tm and tn must be even, tm * tn at most 64")
-    return build.Tile(tx=tx, ty=ty, tm=tm, tn=tn)
-
-
 def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote: bool = False):
     """(compiled kernel, dynamic shared memory bytes -- 0 for the per-output kernel --, tile), once per unit and GPU:
     a model's thousands of chain launches skip the header generation and module lookup.  ``promote``: the tiled
     kernel's build with promotion inside (its own shared memory for the main accumulator; the per-output kernel
     promotes in every build)."""
-    align, tile, exp_pass = _align(), _device_tile(), _exp_pass()
+    align, tile, exp_pass = build.env_align(), build.env_tile(), build.env_exp_pass()
     key = (id(plan), device, tiled, promote, align, tile, exp_pass)
     if key not in _KERNELS:
         import cupy
