@@ -74,7 +74,7 @@ __device__ __forceinline__ double tc_pow2d(int e) { return __longlong_as_double(
 #define TC_F2U(x) __float_as_uint(x)
 #define TC_U2F(x) __uint_as_float(x)
 // two FP32 words from shared memory in one 64-bit load (p 8-byte aligned)
-#define TC_LDS2(p, x, y) do { const float2 v_ = *reinterpret_cast<const float2*>(p); (x) = v_.x; (y) = v_.y; } while (0)
+#define TC_LDS2(p, lo, hi) do { const float2 v_ = *reinterpret_cast<const float2*>(p); (lo) = v_.x; (hi) = v_.y; } while (0)
 #endif
 #ifndef FMA_ALIGN
 #define FMA_ALIGN 0
