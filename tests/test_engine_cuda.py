@@ -478,3 +478,27 @@ def test_exp_mma_equals_reference_on_random_custom_units(data):
     A, B, C = _ragged_gemm(spec, rng, M=66, N=65, per_family=2)
     want = grid_dot_bits(reference.dot_bits, spec, A, B, C)
     _assert_same(cuda.host_accumulate_bits(spec, A, B, C, kernel="tiled", exp_pass="mma"), want, spec.name)
+
+
+@pytest.mark.parametrize("exp_pass", ["alu", "mma"])
+def test_device_source_compiles_for_hopper(exp_pass, tmp_path):
+    """The device-only code (inline PTX mma, 64-bit shared loads, DPX) compiles for sm_90a with no register spill --
+    the host build cannot see it.  Needs nvcc (skipped without)."""
+    import shutil
+    import subprocess
+
+    from tcnumerics.engines import _cuda_source as src
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("no nvcc")
+    spec = get_instruction("hopper.wgmma.m64n128k32.f32.e4m3.e4m3")
+    header = _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE, exp_pass=exp_pass)
+    assert ("#define EXP_MMA 1" in header) == (exp_pass == "mma")
+    flags = "".join(f"#define {f} {int(n == 'gemm_tiled')}\n" for n, f in _cuda_build._KERNEL_FLAGS.items())
+    path = tmp_path / "k.cu"
+    path.write_text("#define USE_DPX 1\n" + flags + header + src.KERNEL_SOURCE)
+    proc = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o",
+                           str(tmp_path / "k.cubin"), str(path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "0 bytes spill stores" in proc.stdout + proc.stderr, proc.stderr[-2000:]
