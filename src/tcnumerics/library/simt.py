@@ -81,7 +81,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gemm import _fp32_fma
+from ..plan.rules import fp32_fma as _fp32_fma
 
 _SN = re.compile(r"gemmSN_(NN|TN)_kernel<float, (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (true|false)")
 _BLOCK = 1 << 21  # products per column block (float64): bounds the working set of large calls
