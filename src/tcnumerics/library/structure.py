@@ -176,8 +176,7 @@ def reduction_node(s: Structure, A, B, scale_a=None, scale_b=None, engine: str =
         raise ValueError(f"{s.family}: interleaved split-K is modelled for FFMA chains only")
     if s.split_partial_format and s.split_k:
         one = s.with_(split_k=None, split_partial_format=None)
-        return OrderedSum(tuple(RoundEach(_gemm_leaf(one, A[:, k0:k1], B[k0:k1], None, None, engine),
-                                          s.split_partial_format)
+        return OrderedSum(tuple(RoundEach(_slice_leaf(one, A, B, k0, k1, engine), s.split_partial_format)
                                 for k0, k1 in split_bounds(A.shape[1], list(s.split_k), 1)))
     return _gemm_leaf(s, A, B, scale_a, scale_b, engine)
 
@@ -302,12 +301,15 @@ def _slice_nodes(s: Structure, A, B, engine: str) -> list[Node]:
     if s.instruction is None:
         return [FFMAChain(tuple(int(k) for k in c)) for c in slice_columns(s, A.shape[1])]
     one = s.with_(split_k=None, split_reduce="parallel")
-    nodes = []
-    for k0, k1 in split_bounds(A.shape[1], list(s.split_k) if s.split_k else None, 1):
-        leaf = _gemm_leaf(one, A[:, k0:k1], B[k0:k1], None, None, engine)
-        nodes.append(Reduction(f"K[{k0}:{k1}): " + leaf.describe, lambda A, B, f=leaf.evaluate, k0=k0, k1=k1:
-                               f(A[:, k0:k1], B[k0:k1]), detail=leaf.detail))
-    return nodes
+    return [_slice_leaf(one, A, B, k0, k1, engine)
+            for k0, k1 in split_bounds(A.shape[1], list(s.split_k) if s.split_k else None, 1)]
+
+
+def _slice_leaf(one: Structure, A, B, k0: int, k1: int, engine: str) -> Reduction:
+    """The unsplit structure ``one`` on the K slice k0:k1 of the call's operands (a split-K slice)."""
+    leaf = _gemm_leaf(one, A[:, k0:k1], B[k0:k1], None, None, engine)
+    return Reduction(f"slice K[{k0}:{k1}) by " + leaf.describe,
+                     lambda A, B: leaf.evaluate(A[:, k0:k1], B[k0:k1]), detail=leaf.detail)
 
 
 def simt_gemm(kernel_name: str, A, B, *, out_format: str, alpha: float = 1.0, beta: float = 0.0, C=None,
