@@ -382,6 +382,180 @@ def bench_mmasim(sizes: list[int], rng) -> list[dict]:
     return rows
 
 
+CUSTOM_F16_L8 = dict(name="custom.bf16.L8.F16.rz", k=16, a_format="bf16", group_size=8, frac_bits=16,
+                     output_rounding="rz")
+ALIGN_UNITS = [("FP8 E4M3 wgmma chain", "hopper.wgmma.m64n128k32.f32.e4m3.e4m3"),
+               ("FP8 E5M2 wgmma chain", "hopper.wgmma.m64n128k32.f32.e5m2.e5m2"),
+               ("BF16 wgmma chain", BF16), ("FP16 wgmma chain", "hopper.wgmma.m64n8k16.f32.f16.f16"),
+               ("TF32 wgmma chain", "hopper.wgmma.m64n8k8.f32.tf32.tf32"), ("custom BF16 L=8 F=16 RZ", "custom")]
+
+
+def _align_spec(name: str):
+    from tcnumerics.catalog import get_instruction
+    from tcnumerics.model import InstructionSpec, UnitModel
+
+    if name != "custom":
+        return get_instruction(name)
+    c = CUSTOM_F16_L8
+    return InstructionSpec(name=c["name"], k=c["k"], model=UnitModel(
+        a_format=c["a_format"], b_format=c["a_format"], c_format="fp32", d_format="fp32", group_size=c["group_size"],
+        frac_bits=c["frac_bits"], output_rounding=c["output_rounding"]))
+
+
+def _tensor_core_rate(spec, M: int, N: int, K: int):
+    """MAC/s of the native op on the same shape: torch._scaled_mm (FP8, fast accumulation) or torch.matmul."""
+    import torch
+
+    try:
+        fn = _tensor_core_op(spec, M, N, K)
+        fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(3):
+            t = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+        return M * N * K / min(times)
+    except Exception as exc:  # an op this torch build lacks: say so, time nothing
+        print(f"    tensor-core op unavailable: {type(exc).__name__}: {exc}", flush=True)
+        return None
+
+
+def _tensor_core_op(spec, M: int, N: int, K: int):
+    import torch
+
+    fmt = spec.a_format.name
+    if fmt in ("e4m3", "e5m2"):
+        dt = torch.float8_e4m3fn if fmt == "e4m3" else torch.float8_e5m2
+        a = torch.randn(M, K, device="cuda").to(dt)
+        b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn if fmt == "e4m3" else torch.float8_e5m2)
+        one = torch.ones((), device="cuda")
+        fn = (lambda: torch._scaled_mm(a, b.t(), one, one, out_dtype=torch.bfloat16, use_fast_accum=True))
+    else:
+        dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[fmt]
+        torch.backends.cuda.matmul.allow_tf32 = True
+        a, b = torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
+        fn = (lambda: a @ b)
+    return fn
+
+
+def _mmaemu_rate(spec, a, b, ours):
+    """mmaemu.accumulate (fast accumulation, its default profile) on the same FP8 inputs: MAC/s and bit equality."""
+    try:
+        import mmaemu
+        import torch
+    except ImportError:
+        return None, None
+    dt = torch.float8_e4m3fn if spec.a_format.name == "e4m3" else torch.float8_e5m2
+    x = torch.as_tensor(a, device="cuda").view(dt)
+    w = torch.as_tensor(b, device="cuda").view(dt)
+    fn = (lambda: mmaemu.accumulate(x, w, use_fast_accum=True))
+    try:
+        out = fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(3):
+            t = time.perf_counter()
+            out = fn()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+    except Exception as exc:
+        print(f"    mmaemu failed: {type(exc).__name__}: {exc}", flush=True)
+        return None, None
+    theirs = out.contiguous().view(torch.int32).cpu().numpy().view(np.uint32)
+    return a.shape[0] * b.shape[0] * a.shape[1] / min(times), bool(np.array_equal(theirs, ours))
+
+
+def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, tiles: list[str] = ()) -> list[dict]:
+    """Per unit and shape: the tiled kernel with its directed-rounding FMA pass against its integer pass (bits of
+    every output compared), a block of rows against the CPU fast engine, the tensor core's rate and mmaemu's."""
+    import cupy
+
+    from tcnumerics.engines import _cuda_build, cuda, fast
+
+    rows = []
+    for label, name in ALIGN_UNITS:
+        if units and name not in units and label.split()[0] not in units:
+            continue
+        spec = _align_spec(name)
+        fa = _cuda_build.fma_align(cuda._plan(spec), spec)
+        for M, N, K in shapes:
+            if K % spec.k:
+                continue
+            a, b = operand_bits(spec.a_format, (M, K), rng), operand_bits(spec.b_format, (N, K), rng)
+            da, db = cupy.asarray(a), cupy.asarray(b)
+            dc = cupy.zeros((M, N), spec.c_format.container_dtype)
+            row = dict(label=label, entry=spec.name, shape=[M, N, K], fma_width=fa and fa.width)
+            out = {}
+            for tile in tiles or [""]:
+                os.environ["TCNUMERICS_CUDA_TILE"] = tile
+                for align in ("fma", "int"):
+                    os.environ["TCNUMERICS_CUDA_ALIGN"] = align
+                    t = best(lambda: cuda.gemm_bits(spec, da, db, dc))
+                    got = cuda.gemm_bits(spec, da, db, dc).get()
+                    key = f"{align}_macs_per_s" + (f"@{tile}" if tile else "")
+                    row[key] = M * N * K / t
+                    if align not in out:
+                        out[align] = got
+                    elif not np.array_equal(got, out[align]):
+                        row[f"DIFFERENT_BITS@{tile}"] = align
+                if tile:
+                    print(f"    tile {tile}: FMA {row['fma_macs_per_s@' + tile]:9.3e}  int "
+                          f"{row['int_macs_per_s@' + tile]:9.3e} MAC/s", flush=True)
+            os.environ.pop("TCNUMERICS_CUDA_ALIGN", None)
+            os.environ.pop("TCNUMERICS_CUDA_TILE", None)
+            if tiles:
+                row["fma_macs_per_s"] = max(v for k, v in row.items() if k.startswith("fma_macs_per_s@"))
+                row["int_macs_per_s"] = max(v for k, v in row.items() if k.startswith("int_macs_per_s@"))
+            row["fma_equals_int_all_outputs"] = bool(np.array_equal(out["fma"], out["int"]))
+            r = min(check_rows, M)
+            row["rows_equal_cpu_fast"] = bool(np.array_equal(out["fma"][:r], fast.gemm_bits(
+                spec, a[:r], b, np.zeros((r, N), spec.c_format.container_dtype))))
+            row["tensor_core_macs_per_s"] = _tensor_core_rate(spec, M, N, K)
+            if spec.a_format.name in ("e4m3", "e5m2") and spec.a_format == spec.b_format:
+                row["mmaemu_macs_per_s"], row["mmaemu_equal_bits"] = _mmaemu_rate(spec, a, b, out["fma"].view(np.uint32))
+            tc, mm = row["tensor_core_macs_per_s"], row.get("mmaemu_macs_per_s")
+            print(f"  {label:26s} {M}x{N}x{K}  FMA(w{row['fma_width']}) {row['fma_macs_per_s']:9.3e}  "
+                  f"int {row['int_macs_per_s']:9.3e} MAC/s  FMA==int {row['fma_equals_int_all_outputs']}  "
+                  f"{r} rows==CPU {row['rows_equal_cpu_fast']}  tensor core {tc and f'{tc:.3e}'}  "
+                  f"mmaemu {mm and f'{mm:.3e}'} (bits equal {row.get('mmaemu_equal_bits')})", flush=True)
+            rows.append(row)
+            del da, db, dc
+            cupy.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def check_random_units(count: int, rng) -> dict:
+    """Random fused units (formats, L, F, output rounding) on the GPU against the reference engine."""
+    import cupy
+
+    from tcnumerics.engines import cuda, grid_dot_bits, reference
+    from tcnumerics.model import InstructionSpec, UnitModel
+    from tcnumerics.vectors.families import families_for, generate
+
+    results = []
+    for i in range(count):
+        fmt = str(rng.choice(["e4m3", "e5m2", "bf16", "fp16", "tf32"]))
+        L = int(rng.choice([2, 4, 8, 16] + ([32] if fmt[0] == "e" else [])))
+        F = int(rng.integers(8, 17 if fmt[0] == "e" else 26))
+        rounding = str(rng.choice(["rz", "rne", "ru", "rd"]))
+        spec = InstructionSpec(name=f"random.{fmt}.L{L}.F{F}.{rounding}", k=2 * L, model=UnitModel(
+            a_format=fmt, b_format=fmt, c_format="fp32", d_format="fp32", group_size=L, frac_bits=F,
+            output_rounding=rounding))
+        parts = [generate(spec, fam, 8, rng, k=8 * L) for fam in families_for(spec)]
+        a, b = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        c = np.concatenate([p[2] for p in parts])
+        M, N = min(len(a), 150), min(len(b), 130)
+        A, B = a[rng.permutation(len(a))[:M]], b[rng.permutation(len(b))[:N]]
+        C = c[rng.integers(0, len(c), (M, N))]
+        got = cuda.gemm_bits(spec, cupy.asarray(A), cupy.asarray(B), cupy.asarray(C)).get()
+        same = bool(np.array_equal(got, grid_dot_bits(reference.dot_bits, spec, A, B, C)))
+        results.append(dict(unit=spec.name, outputs=M * N, equal_reference=same))
+        print(f"  random unit {spec.name:34s} {M}x{N}x{8 * L}  equal to reference: {same}", flush=True)
+    return dict(units=results, all_equal=all(r["equal_reference"] for r in results))
+
+
 def bench_cpu(n: int, rng) -> dict:
     from tcnumerics.catalog import get_instruction
     from tcnumerics.engines import fast
@@ -411,15 +585,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mmasim-sizes", default="512,1024")
     p.add_argument("--cpu-size", type=int, default=1024)
     p.add_argument("--only", default="",
-                   help="comma list of sections: gemm,torch,mx,subgroup,dot,compose,mmasim,cpu")
+                   help="comma list of sections: gemm,torch,mx,subgroup,dot,compose,mmasim,cpu,align (not by default)")
     p.add_argument("--scaled-seconds", type=float, default=60.0,
                    help="mx: largest projected time of a block-scaled GEMM's 4 calls (else a smaller size)")
+    p.add_argument("--align-shapes", default="2048x5760x1920,4096x4096x4096,8192x8192x8192",
+                   help="align: MxNxK shapes (the FMA pass against the integer pass, the tensor core, mmaemu)")
+    p.add_argument("--align-units", default="", help="align: comma list of entries or labels' first words")
+    p.add_argument("--align-tiles", default="", help="align: ';'-separated tx,ty,tm,tn tiles to time (best kept)")
+    p.add_argument("--random-units", type=int, default=6, help="align: random custom units checked on the GPU")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     import cupy
 
     only = set(filter(None, args.only.split(",")))
-    want = (lambda s: not only or s in only)
+    want = (lambda s: (not only or s in only) and s != "align")
     rng = np.random.default_rng(0)
     props = cupy.cuda.runtime.getDeviceProperties(0)
     info = dict(gpu=props["name"].decode(), sms=props["multiProcessorCount"], cupy=cupy.__version__)
@@ -431,7 +610,8 @@ def main(argv: list[str] | None = None) -> int:
     if want("torch"):
         result["torch"] = bench_torch(args.size)
     if want("gemm"):
-        result["gemm"] = bench_gemms(args.size, rng, args.check_rows)
+        result["gemm"] = bench_gemms(args.size, rng, args.check_rows,
+                                      list(filter(None, args.align_tiles.split(";"))))
     if want("subgroup"):
         result["subgroup"] = check_subgroup(rng)
     if want("mx"):
@@ -442,6 +622,12 @@ def main(argv: list[str] | None = None) -> int:
         result["mmasim"] = bench_mmasim([int(x) for x in args.mmasim_sizes.split(",")], rng)
     if want("cpu"):
         result["cpu"] = bench_cpu(args.cpu_size, rng)
+    if "align" in only:
+        if args.random_units:
+            result["random_units"] = check_random_units(args.random_units, rng)
+        shapes = [tuple(int(v) for v in s.split("x")) for s in args.align_shapes.split(",")]
+        result["align"] = bench_align(shapes, list(filter(None, args.align_units.split(","))), rng, args.check_rows,
+                                      list(filter(None, args.align_tiles.split(";"))))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

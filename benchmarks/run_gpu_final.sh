@@ -6,7 +6,7 @@ export PYTHONPATH=src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 echo "+ check_training" > "$OUT/bench.log"
-timeout 200 python3 tools/device_models/check_training.py --tokens 256 2048 2>>"$OUT/bench.log" | tee "$OUT/check.jsonl"
+timeout 200 python3 lab/device_models/check_training.py --tokens 256 2048 2>>"$OUT/bench.log" | tee "$OUT/check.jsonl"
 B="python3 benchmarks/bench_torch.py"
 run() { echo "+ $*" | tee -a "$OUT/bench.log"; timeout "$1" "${@:2}" 2>>"$OUT/bench.log" | tee -a "$OUT/bench.jsonl"; }
 run 50 $B --gemm 8192

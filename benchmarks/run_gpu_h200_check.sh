@@ -9,5 +9,5 @@ python3 -c "import cupy, numpy as np; from tcnumerics import _casts; print('host
 echo "+ bench" > "$OUT/bench.log"
 timeout 100 python3 benchmarks/bench_torch.py --model llama-1b --layers 2 --tokens 1024 --what forward fp8 2>>"$OUT/bench.log" | tee "$OUT/bench.jsonl"
 echo "+ check_training" >> "$OUT/bench.log"
-timeout 400 python3 tools/device_models/check_training.py --tokens 256 2048 2>>"$OUT/bench.log" | tee "$OUT/check.jsonl"
+timeout 400 python3 lab/device_models/check_training.py --tokens 256 2048 2>>"$OUT/bench.log" | tee "$OUT/check.jsonl"
 grep -v "Warning\|warn\|return self\|^  " "$OUT/bench.log" | tail -5

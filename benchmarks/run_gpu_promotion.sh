@@ -14,7 +14,7 @@ B="python3 benchmarks/bench_torch.py"
 run() { echo "+ $*" | tee -a "$OUT/bench.log"; timeout "$1" "${@:2}" 2>>"$OUT/bench.log" | tee -a "$OUT/bench.jsonl"; }
 check() {
     echo "+ check_training --set 2" | tee -a "$OUT/bench.log"
-    timeout "$1" python3 tools/device_models/check_training.py --set 2 --tokens 256 2048 2>>"$OUT/bench.log" \
+    timeout "$1" python3 lab/device_models/check_training.py --set 2 --tokens 256 2048 2>>"$OUT/bench.log" \
         | tee -a "$OUT/check.jsonl"
 }
 case "${1:-speed}" in

@@ -8,7 +8,7 @@ results "on the device", and copy to the host only through ``.get()`` / ``asnump
 mixes host and device arrays therefore fails here as it would on the GPU.
 
 ``install()`` puts this module in ``sys.modules["cupy"]`` (only where no real CuPy is importable) and
-routes the GPU engine's chains to the CPU fast engine, so the library's own CuPy lines are what runs.
+routes the GPU engine's chains and dot products to the CPU fast engine, so the library's own CuPy lines are what runs.
 """
 
 from __future__ import annotations
@@ -173,11 +173,14 @@ def install(monkeypatch) -> types.ModuleType:
         for name, x in (("a_rows", a_rows), ("b_cols", b_cols), ("acc", acc)):
             if not isinstance(x, ndarray):
                 raise TypeError(f"{name}: the GPU engine was handed a host array ({type(x).__name__})")
+        kw = {k: v for k, v in kw.items() if v is not None}  # unit scales (gemm_bits passes scale_a=None)
         if promote_every is not None:
             out = cuda.host_accumulate_bits(spec, a_rows.get(), b_cols.get(), acc.get(), k_start, k_stop,
                                             promote_every=promote_every, promote_from_acc=promote_from_acc, **kw)
+        elif any(v is not None for v in kw.values()):  # block scales: the kernels' host build
+            out = cuda.host_accumulate_bits(spec, a_rows.get(), b_cols.get(), acc.get(), k_start, k_stop, **kw)
         else:
-            out = fast.accumulate_bits(spec, a_rows.get(), b_cols.get(), acc.get(), k_start, k_stop, **kw)
+            out = fast.accumulate_bits(spec, a_rows.get(), b_cols.get(), acc.get(), k_start, k_stop)
         return ndarray(out)
 
     def ffma_chain(a, b_t, cols=None):
@@ -192,7 +195,14 @@ def install(monkeypatch) -> types.ModuleType:
             return ndarray(ffma_partials(Structure("ffma"), a[:, cols], b_t[:, cols].T)[0].astype(np.float32))
         return ndarray(cuda.host_ffma_chain(a, b_t, cols))
 
+    def dot_bits(spec, a, b, c, **kw):
+        for name, x in (("a", a), ("b", b), ("c", c)):
+            if not isinstance(x, ndarray):
+                raise TypeError(f"{name}: the GPU engine was handed a host array ({type(x).__name__})")
+        return ndarray(fast.dot_bits(spec, a.get(), b.get(), c.get(), **kw))
+
     monkeypatch.setattr(cuda, "accumulate_bits", accumulate_bits)
+    monkeypatch.setattr(cuda, "dot_bits", dot_bits)
     monkeypatch.setattr(cuda, "ffma_chain", ffma_chain)
     return module
 

@@ -15,6 +15,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tcnumerics.catalog import get_instruction
 from tcnumerics.engines import _cuda_build, cuda, get_engine, grid_dot_bits, reference, resolve_engine
@@ -319,3 +321,58 @@ def test_binary_units_replay_the_hopper_captures():
         _assert_same(cuda.host_accumulate_bits(spec, a[:4], b[-5:], C),
                      grid_dot_bits(reference.dot_bits, spec, a[:4], b[-5:], C), f"{spec.name} gemm")
     assert checked >= 3000
+
+
+# --- the directed-rounding FMA pass of the tiled kernel ---------------------------------------------------------
+
+def test_fma_pass_is_chosen_per_unit():
+    """FP8 units truncate with the FP32 FMA, BF16 / FP16 / TF32 with the FP64 one; sub-group units keep integers."""
+    width = {name: getattr(_cuda_build.fma_align(cuda._plan(get_instruction(name)), get_instruction(name)),
+                           "width", None)
+             for name in ("hopper.wgmma.m64n128k32.f32.e4m3.e4m3", "hopper.wgmma.m64n128k32.f32.e5m2.e5m2",
+                          "hopper.wgmma.m64n8k16.f32.bf16.bf16", "hopper.wgmma.m64n8k8.f32.tf32.tf32",
+                          "blackwell.tcgen05.mma.kind::f8f6f4.f32.e2m1.e2m1")}
+    assert list(width.values()) == [1, 1, 2, 2, None], width
+    spec = get_instruction("hopper.wgmma.m64n128k32.f32.e4m3.e4m3")
+    assert "#define FMA_ALIGN 1" in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE)
+    assert "FMA_ALIGN" not in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE,
+                                                        align="int")
+    bf16 = get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")  # FP64 FMA only on request ("fma")
+    assert "FMA_ALIGN" not in _cuda_build.config_header(bf16, cuda._plan(bf16), _cuda_build.DEVICE_TILE)
+    assert "#define FMA_ALIGN 2" in _cuda_build.config_header(bf16, cuda._plan(bf16), _cuda_build.DEVICE_TILE,
+                                                              align="fma")
+
+
+_FMT = {"fp8": ("e4m3", "e5m2"), "wide": ("bf16", "fp16", "tf32")}
+
+
+@needs_cxx
+@pytest.mark.parametrize("kind", sorted(_FMT))
+@given(data=st.data())
+@settings(max_examples=3, deadline=None)
+def test_fma_pass_equals_reference_on_random_custom_units(kind, data):
+    """Random fused units (operand formats, group length L, F, output rounding): the tiled kernel's FMA pass (FP32
+    for FP8 operands, FP64 for the wider ones) and its integer pass both give the reference's bits on every input
+    family."""
+    fa = data.draw(st.sampled_from(_FMT[kind] if kind == "fp8" else ("bf16", "tf32")))  # wide: the FP64 form
+    fb = data.draw(st.sampled_from(_FMT[kind]))
+    if "tf32" in (fa, fb):
+        fa = fb = "tf32"
+    L = data.draw(st.sampled_from([2, 4, 8, 16, 32] if kind == "fp8" else [2, 4, 8, 16]))
+    F = data.draw(st.integers(8, 16 if kind == "fp8" else 25))
+    rounding = data.draw(st.sampled_from(["rz", "rne", "ru", "rd"]))
+    spec = InstructionSpec(name=f"custom.fma.{fa}.{fb}.L{L}.F{F}.{rounding}", k=2 * L,
+                           model=UnitModel(a_format=fa, b_format=fb, c_format="fp32", d_format="fp32", group_size=L,
+                                           frac_bits=F, output_rounding=rounding))
+    plan = cuda._plan(spec)
+    form = _cuda_build.fma_align(plan, spec)
+    assert getattr(form, "width", None) == (1 if kind == "fp8" else 2), spec.name
+    rng = np.random.default_rng(L * 100 + F)
+    a, b, c = _family_vectors(spec, 3, rng)
+    M, N = 6, 9
+    A, B = a[rng.integers(0, len(a), M)], b[rng.integers(0, len(b), N)]
+    C = c[rng.integers(0, len(c), (M, N))]
+    want = grid_dot_bits(reference.dot_bits, spec, A, B, C)
+    for align in ("fma", "int"):
+        _assert_same(cuda.host_accumulate_bits(spec, A, B, C, kernel="tiled", align=align), want,
+                     f"{spec.name} tiled {align}")

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("torch")  # export_kernels reads the surveys' call lists through kernel_survey (torch)
 
 HERE = os.path.dirname(__file__)
-sys.path.insert(0, os.path.join(HERE, "..", "tools", "device_library"))
+sys.path.insert(0, os.path.join(HERE, "..", "lab", "device_library"))
 
 import fold_gpu  # noqa: E402
 import train_calls  # noqa: E402
@@ -47,8 +47,7 @@ def test_step_calls_are_autograds_three_gemms():
 
 
 def test_the_pack_limits_are_the_librarys():
-    assert train_calls.PACK_BITS == dict(M=launches._M_BITS, N=launches._N_BITS, K=launches._K_BITS,
-                                         b=launches._B_BITS)
+    assert train_calls.PACK_BITS == dict(launches.KEY_BITS._asdict())
     assert bool(train_calls.storable(256, 2048, 200_000))  # K above 2^17: an LM head's input gradient
     assert not bool(train_calls.storable(32768, 4096, 256)) and not bool(train_calls.storable(16384, 4096, 65536))
 
@@ -90,7 +89,7 @@ ROWS = {  # (kind index, M, N, K): the synthetic H200's launch (names, CTAs, gri
 
 
 def _write_run(out, rows=ROWS, env=H200_ENV, name="tiny_train"):
-    """A run_gpu_survey.sh output: env.json and one dense set's merged file (graph_survey.write_npz's format)."""
+    """A `lab/run.sh gpu-survey` output: env.json and one dense set's merged file (graph_survey.write_npz's format)."""
     os.makedirs(out, exist_ok=True)
     ds = DenseSet(KINDS, np.array([[k, 1, M, N, K] for (k, M, N, K) in rows], np.int64), name)
     sigs, sig = {}, []
@@ -139,7 +138,7 @@ def test_fold_reports_without_writing(run, capsys):
 @needs_table
 def test_fold_writes_the_table_manifest_and_docs(run):
     assert _fold(run, "--write") == 0
-    table = launches._load(os.path.join(run["lib"], "h200_launches.npz"))
+    table = launches.load_table(os.path.join(run["lib"], "h200_launches.npz"))
     assert table["launch_count"] == 4 and sorted(table["kinds"]) == ["linear|bf16||bf16|0|1|plain|1|||0",
                                                                      "matmul|bf16||bf16|0|0|plain|1|||0"]
     with open(os.path.join(run["lib"], "gpus.json")) as fh:
@@ -185,7 +184,7 @@ def test_a_later_survey_is_added_not_replaced(run, capsys):
     assert h200["kinds"] == first["models"]["h200"]["kinds"] and "added" in h200["provenance"]["measured"]
     assert h200["agrees_with"]["h100"]["linear|bf16||bf16|0|1|plain|1|||0"] == dict(compared=4, same_launch=2,
                                                                                     same_structure=2)
-    assert launches._load(os.path.join(run["lib"], "h200_launches.npz"))["launch_count"] == 4
+    assert launches.load_table(os.path.join(run["lib"], "h200_launches.npz"))["launch_count"] == 4
     assert open(run["docs"]).read() == docs  # the docs section is the first fold's, printed again, not replaced
 
 
@@ -207,7 +206,7 @@ def test_fold_takes_self_check_captures(run):
     path = str(run["tmp"] / "selfcheck.json.gz")
     write_capture(path, obs, H200_ENV)
     assert _fold(run, "--write", "--captures", path) == 0
-    table = launches._load(os.path.join(run["lib"], "h200_launches.npz"))
+    table = launches.load_table(os.path.join(run["lib"], "h200_launches.npz"))
     assert table["launch_count"] == 5
 
 
@@ -256,7 +255,7 @@ def test_table_rows_expand_the_runs_exactly():
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "t.npz")
         fold_gpu.export_kernels.write_table(path, cols, list(sig_index), "test", grid=((), ()))
-        t = launches._load(path)
+        t = launches.load_table(path)
         back = fold_gpu.table_rows(t, {})
         assert sorted(zip(back["M"].tolist(), back["ctas"].tolist())) == [(r[1], r[6]) for r in rows]
         f, sigs, ctas, gz = fold_gpu.table_lookup(t, rows[0][0], np.array([3, 5, 24]), np.array([64] * 3),
@@ -290,8 +289,8 @@ def test_the_reference_models_own_run_is_added_to_its_table(tmp_path, monkeypatc
         assert fold_gpu.main(["--gpu", "h100", "--out-dir", str(tmp_path / "out"), "--lib", str(lib), "--write",
                               "--vectors", str(tmp_path)]) == 0
         assert "1 launches added, 1 measured again with another launch" in capsys.readouterr().out
-        t = launches._load(str(lib / "h100_launches.npz"))
-        assert t["launch_count"] == 3 and "tiny; run_gpu_survey.sh h100" in str(np.load(lib / "h100_launches.npz")["provenance"])
+        t = launches.load_table(str(lib / "h100_launches.npz"))
+        assert t["launch_count"] == 3 and "tiny; lab/run.sh gpu-survey h100" in str(np.load(lib / "h100_launches.npz")["provenance"])
         kept = launches.launch_in(t, Call("linear", "bf16", "bf16", 16, 1024, 14336, b_t=True))
         assert kept.ctas == 128 and "splitK" in kept.main
     finally:
@@ -304,12 +303,16 @@ def test_the_device_script_names_only_sets_that_exist():
 
     import kernel_survey
 
-    text = open(os.path.join(HERE, "..", "tools", "device_library", "run_gpu_survey.sh")).read()
+    text = open(os.path.join(HERE, "..", "lab", "run.sh")).read()
     dense = set(" ".join(re.findall(r'SETS=\$\{SETS:-"([^"]+)"\}', text)).split())
     assert set(train_calls.TRAIN_SETS) <= dense <= set(train_calls.ALL_DENSE_SETS)
     per_gpu = [set(b.split()) for b in re.findall(r'BITS=\$\{BITS:-"([^"]+)"\}', text)]
     assert len(per_gpu) == 2 and all(set(fold_gpu.BIT_SETS) <= b <= set(kernel_survey.SETS) for b in per_gpu)
     assert "for s in $BITS; do" in text
+    flags = text[text.index("cmd_flags_survey() {"):]
+    flags = flags[:flags.index("\n}\n")]
+    assert set(re.findall(r"SETS=(\w+) ", flags)) == set(train_calls.GRID_SETS)
+    assert set(re.findall(r"cmd_dense (\w+)", flags)) == set(train_calls.GRID_SETS)
     assert "train_check.py" in text and "bits.tgz" in text and "env.json" in text
 
 

@@ -1,7 +1,7 @@
 """Silicon truth from our own probe: every committed H200 capture replays bit for bit.
 
 ``vectors/hopper/*.npz`` were captured on an NVIDIA H200 by ``tcnumerics.probe``
-(tools/device/capture_hopper.py): one file per Hopper catalog entry, every applicable
+(lab/device/capture_hopper.py): one file per Hopper catalog entry, every applicable
 input family, a subsample of what was replayed in full on the device.
 """
 

@@ -1,7 +1,7 @@
 """cuBLAS's CUTLASS 2.x fallback kernels on BF16/FP16 inputs: the structure read off the measured launch
 (``library/cutlass_half.py``), replayed bit for bit on captured H100 calls of each family.
 
-The full score (169 of 169 captured calls) is ``tools/device_library/fit_cutlass_half.py``; here a few calls per
+The full score (169 of 169 captured calls) is ``lab/device_library/fit_cutlass_half.py``; here a few calls per
 kernel op and split kind go through the op functions with ``selection._measured`` answering from the rule (the
 bit table is not consulted), on a corner of their sampled outputs.
 """
@@ -17,7 +17,7 @@ from tcnumerics.library.structure import Structure, run
 
 HERE = os.path.dirname(__file__)
 ROOT = os.path.join(HERE, "..")
-sys.path.insert(0, os.path.join(ROOT, "tools", "device_library"))
+sys.path.insert(0, os.path.join(ROOT, "lab", "device_library"))
 SIDE = 8
 
 # (capture, id): what each call pins down

@@ -1,4 +1,4 @@
-"""Folding several captures into the measured table (tools/device_library/fit_table.py CAPTURE [CAPTURE ...]).
+"""Folding several captures into the measured table (lab/device_library/fit_table.py CAPTURE [CAPTURE ...]).
 
 Small captures are sliced from the committed survey (8 x 8 x 8 BF16 / FP16 calls: fitted in well under a
 second); the installed table is checked for the holdout it was folded from.
@@ -18,7 +18,7 @@ HERE = os.path.dirname(__file__)
 VECTORS = os.path.join(HERE, "..", "vectors", "library")
 SURVEY = os.path.join(VECTORS, "hopper_op_survey_h100.npz")
 HOLDOUT = os.path.join(VECTORS, "hopper_op_holdout_h100.npz")
-sys.path.insert(0, os.path.join(HERE, "..", "tools", "device_library"))
+sys.path.insert(0, os.path.join(HERE, "..", "lab", "device_library"))
 
 pytestmark = pytest.mark.skipif(not os.path.exists(SURVEY), reason="survey capture not present")
 

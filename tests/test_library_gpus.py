@@ -109,7 +109,7 @@ def _tiny_table(rows):
     sigs = sorted({" | ".join(r[4]) for r in rows})
     kinds = {}
     for kind in sorted({r[0] for r in rows}):
-        rs = sorted((r for r in rows if r[0] == kind), key=lambda r: launches._pack(r[1], r[2], r[3], 1))
+        rs = sorted((r for r in rows if r[0] == kind), key=lambda r: launches.pack_key(r[1], r[2], r[3], 1))
         sig = np.array([sigs.index(" | ".join(r[4])) for r in rs])
         kinds[kind] = launches.KindRuns(
             launches.pack_keys([r[2] for r in rs], [r[3] for r in rs], [1] * len(rs), [r[1] for r in rs]),

@@ -20,7 +20,7 @@ VEC = os.path.join(HERE, "..", "vectors", "library")
 KSAMPLE = os.path.join(VEC, "hopper_op_ksample_h100.npz")
 HOLDOUT3 = os.path.join(VEC, "hopper_op_holdout3_h100.npz")
 KSAMPLE2 = os.path.join(VEC, "hopper_op_ksample2_h100.npz")  # bits for the second survey's kinds (transposed, addmm C, ...)
-sys.path.insert(0, os.path.join(HERE, "..", "tools", "device_library"))
+sys.path.insert(0, os.path.join(HERE, "..", "lab", "device_library"))
 
 H100_TABLE = launches.gpus.table_path("h100", "launches")
 needs_table = pytest.mark.skipif(not os.path.exists(H100_TABLE), reason="launch table not installed")
@@ -61,7 +61,7 @@ def test_table_lists_every_kind_before_any_is_loaded():
     none: a dict iterates only the entries it holds)."""
     import numpy as np
 
-    fresh = launches._load(H100_TABLE)
+    fresh = launches.load_table(H100_TABLE)
     with np.load(H100_TABLE, allow_pickle=False) as z:
         stored = [str(k) for k in z["kinds"]]
     assert list(fresh["kinds"]) == list(fresh["kinds"].keys()) == stored and len(fresh["kinds"]) == len(stored)

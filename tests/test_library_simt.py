@@ -3,8 +3,8 @@
 Every captured call whose main kernel ``library.simt`` models (the committed capture files, the sealed
 holdout5 left out) is replayed on a corner of its sampled outputs (``SIDE`` rows x columns) with the kernel
 name the profiler recorded and, for gemvx and largek, the lanes / slices its measured launch gives; the
-structures were found with ``tools/device_library/probe_simt.py`` (captures) and
-``tools/device_library/probe_simt_device.py`` (FPRev device probe).  The order tests build inputs whose
+structures were found with ``lab/device_library/probe_simt.py`` (captures) and
+``lab/device_library/probe_simt_device.py`` (FPRev device probe).  The order tests build inputs whose
 FP32 result tells the identified order from its nearest alternatives.
 """
 
@@ -23,7 +23,7 @@ from tcnumerics.library.structure import simt_gemm
 HERE = os.path.dirname(__file__)
 CAPTURES = sorted(p for p in glob.glob(os.path.join(HERE, "..", "vectors", "library", "hopper_op_*_h100.npz"))
                   if "holdout5" not in p)  # sealed held-out set: never opened here
-sys.path.insert(0, os.path.join(HERE, "..", "tools", "device_library"))
+sys.path.insert(0, os.path.join(HERE, "..", "lab", "device_library"))
 SIDE = 4
 BIG = 2.0 ** 24  # 2**24 + 1 rounds back to 2**24 (a tie to even): a 1.0 added to it is lost
 

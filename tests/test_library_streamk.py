@@ -3,7 +3,7 @@
 Every captured call of the family (34 in the ``hopper_op_*_h100.npz`` files; holdout5 was sealed and left
 out) through ``tcnumerics.library.streamk.streamk_tf32`` with the launch's CTA count, the kernel name's tile
 and the band width of ``swizzle_for``: all 16 x 16 sampled outputs of every call, bit-exact (alternatives
-scored by ``tools/device_library/probe_tf32.py``).  The band-width rule also reproduces the shared-tile
+scored by ``lab/device_library/probe_tf32.py``).  The band-width rule also reproduces the shared-tile
 masks of all 24 stream-K shapes of the device probe (``probe_tf32_device.py``, H100) and every width in
 ``FITTED_SWIZZLE``.
 """
@@ -23,7 +23,7 @@ from tcnumerics.library.streamk import (FITTED_SWIZZLE, PROBED_SWIZZLE, pair_tre
 
 HERE = os.path.dirname(__file__)
 FILES = sorted(glob.glob(os.path.join(HERE, "..", "vectors", "library", "hopper_op_*_h100.npz")))
-sys.path.insert(0, os.path.join(HERE, "..", "tools", "device_library"))
+sys.path.insert(0, os.path.join(HERE, "..", "lab", "device_library"))
 
 
 def _calls():

@@ -5,7 +5,7 @@ folded in: training data now); a second held-out capture, when present, is check
 
 Every call is either modelled -- its structure replayed bit-exactly when the table was fitted --
 or flagged not modelled with a reason; a deterministic subset is replayed here bit for bit
-(the full replay is ``tools/device_library/replay_survey.py``, minutes on one core).
+(the full replay is ``lab/device_library/replay_survey.py``, minutes on one core).
 """
 
 import json
@@ -22,7 +22,7 @@ from tcnumerics.library.selection import LAUNCH_PROVENANCE, measured_table
 HERE = os.path.dirname(__file__)
 SURVEY = os.path.join(HERE, "..", "vectors", "library", "hopper_op_survey_h100.npz")
 HOLDOUT = os.path.join(HERE, "..", "vectors", "library", "hopper_op_holdout_h100.npz")
-sys.path.insert(0, os.path.join(HERE, "..", "tools", "device_library"))
+sys.path.insert(0, os.path.join(HERE, "..", "lab", "device_library"))
 
 pytestmark = pytest.mark.skipif(not os.path.exists(SURVEY), reason="survey capture not present")
 

@@ -2,7 +2,7 @@
 
 A small fixed sample of the table's model-projection launches, each predicted with its whole (N, K) pair
 hidden: the new predictor must get more (epilogue, S) / kernel-class right than the current one
-(``launches.bracketing_launches`` grid corners), as ``tools/device_library/fit_unseen.py`` finds at scale.
+(``launches.bracketing_launches`` grid corners), as ``lab/device_library/fit_unseen.py`` finds at scale.
 """
 
 import os
@@ -15,7 +15,7 @@ from tcnumerics.library import launches, unseen
 from tcnumerics.library.selection import Call
 
 HERE = os.path.dirname(__file__)
-sys.path.insert(0, os.path.join(HERE, "..", "tools", "device_library"))
+sys.path.insert(0, os.path.join(HERE, "..", "lab", "device_library"))
 
 pytestmark = pytest.mark.skipif(not os.path.exists(launches.gpus.table_path("h100", "launches")),
                                 reason="launch table not installed")

@@ -1,8 +1,8 @@
 """Silicon beyond Hopper: Khattak & Mikaitis' published captures replay through the catalog.
 
 ``vectors/published/*.npz``: their V100, A100, A2, L40S, H100, H200 and B200 sets (BSD-2-Clause,
-converted by tools/device/published_import.py); ``vectors/published/device/``: our H100 runs of
-FP8 ``mma.sync`` under ptxas 12.4-13.5 and of their FP8 benches (tools/device/published_*.py).
+converted by lab/device/published_import.py); ``vectors/published/device/``: our H100 runs of
+FP8 ``mma.sync`` under ptxas 12.4-13.5 and of their FP8 benches (lab/device/published_*.py).
 """
 
 import glob

@@ -213,7 +213,7 @@ def _true_sums(spec, batch, rows):
 
 
 def test_cancellation_family_cancels():
-    spec, batch, d = _results(BF16, "cancellation", n=300)
+    spec, batch, d = _results(BF16, "cancel", n=300)
     rows = np.arange(len(batch))
     exact = _true_sums(spec, batch, rows)
     largest = np.abs(spec.a_format.to_float(batch.a) * spec.b_format.to_float(batch.b)).max(axis=1)
@@ -222,7 +222,7 @@ def test_cancellation_family_cancels():
 
 
 def test_wide_alignment_family_spreads_exponents_beyond_frac_bits():
-    spec, batch, _ = _results(FP16_OUT, "wide_alignment", n=500)
+    spec, batch, _ = _results(FP16_OUT, "align", n=500)
     p = np.abs(spec.a_format.to_float(batch.a) * spec.b_format.to_float(batch.b))
     with np.errstate(divide="ignore"):
         e = np.where(p > 0, np.floor(np.log2(np.where(p > 0, p, 1))), np.nan)
@@ -232,7 +232,7 @@ def test_wide_alignment_family_spreads_exponents_beyond_frac_bits():
 
 def test_accumulator_dominant_family_hits_rounding_ties():
     # exact sums exactly halfway between two neighbouring outputs: RNE must pick the even one
-    spec, batch, d = _results(FP16_OUT, "accumulator_dominant", n=400)
+    spec, batch, d = _results(FP16_OUT, "cdom", n=400)
     out = spec.model.output_format
     exact = _true_sums(spec, batch, np.arange(len(batch)))
     ties = 0

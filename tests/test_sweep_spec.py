@@ -56,7 +56,7 @@ def test_model_eval_without_the_torch_package_says_what_it_needs(monkeypatch):
     from tcnumerics.sweep import workloads
 
     monkeypatch.setattr(workloads, "torch_available", lambda: False)
-    with pytest.raises(SpecError, match="needs tcnumerics.torch"):
+    with pytest.raises(SpecError, match=r"model_eval needs torch, which is not installed: pip install \"tcnumerics\[torch\]\""):
         parse_spec(_spec(workloads=[{"kind": "model_eval", "model": "mlp"}]))
 
 

@@ -269,7 +269,7 @@ def test_library_mode_refuses_unknown_architectures_and_unit_options():
 
 def test_cuda_tensors_without_a_gpu_engine_warn_once_and_come_back_on_the_device():
     if not torch.cuda.is_available():
-        pytest.skip("no CUDA device here; tools/device_models/cuda_check.py is the device check")
+        pytest.skip("no CUDA device here; lab/device_models/cuda_check.py is the device check")
     x = torch.randn(8, 16, device="cuda")
     with warnings.catch_warnings(record=True) as caught, tct.emulate(instruction=BF16):
         warnings.simplefilter("always")

@@ -13,31 +13,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import arrays
 from .catalog import get_instruction, instruction_names
 from .engines import _on_gpu, get_engine, grid_dot_bits, resolve_engine
+from .bit_arrays import check_bits  # noqa: F401 - re-exported (sparse, probe import it from here)
 from .formats import Format, IntFormat
+from .interop import takes_torch
 from .model import InstructionSpec
 
 __all__ = ["Instruction", "instruction", "instructions", "check_bits"]
 
 _WORKING_SET = 1 << 22  # elements per operand block the bit-level GEMM path builds at once
 _DOT_BLOCK = 1 << 20  # operand elements per engine call in dot_bits (bounds the engines' temporaries)
-
-
-def check_bits(name: str, x, fmt: Format, ndim: int | None = None) -> np.ndarray:
-    """Validate an array of bit patterns for ``fmt``: integer dtype, non-negative, in range."""
-    arr = np.asarray(x)
-    if arr.dtype.kind not in "ui":
-        raise TypeError(f"{name}: expected unsigned integer bit patterns of {fmt.name}, got dtype {arr.dtype}"
-                        " (use .mma() or tcnumerics.gemm() for values)")
-    if ndim is not None and arr.ndim != ndim:
-        raise ValueError(f"{name}: expected a {ndim}-D array, got shape {arr.shape}")
-    if arr.size:
-        lo, hi = int(arr.min()), int(arr.max())
-        if lo < 0 or hi >= 1 << fmt.container_bits:
-            raise ValueError(f"{name}: bit patterns must lie in [0, 2**{fmt.container_bits}) for {fmt.name}, "
-                             f"found {lo if lo < 0 else hi}")
-    return arr.astype(fmt.container_dtype, copy=False)
 
 
 class Instruction:
@@ -66,6 +53,7 @@ class Instruction:
     def describe(self) -> str:
         return self.spec.describe()
 
+    @takes_torch
     def dot_bits(self, a, b, c, *, engine: str | None = None, scale_a=None, scale_b=None) -> np.ndarray:
         """Evaluate dot products on bit patterns.
 
@@ -88,6 +76,10 @@ class Instruction:
         if resolve_engine(engine or self.engine, a, b, c) == "cuda" and _on_gpu(a):
             from .engines import cuda  # GPU-resident operands stay there; the result is of their kind
 
+            if np.ndim(a) == 2 and np.shape(a)[0] == 0:  # as on the host below: no dot products
+                return arrays.namespace(a).empty(0, spec.d_format.container_dtype)
+            if np.shape(a)[-1] == 0:  # K = 0: one instruction of zero products, as on the host
+                a, b = (arrays.namespace(x).zeros(np.shape(x)[:-1] + (spec.k,), x.dtype) for x in (a, b))
             return cuda.dot_bits(spec, a, b, c)
         single = np.ndim(a) == 1
         a = check_bits("a", a, spec.a_format)
@@ -101,8 +93,12 @@ class Instruction:
             raise ValueError(f"a, b: shapes differ: {a.shape} vs {b.shape}")
         if c.shape != (a.shape[0],):
             raise ValueError(f"c: expected shape ({a.shape[0]},) to match a's N, got {c.shape}")
-        if a.shape[1] == 0 or a.shape[1] % spec.k:
-            raise ValueError(f"a: K={a.shape[1]} is not a positive multiple of {spec.name}'s K={spec.k}")
+        if a.shape[1] % spec.k:
+            raise ValueError(f"a: K={a.shape[1]} is not a multiple of {spec.name}'s K={spec.k}")
+        if a.shape[0] == 0:  # no dot products (numpy's empty result)
+            return np.empty(0, spec.d_format.container_dtype)
+        if a.shape[1] == 0:  # no products: the unit adds one instruction of zeros (+0) to c
+            a, b = (np.zeros((x.shape[0], spec.k), x.dtype) for x in (a, b))
         if a.shape[1] > spec.k and spec.c_format != spec.d_format:
             raise ValueError(f"a: K={a.shape[1]} chains instructions, but {spec.name} takes C as "
                              f"{spec.c_format.name} and writes D as {spec.d_format.name}")
@@ -116,6 +112,7 @@ class Instruction:
                 out[r0:r0 + rows] = eng.dot_bits(spec, a[r0:r0 + rows], b[r0:r0 + rows], c[r0:r0 + rows])
         return out[0:1].reshape(()) if single else out
 
+    @takes_torch
     def mma(self, A, B, C=None, *, engine: str | None = None) -> np.ndarray:
         """Value-level ``A @ B + C`` through this instruction, batched over leading axes.
 
@@ -125,13 +122,15 @@ class Instruction:
         ``k``.  Returns d values as the output format's numpy/ml_dtypes type.
         """
         spec = self.spec
-        A, B = np.asarray(A), np.asarray(B)
+        A, B = arrays.asarray(A), arrays.asarray(B)
+        xp = arrays.namespace(A, B, C)  # GPU-resident operands stay there (the engine resolves to "cuda")
+        engine = resolve_engine(engine or self.engine, A, B, C)
         if A.ndim < 2 or B.ndim < 2:
             raise ValueError(f"A, B: need at least 2-D arrays, got shapes {A.shape} and {B.shape}")
         if A.shape[-1] != B.shape[-2]:
             raise ValueError(f"A, B: inner dimensions differ: A is {A.shape}, B is {B.shape}")
-        if A.shape[-1] == 0 or A.shape[-1] % spec.k:
-            raise ValueError(f"A: K={A.shape[-1]} is not a positive multiple of {spec.name}'s K={spec.k}")
+        if A.shape[-1] % spec.k:
+            raise ValueError(f"A: K={A.shape[-1]} is not a multiple of {spec.name}'s K={spec.k}")
         a_bits = _operand_bits("A", A, spec.a_format)
         b_bits = _operand_bits("B", B, spec.b_format)
         try:
@@ -139,23 +138,30 @@ class Instruction:
         except ValueError:
             raise ValueError(f"A, B: batch dimensions do not broadcast: A is {A.shape}, B is {B.shape}") from None
         M, K, N = A.shape[-2], A.shape[-1], B.shape[-1]
-        a_bits = np.broadcast_to(a_bits, batch + (M, K))
-        b_bits = np.broadcast_to(b_bits, batch + (K, N))
+        if K == 0:  # no products: the unit adds one instruction of zeros (+0) to C
+            K = spec.k
+            a_bits = xp.zeros(a_bits.shape[:-1] + (K,), a_bits.dtype)
+            b_bits = xp.zeros(b_bits.shape[:-2] + (K, N), b_bits.dtype)
+        a_bits = xp.broadcast_to(a_bits, batch + (M, K))
+        b_bits = xp.broadcast_to(b_bits, batch + (K, N))
         if C is None:
-            c_bits = np.zeros(batch + (M, N), spec.c_format.container_dtype)
+            c_bits = xp.zeros(batch + (M, N), spec.c_format.container_dtype)
         else:
-            C = np.asarray(C)
+            C = arrays.asarray(C)
             c_bits = _operand_bits("C", C, spec.c_format)
             try:
-                c_bits = np.broadcast_to(c_bits, batch + (M, N))
+                c_bits = xp.broadcast_to(c_bits, batch + (M, N))
             except ValueError:
                 raise ValueError(f"C: shape {C.shape} does not match the result shape {batch + (M, N)}") from None
+        if 0 in batch + (M, N):  # nothing to compute (numpy's empty result)
+            return spec.d_format.to_array(xp.zeros(batch + (M, N), spec.d_format.container_dtype))
         rows_a = a_bits.reshape(-1, M, K)
-        cols_b = np.swapaxes(b_bits.reshape(-1, K, N), 1, 2)
+        cols_b = xp.swapaxes(b_bits.reshape(-1, K, N), 1, 2)
         c_flat = c_bits.reshape(-1, M, N)
-        out = np.empty(c_flat.shape, dtype=spec.d_format.container_dtype)
+        out = xp.empty(c_flat.shape, dtype=spec.d_format.container_dtype)
         for i in range(rows_a.shape[0]):
-            out[i] = _grid(self, rows_a[i], cols_b[i], c_flat[i], engine)
+            out[i] = _grid(self, xp.ascontiguousarray(rows_a[i]), xp.ascontiguousarray(cols_b[i]),
+                           xp.ascontiguousarray(c_flat[i]), engine)
         return spec.d_format.to_array(out.reshape(batch + (M, N)))
 
 

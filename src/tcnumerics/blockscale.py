@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .api import check_bits
+from .bit_arrays import check_bits
 from .catalog import get_instruction
 from .formats import FloatFormat
 from .model import InstructionSpec

@@ -39,7 +39,7 @@ from .arrays import DeviceValues, float64, namespace, to_host
 from .catalog import get_instruction
 from .engines import resolve_engine
 from .formats import Format, IntFormat, Rounding, get_format
-from .interop import is_torch, torch_args
+from .interop import takes_torch
 from .model import InstructionSpec
 from .plan import interpret
 from .plan.nodes import AddC, AddExact, Chain, Convert, Epilogue, Input, OrderedSum, Plan, Promote, RoundTo, Scale
@@ -49,6 +49,7 @@ __all__ = ["gemm", "plan_gemm", "convert_output", "split_bounds", "promotion_blo
 _FP32 = get_format("fp32")
 
 
+@takes_torch  # torch tensors in, torch out (CUDA tensors stay on the GPU: DLPack)
 def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", out_format: str | None = None,
          out_rounding: Rounding | str = Rounding.RNE, promote_every: int | None = None,
          split_k: "int | Sequence[int] | None" = None, scale_a=None, scale_b=None, scale_block: int = 128,
@@ -107,9 +108,6 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
     options = dict(instruction=spec, out_format=out_format, out_rounding=out_rounding, promote_every=promote_every,
                    split_k=split_k, scale_block=scale_block, c_role=c_role, k_tile=k_tile, k_residue=k_residue,
                    split_granule=split_granule, engine=engine)
-    if any(is_torch(x) for x in (A, B, C, scale_a, scale_b)):  # CUDA tensors stay on the GPU (DLPack)
-        (A, B, C, scale_a, scale_b), restore = torch_args(A, B, C, scale_a, scale_b)
-        return restore(gemm(A, B, C, scale_a=scale_a, scale_b=scale_b, **options))
     xp = namespace(A, B, C, scale_a, scale_b)
     if xp is not np and engine != "cuda":  # a CPU engine asked for on device data: compute on host copies
         result = gemm(*(to_host(x) for x in (A, B, C)), scale_a=to_host(scale_a), scale_b=to_host(scale_b), **options)
@@ -121,14 +119,19 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
         raise ValueError(f"A, B: inner dimensions differ: A is {A.shape}, B is {B.shape}")
     M, K = A.shape
     N = B.shape[1]
-    if K == 0:
-        raise ValueError("A: K must be at least 1")
     if c_role not in ("accumulator", "epilogue", "output"):
         raise ValueError(f"c_role: expected 'accumulator', 'epilogue' or 'output', got {c_role!r}")
     out_rounding = Rounding.parse(out_rounding)
     a_bits = _operand_bits("A", A, spec.a_format)
     b_bits = _operand_bits("B", B, spec.b_format)
     k = spec.k
+    if M == 0 or N == 0:  # nothing to compute (numpy and torch return an empty result)
+        _check_c_shape(C, M, N)
+        d_bits = xp.zeros((M, N), spec.d_format.container_dtype)
+        return convert_output(spec.d_format.to_array(d_bits), spec.d_format, out_format, out_rounding)
+    if K == 0:  # no products: the unit sums one instruction of zeros (+0), so C passes through its epilogue
+        a_bits, b_bits = xp.zeros((M, k), a_bits.dtype), xp.zeros((k, N), b_bits.dtype)
+        K, split_k, promote_every, scale_a, scale_b = k, None, None, None, None
     if k_residue not in ("last", "first"):
         raise ValueError(f"k_residue: expected 'last' or 'first', got {k_residue!r}")
     tile = k if k_tile is None else k_tile
@@ -172,8 +175,7 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
     c_values = None  # C as exact float64 values (main accumulator start or epilogue addend)
     if C is not None:
         C = _as_array(C, xp)
-        if C.shape != (M, N):
-            raise ValueError(f"C: expected shape {(M, N)}, got {C.shape}")
+        _check_c_shape(C, M, N)
         if c_role == "accumulator" and not multi:
             c_acc = _operand_bits("C", C, spec.c_format)
         else:
@@ -329,6 +331,11 @@ def convert_output(d: np.ndarray, d_format: Format, out_format: str | None, roun
 
 
 # --- helpers -----------------------------------------------------------------------------------
+
+def _check_c_shape(C, M: int, N: int) -> None:
+    if C is not None and tuple(np.shape(C)) != (M, N):
+        raise ValueError(f"C: expected shape {(M, N)}, got {tuple(np.shape(C))}")
+
 
 def _resolve(instruction) -> InstructionSpec:
     if isinstance(instruction, Instruction):

@@ -76,7 +76,7 @@ for _k in (4, 8, 16):  # the sm_90 FP64 shapes
                                         "by analogy with MMA-Sim's FP64 model; not measured here"))
 
 # mma.sync FP8 on sm_100 is not native either: ptxas 12.8-13.5 emit the Hopper lowering (SASS of
-# tools/device/published_ptxas.py: FP8->FP16 unpack, 2x HMMA.16816 (k32) / HMMA.1688 (k16) over the
+# lab/device/published_ptxas.py: FP8->FP16 unpack, 2x HMMA.16816 (k32) / HMMA.1688 (k16) over the
 # interleaved K halves, the second accumulating onto the first, then FADD / HADD2 of C)
 _SASS100 = "ptxas 12.8-13.5 sm_100 SASS: FP8->FP16 unpack + 2x HMMA.{shape}.{d}, then {add}"
 for _a in ("e4m3", "e5m2"):

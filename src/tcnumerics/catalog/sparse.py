@@ -20,7 +20,7 @@ from . import register
 
 SPARSE_MEASURED = ("measured on NVIDIA H200 (sm_90a), driver 580.159.04, CUDA 13.0: mma.sp::ordered_metadata "
                    "single-instruction captures, vectors/hopper/mma_sp_*")
-# both measured with tools/device/capture_sparse_tf32_int4.py (records: vectors/hopper/device/*tf32_int4*)
+# both measured with lab/device/capture_sparse_tf32_int4.py (records: vectors/hopper/device/*tf32_int4*)
 TF32_MEASURED = (SPARSE_MEASURED + "; TF32 1:2 (SASS HMMA.SP.1688.F32.TF32 / HMMA.SP.16816.F32.TF32): the "
                  "selected products form one group as dense TF32 k4 / k8 do (L = K/2, F = 25, FP32 RZ) -- "
                  "fingerprint of the silicon finds that grouping and 36,864 captured vectors per entry replay with "

@@ -3,7 +3,7 @@
 Hopper has no FP8 ``mma.sync`` unit: ptxas unpacks the operands to FP16 and issues two
 ``HMMA.16816.F32`` over interleaved K halves, and how it joins the halves and C changed
 between releases (SASS of the same PTX assembled by each ptxas, bits measured on an H100
-through cubins loaded by CuPy; tools/device/published_ptxas.py and published_device.py,
+through cubins loaded by CuPy; lab/device/published_ptxas.py and published_device.py,
 evidence in docs/catalog.md and vectors/published/device/):
 
 * ptxas 12.4-12.6: both HMMAs start from zero, D = C + (H1 + H2) with two FP32 round-to-nearest

@@ -2,7 +2,7 @@
 
 Khattak & Mikaitis publish 5,000-vector captures from seven GPUs (github.com/north-numerical-
 computing/MATLAB-tensor-core, ``model_validation/``, BSD-2-Clause); ``vectors/published/``
-holds them converted (tools/device/published_import.py) and CI replays every file through the
+holds them converted (lab/device/published_import.py) and CI replays every file through the
 entry below.  Each entry's provenance gains "verified against Khattak & Mikaitis' <GPUs>
 captures, 5,000 vectors" (per GPU); ``PUBLISHED_CAPTURES`` is what the test holds the files to.
 

@@ -37,7 +37,7 @@ from ._cuda_source import FFMA_HOST_LAUNCHER, FFMA_SOURCE, HOST_LAUNCHER, HOST_P
 from ._fast_plan import ZERO_EXP, Plan
 
 __all__ = ["Tile", "DEVICE_TILE", "HOST_TILE", "SubgroupPlan", "subgroup_plan", "config_header", "tiled_reason",
-           "promotion_reason", "tables", "smem_words",
+           "promotion_reason", "tables", "smem_words", "FmaAlign", "fma_align",
            "device_module", "host_library", "host_compiler", "ffma_host_library", "ffma_device_kernel"]
 
 
@@ -63,7 +63,7 @@ class Tile:
         return self.tx * self.ty
 
 
-DEVICE_TILE = Tile(tx=16, ty=16, tm=8, tn=4)
+DEVICE_TILE = Tile(tx=16, ty=16, tm=4, tn=4)  # H100: +13% (FP8) / +20% (BF16) over 16x16x8x4 at 8192^3
 HOST_TILE = Tile(tx=4, ty=2, tm=2, tn=4)  # small blocks: several per test matrix, edges exercised
 
 _CTYPES = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int"}
@@ -129,6 +129,55 @@ def tiled_reason(plan: Plan) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class FmaAlign:
+    """The directed-rounding FMA pass of the tiled kernel for one plan: ``width`` 1 (FP32 FMA) or 2 (FP64),
+    ``lo`` / ``hi`` the clamp of the grid exponent G = E + RS (see the kernel's comment)."""
+
+    width: int
+    lo: int
+    hi: int
+
+    @property
+    def precision(self) -> int:
+        return 24 if self.width == 1 else 53
+
+
+_FT_RANGE = {1: (24, -126, 127), 2: (53, -1022, 1023)}  # significand bits, normal exponent range
+
+
+def fma_align(plan: Plan, spec: InstructionSpec | None = None) -> FmaAlign | None:
+    """The FMA form of the tiled kernel's truncating pass for ``plan`` (None: the integer pass runs).
+
+    FP32 where every bound of the kernel's exactness argument holds in FP32, else FP64, else None:
+    the magnitudes (|sig| << LS) fit the significand, every x = mag * 2**e and every 2**g, 2**-g,
+    2**(P - 1 + g) over the clamped grid exponents g are normal, and a group's truncated products sum
+    below 2**(P - 1) units (and 2**31, the int the kernel keeps)."""
+    if tiled_reason(plan) is not None or isinstance(plan, SubgroupPlan):
+        return None
+    if spec is not None and spec.model.algorithm == "scaled_fused":
+        return None  # block scales widen the exponent range: the integer pass
+    ls, rs, gl = int(plan.lshift_ab), int(plan.rshift_ab), _group_length(plan)
+    ranges = []
+    for sig, exp, shift in ((plan.a_sig, plan.a_exp, ls), (plan.b_sig, plan.b_exp, 0)):
+        nz = (exp > ZERO_EXP) & (sig != 0)
+        if not nz.any():
+            return None
+        mag = int(np.abs(sig[nz].astype(np.int64)).max()) << shift
+        ranges.append((int(exp[nz].min()), int(exp[nz].max()), mag.bit_length()))
+    (amin, amax, abits), (bmin, bmax, bbits) = ranges
+    lo, hi = amin + bmin + rs, amax + bmax + abits + bbits
+    if gl << max(abits + bbits - rs, 0) > 1 << 31:
+        return None
+    for width, (p, emin, emax) in _FT_RANGE.items():
+        fits = (max(abits, bbits) <= p and gl << max(abits + bbits - rs, 0) <= 1 << (p - 1)
+                and min(amin, bmin) >= emin and max(amax + abits, bmax + bbits) <= emax
+                and p - 1 + lo >= emin and p + hi <= emax and -hi >= emin and -lo <= emax)
+        if fits:
+            return FmaAlign(width, lo, hi)
+    return None
+
+
 def promotion_reason(spec: InstructionSpec, plan: Plan) -> str | None:
     """Why the kernels cannot promote ``spec``'s chains to FP32 themselves (None: they can).
 
@@ -180,7 +229,21 @@ def _fmt_struct(name: str, params: np.ndarray) -> str:
             f"static constexpr long long max_code = {p[9]}LL, emin = {p[10]}LL; }};")
 
 
-def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 32, promote: bool = False) -> str:
+ALIGNS = ("auto", "fma", "int")
+
+
+def _align_choice(plan: Plan, spec: InstructionSpec, align: str) -> FmaAlign | None:
+    """The truncating pass a build uses: "fma" the FMA pass wherever ``fma_align`` allows (FP32 or FP64), "int"
+    the integer pass, "auto" the faster on an H100 -- the FP32 FMA pass (FP8 units: 1.64e12 against 1.61e12 MAC/s
+    at 8192^3), the integer pass where only the FP64 FMA fits (BF16: 1.30e12 against 0.92e12; benchmarks/RESULTS.md)."""
+    if align not in ALIGNS:
+        raise ValueError(f"align must be one of {ALIGNS}, not {align!r}")
+    fa = fma_align(plan, spec) if align != "int" else None
+    return None if fa is None or (align == "auto" and fa.width != 1) else fa
+
+
+def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 32, promote: bool = False,
+                  align: str = "auto") -> str:
     """The compile-time constants of one instruction's kernels (``stage_k``: K per shared stage; ``promote``: the
     tiled kernel's build with FP32 promotion inside, see ``promotion_reason``).
 
@@ -226,6 +289,10 @@ def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 
         f"#define TX {tile.tx}", f"#define TY {tile.ty}", f"#define TM {tile.tm}", f"#define TN {tile.tn}",
         f"#define PROMOTE {int(promote)}",
     ]
+    fa = _align_choice(plan, spec, align) if tiled and not subgroup else None
+    if fa is not None:
+        lines += [f"#define FMA_ALIGN {fa.width}", f"#define FMA_LO ({fa.lo})", f"#define FMA_HI ({fa.hi})",
+                  f"#define FMA_P {fa.precision}"]
     return "\n".join(lines) + "\n"
 
 
@@ -346,7 +413,7 @@ def _host_build(text: str) -> ctypes.CDLL:
             src = Path(tmp) / "kernels.cpp"
             src.write_text(text)
             out = Path(tmp) / "kernels.so"
-            proc = subprocess.run([cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w", "-o", str(out),
+            proc = subprocess.run([cxx, "-std=c++20", "-O1", "-frounding-math", "-shared", "-fPIC", "-pthread", "-w", "-o", str(out),
                                    str(src)], capture_output=True, text=True)
             if proc.returncode != 0:
                 raise RuntimeError(f"host build of the GPU kernels failed:\n{proc.stderr[-4000:]}")

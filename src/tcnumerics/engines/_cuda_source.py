@@ -55,6 +55,27 @@ __device__ __forceinline__ unsigned tc_shr_dev(unsigned x, unsigned d) {
 #define TC_NAN __longlong_as_double(0x7FF8000000000000LL)
 #define TC_INF __longlong_as_double(0x7FF0000000000000LL)
 #define TC_SIGNBIT(x) (__double_as_longlong(x) < 0)
+// 2**e as a normal float / double built from its bits (callers keep e in the normal range)
+__device__ __forceinline__ float tc_pow2f(int e) { return __int_as_float((e + 127) << 23); }
+__device__ __forceinline__ double tc_pow2d(int e) { return __longlong_as_double((long long)(e + 1023) << 52); }
+#define TC_F2U(x) __float_as_uint(x)
+#define TC_U2F(x) __uint_as_float(x)
+#endif
+#ifndef FMA_ALIGN
+#define FMA_ALIGN 0
+#endif
+#if FMA_ALIGN == 1
+typedef float FT;
+#define TC_POW2(T, e) tc_pow2f(e)
+#ifndef TC_HOST
+#define TC_FMA_RZ(a, b, c) __fmaf_rz((a), (b), (c))
+#endif
+#elif FMA_ALIGN == 2
+typedef double FT;
+#define TC_POW2(T, e) tc_pow2d(e)
+#ifndef TC_HOST
+#define TC_FMA_RZ(a, b, c) __fma_rz((a), (b), (c))
+#endif
 #endif
 
 #define ZERO_EXP (-16384)
@@ -757,7 +778,15 @@ template <class T> TC_FN void tc_load_stage(const T* __restrict__ X, long long l
             if (e > ZERO_EXP) e += scale_shift;
 #endif
             int at = (gg * GL + i) * R + r;
+#if FMA_ALIGN == 1
+            {  // the FP32 FMA pass reads the signed value x = +-(|sig| << lshift) * 2**e (exact: _cuda_build)
+                const unsigned mag = (unsigned)(sig < 0 ? -sig : sig) << lshift;
+                const float x = mag ? (float)mag * tc_pow2f(e) : 0.0f;
+                MAG[at] = TC_F2U(sig < 0 ? -x : x);
+            }
+#else
             MAG[at] = (unsigned)(sig < 0 ? -sig : sig) << lshift;
+#endif
             EXP[at] = e;
             SGN[at] = sig < 0 ? -1 : 0;
             mask |= (sig < 0 ? 1u : 0u) << i;
@@ -871,6 +900,82 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
 #pragma unroll
                     for (int j = 0; j < TN; ++j) E[i][j] = TC_ADDMAX(ea[i], eb[j], E[i][j]);
             }
+#if FMA_ALIGN
+            // pass 2, directed-rounding FMA (method: the FPU aligns and truncates).  In grid units 2**G,
+            // G = E + RS (clamped to [FMA_LO, FMA_HI], see below), product k of output (i, j) is
+            // q = |a|<<LS * |b| * 2**(ea + eb - G) and the unit wants sum_k sign_k * trunc(|q|).  With
+            // x = |a|<<LS * 2**ea (exact: FT holds the magnitude's bits and the exponent, _cuda_build checks
+            // the ranges), an accumulator P starting at +2**(FMA_P - 1 + G) lies in the binade whose ulp is
+            // 2**G; it only grows, and stays below 2**(FMA_P + G) since the products' sum is < 2**(FMA_P - 1)
+            // units (checked).  fma_rz(x_a, x_b, P) rounds the exact P + q toward zero = floor onto the
+            // grid, which is trunc for q >= 0.  Negative products go into N from -2**(FMA_P - 1 + G): there
+            // toward zero is ceil = trunc for q <= 0.  Splitting each operand into its positive and negative
+            // part routes every product by sign with no branch (the other pairs add an exact 0).  P + N is
+            // exact (both on the grid, |P + N| < 2**(FMA_P - 1 + G)), so (P + N) * 2**-G is the exact sum.
+            // Clamping G is harmless: below FMA_LO no product is nonzero (E >= ea + eb of every nonzero
+            // product), and from FMA_HI every product truncates to 0 on G's grid and on any coarser one.
+            FT accP[TM][TN], accN[TM][TN];
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) {
+                    const int g = min(max(E[i][j] + RS_AB, FMA_LO), FMA_HI);
+                    accP[i][j] = TC_POW2(FT, FMA_P - 1 + g);
+                    accN[i][j] = -accP[i][j];
+                }
+#pragma unroll 4
+            for (int kk = 0; kk < GL; ++kk) {
+                FT ap[TM], an[TM], bp[TN], bn[TN];
+#if FMA_ALIGN == 1  // the stage holds the signed FP32 values
+#pragma unroll
+                for (int i = 0; i < TM; ++i) {
+                    const float x = TC_U2F(AM[(kb + kk) * BM + tc_row(ty, i)]);
+                    ap[i] = fmaxf(x, 0.0f); an[i] = fminf(x, 0.0f);
+                }
+#pragma unroll
+                for (int j = 0; j < TN; ++j) {
+                    const float x = TC_U2F(BMG[(kb + kk) * BN + tc_col(tx, j)]);
+                    bp[j] = fmaxf(x, 0.0f); bn[j] = fminf(x, 0.0f);
+                }
+#else
+#pragma unroll
+                for (int i = 0; i < TM; ++i) {
+                    const int at = (kb + kk) * BM + tc_row(ty, i);
+                    const unsigned m = AM[at];
+                    const FT x = m ? (FT)m * TC_POW2(FT, AE[at]) : (FT)0;
+                    const bool ng = AS[at] != 0;
+                    ap[i] = ng ? (FT)0 : x; an[i] = ng ? -x : (FT)0;
+                }
+#pragma unroll
+                for (int j = 0; j < TN; ++j) {
+                    const int at = (kb + kk) * BN + tc_col(tx, j);
+                    const unsigned m = BMG[at];
+                    const FT x = m ? (FT)m * TC_POW2(FT, BE[at]) : (FT)0;
+                    const bool ng = BS[at] != 0;
+                    bp[j] = ng ? (FT)0 : x; bn[j] = ng ? -x : (FT)0;
+                }
+#endif
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) {
+                        accP[i][j] = TC_FMA_RZ(ap[i], bp[j], accP[i][j]);
+                        accP[i][j] = TC_FMA_RZ(an[i], bn[j], accP[i][j]);
+                        accN[i][j] = TC_FMA_RZ(ap[i], bn[j], accN[i][j]);
+                        accN[i][j] = TC_FMA_RZ(an[i], bp[j], accN[i][j]);
+                    }
+            }
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) {
+                    const int at = (i * TN + j) * NT + tid;
+                    ES[at] = E[i][j];
+                    const int g = min(max(E[i][j] + RS_AB, FMA_LO), FMA_HI);
+                    SUM[at] = (int)((accP[i][j] + accN[i][j]) * TC_POW2(FT, -g));
+                    if (SPLIT_SUM) SUM_HALF[at] = 0;
+                }
+#else
             // pass 2: truncate every product to F fraction bits below 2**E, sum exactly
             int acc[TM][TN];
 #pragma unroll
@@ -914,6 +1019,7 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                     ES[(i * TN + j) * NT + tid] = E[i][j] - RS_AB;
                     SUM[(i * TN + j) * NT + tid] = acc[i][j];
                 }
+#endif
             // once per output: C's term, the negative-product count, one rounding (rows rolled, columns unrolled)
             unsigned mbv[TN];
 #pragma unroll
@@ -937,7 +1043,11 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                     int nan = ckind == 3, pos = ckind == 1, neg = ckind == 2;
                     for (int kk = 0; kk < GL; ++kk) {
                         int ata = (kb + kk) * BM + r, atb = (kb + kk) * BN + q;
+#if FMA_ALIGN == 1  // only zero / nonzero and the sign matter here
+                        int sa = AM[ata] != 0u, sb = BMG[atb] != 0u;
+#else
                         int sa = (int)(AM[ata] >> LS_AB), sb = (int)BMG[atb];
+#endif
                         tc_special_one(AS[ata] ? -sa : sa, AE[ata], BS[atb] ? -sb : sb, BE[atb], nan, pos, neg);
                     }
                     res = tc_special_result(nan, pos, neg);
@@ -945,7 +1055,7 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                     // C's term in 32 bits: |c| << LS < 2**(F+1), shifted right by its distance to E (clamped)
                     const unsigned cm = (unsigned)(csig < 0 ? -csig : csig) << (first ? LS_C : LS_D);
                     const unsigned ct = TC_SHR(cm, (unsigned)(emax - cexp + (first ? RS_C : RS_D)));
-                    const long long total = (long long)SUM[at] + (SPLIT_SUM ? (long long)SUM_HALF[at] : 0LL) + TC_POPC(ma ^ mbv[j]) +
+                    const long long total = (long long)SUM[at] + (SPLIT_SUM ? (long long)SUM_HALF[at] : 0LL) + (FMA_ALIGN ? 0 : TC_POPC(ma ^ mbv[j])) +
                                             (csig < 0 ? -(long long)ct : (long long)ct);
                     bool ok;
                     res = tc_round32<FmtOut>(total, emax - F_BITS, ok);
@@ -1021,6 +1131,21 @@ static inline unsigned TC_SHR(unsigned x, unsigned d) { return d >= 32 ? 0u : x 
 #define TC_NAN std::numeric_limits<double>::quiet_NaN()
 #define TC_INF std::numeric_limits<double>::infinity()
 #define TC_SIGNBIT(x) std::signbit(x)
+#include <cfenv>
+// the device's round-toward-zero FMAs, exactly: the host FMA (correctly rounded in every IEEE mode;
+// the build passes -frounding-math) under this thread's rounding mode set to toward zero
+template <class T> static inline T tc_fma_rz_host(T a, T b, T c) {
+    std::fesetround(FE_TOWARDZERO);
+    volatile T r = std::fma(a, b, c);
+    std::fesetround(FE_TONEAREST);
+    return r;
+}
+#define TC_FMA_RZ(a, b, c) tc_fma_rz_host((a), (b), (c))
+static inline float tc_pow2f(int e) { return std::ldexp(1.0f, e); }
+static inline double tc_pow2d(int e) { return std::ldexp(1.0, e); }
+#include <bit>
+#define TC_F2U(x) std::bit_cast<unsigned>((float)(x))
+#define TC_U2F(x) std::bit_cast<float>((unsigned)(x))
 """
 
 # extern "C" entry points of the host build: run a kernel's grid with CUDA's semantics

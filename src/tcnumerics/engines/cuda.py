@@ -34,12 +34,15 @@ Example (skipped without a GPU):
 
 from __future__ import annotations
 
+import os
+
 import dataclasses
 import warnings
 from functools import lru_cache
 
 import numpy as np
 
+from .._extras import install_hint
 from ..model import InstructionSpec
 from . import _cuda_build as build
 from ._fast_plan import Plan, build_plan
@@ -202,7 +205,7 @@ def _device_tables(plan: Plan, device: int):
 
 def _require_gpu() -> None:
     if not available():
-        raise RuntimeError("engine='cuda': no CUDA device visible to CuPy (pip install -e \".[gpu]\" on a machine "
+        raise RuntimeError(f"engine='cuda': no CUDA device visible to CuPy ({install_hint('gpu')} on a machine "
                            "with an NVIDIA GPU, or use engine='fast')")
 
 
@@ -474,17 +477,42 @@ def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int,
 _KERNELS: dict = {}
 
 
+def _align() -> str:
+    """The tiled kernel's truncating pass (``TCNUMERICS_CUDA_ALIGN``, for timing one against another): "auto" (the
+    FP32 directed-rounding FMA pass where it fits, else the integer pass), "fma" (FP32 or FP64 FMA where either
+    fits) or "int" (the integer pass everywhere); every choice gives the same bits."""
+    value = os.environ.get("TCNUMERICS_CUDA_ALIGN", "auto")
+    if value not in build.ALIGNS:
+        raise ValueError(f"TCNUMERICS_CUDA_ALIGN must be one of {build.ALIGNS}, not {value!r}")
+    return value
+
+
+def _device_tile():
+    """The tiled kernel's shape: ``build.DEVICE_TILE``, or ``TCNUMERICS_CUDA_TILE="tx,ty,tm,tn"`` (tm, tn even; for
+    timing other shapes -- every shape gives the same bits)."""
+    value = os.environ.get("TCNUMERICS_CUDA_TILE")
+    if not value:
+        return build.DEVICE_TILE
+    try:
+        tx, ty, tm, tn = (int(v) for v in value.split(","))
+    except ValueError:
+        raise ValueError(f"TCNUMERICS_CUDA_TILE must be 'tx,ty,tm,tn', not {value!r}") from None
+    if tm % 2 or tn % 2 or min(tx, ty, tm, tn) < 1 or tm * tn > 64:
+        raise ValueError(f"TCNUMERICS_CUDA_TILE {value!r}: tm and tn must be even, tm * tn at most 64")
+    return build.Tile(tx=tx, ty=ty, tm=tm, tn=tn)
+
+
 def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote: bool = False):
     """(compiled kernel, dynamic shared memory bytes -- 0 for the per-output kernel --, tile), once per unit and GPU:
     a model's thousands of chain launches skip the header generation and module lookup.  ``promote``: the tiled
     kernel's build with promotion inside (its own shared memory for the main accumulator; the per-output kernel
     promotes in every build)."""
-    key = (id(plan), device, tiled, promote)
+    align, tile = _align(), _device_tile()
+    key = (id(plan), device, tiled, promote, align, tile)
     if key not in _KERNELS:
-        tile = build.DEVICE_TILE
         stage_k = _stage_k(plan, tile, promote) if tiled and build.tiled_reason(plan) is None else 0
         if stage_k:
-            header = build.config_header(spec, plan, tile, stage_k, promote)
+            header = build.config_header(spec, plan, tile, stage_k, promote, align)
             kernel = build.device_module(header, "gemm_tiled").get_function("gemm_tiled")
             smem = 4 * build.smem_words(plan, tile, stage_k, promote)
             if smem > _STATIC_SMEM:
@@ -538,8 +566,10 @@ def host_dot_bits(spec: "str | InstructionSpec", a: np.ndarray, b: np.ndarray, c
 
 def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: np.ndarray, acc: np.ndarray,
                          k_start: int = 0, k_stop: int | None = None, kernel: str = "auto", *, scale_a=None,
-                         scale_b=None, promote_every: int | None = None, promote_from_acc: bool = False) -> np.ndarray:
-    """``accumulate_bits`` through the host build (``kernel``: "tiled", "scalar" or "auto")."""
+                         scale_b=None, promote_every: int | None = None, promote_from_acc: bool = False,
+                         align: str = "auto") -> np.ndarray:
+    """``accumulate_bits`` through the host build (``kernel``: "tiled", "scalar" or "auto"; ``align``: the tiled
+    kernel's truncating pass, "auto", "fma" or "int" as ``TCNUMERICS_CUDA_ALIGN``)."""
     import ctypes
 
     spec = _spec(spec)
@@ -556,7 +586,7 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
     _check_range(spec, a.shape[1], k_start, k_stop)
     tile = build.HOST_TILE
     tiled = build.tiled_reason(plan) is None if kernel == "auto" else kernel == "tiled"
-    lib = build.host_library(build.config_header(spec, plan, tile, promote=promote and tiled))
+    lib = build.host_library(build.config_header(spec, plan, tile, promote=promote and tiled, align=align))
     ta, tb = build.tables(plan)
     M, N = work.shape
     args = [ctypes.c_void_p(_ptr(a)), ctypes.c_longlong(a.shape[1]), ctypes.c_void_p(_ptr(b)),

@@ -302,6 +302,6 @@ def _f64_panel(plan: Plan, a_raw: np.ndarray, a_bytes: int, b_raw: np.ndarray, b
 
 def _reference_grid(spec: InstructionSpec, a_rows: np.ndarray, b_cols: np.ndarray, c: np.ndarray) -> np.ndarray:
     """The reference engine over the grid, a bounded block of rows at a time."""
-    from . import grid_dot_bits
+    from .grid import grid_dot_bits
 
     return grid_dot_bits(reference.dot_bits, spec, a_rows, b_cols, c)

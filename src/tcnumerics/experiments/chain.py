@@ -36,7 +36,7 @@ from ..formats import get_format
 from ..model import InstructionSpec
 from .cpu_reference import fp32_matmul
 from .elementwise import _DEVICE_CONVERSION, _low_values
-from .plotting import check_plot_target
+from .plotting import check_plot_target, save_figure
 from .progress import Progress
 from .sampling import RNG_NAMES, make_normals
 
@@ -159,7 +159,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rng", choices=RNG_NAMES, default="paper",
                         help="'paper' (mt19937 + libstdc++ normal_distribution<float>) or 'numpy' (PCG64)")
     parser.add_argument("--plot", metavar="FILE.png", help="draw the figure (needs matplotlib: pip install "
-                                                            "-e \".[plot]\")")
+                                                            "\"tcnumerics[plot]\")")
     parser.add_argument("--force", action="store_true", help="let --plot replace an existing file")
 
 
@@ -221,7 +221,7 @@ def plot(rows: list[dict], path: str) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, 120)
     plt.close(fig)
 
 

@@ -9,7 +9,7 @@ gets ``--json`` (standard output holds one JSON array of rows and nothing else),
 
 Example:
     >>> sorted(EXPERIMENTS)
-    ['chain', 'elementwise', 'fp8-accumulation', 'fused-vs-ieee', 'model-numerics']
+    ['chain', 'elementwise', 'fp8-accumulation', 'fp8-training', 'fused-vs-ieee', 'model-numerics']
     >>> module_name("fused-vs-ieee")
     'tcnumerics.experiments.fused_vs_ieee'
 """
@@ -32,9 +32,11 @@ EXPERIMENTS = {
     "fused-vs-ieee": "how a per-operation IEEE FP16 model differs from the fused units",
     "fp8-accumulation": "FP8 GEMM accumulation: fast accumulation vs promotion",
     "model-numerics": "a small PyTorch model evaluated and trained on emulated units (needs torch)",
+    "fp8-training": "a byte-level GPT trained on emulated FP8/BF16 units, with error attribution (needs torch)",
 }
 
 DEFAULT_SEED = 123456  # the seed of every numeric benchmark of Sun et al.
+PAPER_EXPERIMENTS = ("elementwise", "chain")  # those that reproduce Sun et al.'s figures (the others have no paper)
 
 
 def module_name(experiment: str) -> str:
@@ -69,7 +71,8 @@ def build_parser(experiment: str, module: ModuleType) -> argparse.ArgumentParser
     parser.add_argument("--json", action="store_true",
                         help="print one JSON array of result rows on standard output and nothing else")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
-                        help=f"random seed (default {DEFAULT_SEED}, the paper's)")
+                        help=f"random seed (default {DEFAULT_SEED}"
+                             + (", the paper's)" if experiment in PAPER_EXPERIMENTS else ")"))
     parser.add_argument("--quiet", action="store_true", help="no progress bars on standard error")
     module.add_arguments(parser)
     return parser

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..formats import get_format
 from ..gemm import gemm
-from .plotting import check_plot_target
+from .plotting import check_plot_target, save_figure
 from .progress import Progress
 
 __all__ = ["SCHEMES", "accumulation_rows", "exact_product", "add_arguments", "run", "render", "plot"]
@@ -90,16 +90,22 @@ def _errors(got: np.ndarray, exact: np.ndarray) -> dict:
     }
 
 
+def check_k(k_values) -> None:
+    """Refuse a K that is not a positive multiple of 32 (before any work or progress line)."""
+    for K in k_values:
+        if K < 32 or K % 32:
+            raise ValueError(f"--k: must be a positive multiple of 32, got {K}")
+
+
 def accumulation_rows(k_values, *, size: int = 16, dist: str = "uniform", seed: int = 0,
                       schemes=tuple(SCHEMES), progress: Progress | None = None, engine: str = "auto") -> list[dict]:
     """One row per (K, scheme): the error of a size x K x size E4M3 GEMM against the exact product."""
     unknown = [s for s in schemes if s not in SCHEMES]
     if unknown:
         raise ValueError(f"schemes: unknown {unknown}; expected some of {', '.join(SCHEMES)}")
+    check_k(k_values)
     rows = []
     for K in k_values:
-        if K < 32 or K % 32:
-            raise ValueError(f"K: must be a positive multiple of 32, got {K}")
         rng = np.random.default_rng([seed, K])
         A = _operands(rng, (size, K), dist)
         B = _operands(rng, (K, size), dist)
@@ -122,7 +128,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schemes", nargs="+", choices=list(SCHEMES), default=list(SCHEMES),
                         help="accumulation schemes to compare (default: all)")
     parser.add_argument("--plot", metavar="FILE.png", help="draw error vs K (needs matplotlib: pip install "
-                        "-e \".[plot]\")")
+                        "\"tcnumerics[plot]\")")
     parser.add_argument("--force", action="store_true", help="let --plot replace an existing file")
 
 
@@ -130,6 +136,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     """Every K x scheme row; draws the figure when ``--plot`` is given."""
     if not 1 <= args.size <= 512:
         raise ValueError(f"--size: must be in 1..512, got {args.size}")
+    check_k(args.k)
     if args.plot:
         check_plot_target(args.plot, args.force)
     with Progress(len(args.k) * len(args.schemes), "fp8-accumulation", enabled=not args.quiet) as bar:
@@ -165,7 +172,7 @@ def plot(rows: list[dict], path: str) -> None:
     dist = rows[0]["dist"] if rows else ""
     fig.suptitle(f"E4M3 GEMM accumulation error vs K ({dist} operands, tcnumerics bit-exact models)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, 120)
     plt.close(fig)
 
 

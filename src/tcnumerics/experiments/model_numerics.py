@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from .plotting import check_plot_target
+from .plotting import check_plot_target, save_figure
 from .progress import Progress
 
 __all__ = ["SETTINGS", "corpus", "CharMLP", "train_native", "weights_digest", "evaluate", "emulation", "add_arguments",
@@ -52,11 +52,9 @@ SETTINGS = {
 
 
 def _torch():
-    try:
-        import torch
-    except ImportError:  # the CLI turns this into a one-line error
-        raise ModuleNotFoundError("needs torch: pip install -e \".[torch]\"", name="torch") from None
-    return torch
+    from .._extras import require
+
+    return require("torch", "torch", "model-numerics")  # the CLI turns the error into one line
 
 
 def corpus() -> tuple[str, str]:
@@ -282,5 +280,5 @@ def plot(rows: list[dict], path: str) -> None:
     ax2.set_ylabel("|loss fast accumulation - loss promotion|")
     ax2.set_title("FP8 training: where fast accumulation and promotion part")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, 110)
     plt.close(fig)

@@ -8,7 +8,8 @@ import):
 0. value types, kernel facts and numerics, shared by every GPU model: ``gpus`` (model names, the manifest of
    tables), ``calls`` (``Call``, ``TableKey``), ``kernel_names``, ``structure`` (a kernel family's reduction and
    epilogue, executed), ``simt``, ``streamk``, ``cutlass_half`` (families' orders, structures read off a launch);
-1. measured tables, per GPU model: ``launches`` (what cuBLAS launched), ``measured`` (bit-captured structures);
+1. measured tables, per GPU model: ``launches`` (what cuBLAS launched), ``measured`` (bit-captured structures),
+   ``launch_frontier`` (the no-split frontier a model without bit captures draws from its own launches);
 2. kernel choice, per GPU model: ``choice`` (measured launch, then the bracket / split rule, then the k-NN),
    ``split_rule``, ``unseen`` (the k-NN over the launch table);
 3. plans: ``selection`` (``select(call)`` -> ``Plan``: the structure of the chosen kernel, flagged where not
@@ -20,7 +21,7 @@ import):
 
 LAYERS = {
     "gpus": 0, "calls": 0, "kernel_names": 0, "structure": 0, "simt": 0, "streamk": 0, "cutlass_half": 0,
-    "launches": 1, "measured": 1,
+    "launches": 1, "measured": 1, "launch_frontier": 1,
     "choice": 2, "split_rule": 2, "unseen": 2,
     "selection": 3,
     "ops": 4, "check": 4, "presets": 4,

@@ -4,7 +4,7 @@
 GPU model (``gpus.model_key``) whose cuBLAS runs it.  ``Call.key()`` is the measured bit table's key and
 ``Call.kind()`` (the key without the shape) the launch table's call kind; neither holds the GPU: each model has
 tables of its own.  ``call_record`` / ``call_from_record`` convert to and from the call dicts of the device
-surveys (``tools/device_library/survey_calls.py``), which the capture files share.
+surveys (``lab/device_library/survey_calls.py``), which the capture files share.
 
     >>> c = Call("linear", "bf16", "bf16", 8, 1024, 4096, b_t=True, bias=True, gpu="NVIDIA H200")
     >>> c.gpu, c.kind()

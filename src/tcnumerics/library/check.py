@@ -9,9 +9,9 @@ an observation means and stores it:
   measured one, compared with the plan's)?  ``verdict(modelled, bits_match)``: "exact", "flagged" (the plan said it
   was not modelled) or "silent" (the plan claimed bit-exactness and the bits differ: a defect to report).
 * ``Observation``, ``write_capture`` / ``read_capture``: observed calls in the kernel surveys' JSON format
-  (``tools/device_library/kernel_survey.py``: ``names``, ``calls`` id -> [[name index, grid, block]], ``errors``,
+  (``lab/device_library/kernel_survey.py``: ``names``, ``calls`` id -> [[name index, grid, block]], ``errors``,
   ``env``) plus ``records``, id -> the call as a survey record (``calls.call_record``) with whether its bits
-  matched; ``tools/device_library/fold_gpu.py --captures`` folds such files into the GPU model's launch table.
+  matched; ``lab/device_library/fold_gpu.py --captures`` folds such files into the GPU model's launch table.
 
     >>> from tcnumerics.library.calls import Call
     >>> c = Call("linear", "bf16", "bf16", 16, 1024, 14336, b_t=True)
@@ -220,7 +220,7 @@ def read_capture(path: str) -> tuple[dict, list[Observation]]:
         doc = json.load(fh)
     if doc.get("format") != FORMAT:
         raise ValueError(f"{path}: not a capture file (format {doc.get('format')!r}, expected {FORMAT!r}); kernel "
-                         "survey files without records are read by tools/device_library/export_kernels.py")
+                         "survey files without records are read by lab/device_library/export_kernels.py")
     names, out = doc["names"], []
     for i, acts in doc["calls"].items():
         rec = doc["records"][i]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 
-from . import launches, measured, split_rule
+from . import launch_frontier, launches, measured, split_rule
 from .calls import Call, TableKey
 
 SHORT_K = 2561  # below this K every measured aligned BF16/FP16/FP8 call ran the plain nvjet kernel unsplit (bit captures:
@@ -49,6 +49,11 @@ def no_split_verified(c: Call) -> bool:
     t = math.ceil(c.M / 128) * math.ceil(c.N / 128) * c.b
     dominated_by_plain = any(t2 <= t and k2 >= c.K for t2, k2 in fr["plain"])
     near_other = any(t2 >= t and k2 <= c.K for t2, k2 in fr["other"])
+    if launch_frontier.applies(c):  # a model without bit captures: its own launches draw its frontier too
+        own = launch_frontier.kind_frontier(c.gpu, c.kind())
+        if own is not None:
+            dominated_by_plain = dominated_by_plain or own.dominated(t, c.K)
+            near_other = near_other or own.near_other(t, c.K)
     return dominated_by_plain and not near_other
 
 

@@ -27,7 +27,7 @@ grid z (divided by the batch for bmm):
 
 Epilogue: one FP32 linear combination (``badd`` runs as ``bx``: ``cvt(fma(beta, C, alpha * acc))``).
 
-Evidence (``tools/device_library/fit_cutlass_half.py --side 16``: every sampled output bit, 16 x 16 per call, of the
+Evidence (``lab/device_library/fit_cutlass_half.py --side 16``: every sampled output bit, 16 x 16 per call, of the
 7 H100 bit captures, built from the launch alone, the bit table not consulted): **169 of 169** captured calls
 bit-exact, 40 family labels (``EVIDENCE``; the library's table-or-guess path before: 156 of 169, 119 modelled);
 over all 14 captures since, 231 of 232 (the miss, flagged: an in-place s16816 F.linear with a bias, holdout10).
@@ -140,7 +140,7 @@ def in_place(launch) -> bool:
 
 # Every captured BF16/FP16 call whose launch is one of these kernels, by family label (``family_label``): calls whose
 # every sampled output (16 x 16, x 3 batches) the rule reproduced / captured calls; the S and K the captures span
-# (the first 7 captures; counts over all 14).  231 of 232 (tools/device_library/fit_cutlass_half.py --side 16; the bit
+# (the first 7 captures; counts over all 14).  231 of 232 (lab/device_library/fit_cutlass_half.py --side 16; the bit
 # table is not consulted; 169 of 169 over the first 7).
 EVIDENCE: dict[str, tuple[int, int]] = {
     "bf16 s16816 parallel-bf16 plain": (6, 6),  # S 2, 3, 9; K 2560..11008

@@ -149,6 +149,22 @@ def model_key(name: str) -> str:
     return slug
 
 
+def resolve_gpu(arch: str = "hopper", gpu: str | None = None, *, default: str | None = None) -> str:
+    """The one normalisation of the GPU model a library call is planned for, from its ``arch=`` and ``gpu=``:
+    ``arch`` is the architecture (``"hopper"``) or, as older calls pass it, a GPU model (``"h100"``, ``"h200"``);
+    ``gpu`` any model name (``model_key``).  Neither names a model: ``default`` (the manifest's default model).
+
+    >>> resolve_gpu(), resolve_gpu("h200"), resolve_gpu(gpu="NVIDIA H200"), resolve_gpu(gpu="h200", arch="h200")
+    ('h100', 'h200', 'h200', 'h200')
+    """
+    if arch not in ("hopper", "h100", "h200"):
+        raise ValueError(f"arch: only 'hopper' library kernels (H100/H200 cuBLAS) are modelled, got {arch!r}")
+    key = model_key(gpu) if gpu is not None else None
+    if arch != "hopper" and key is not None and key != arch:
+        raise ValueError(f"arch={arch!r} and gpu={gpu!r} name different GPU models; pass one of them")
+    return key or (arch if arch != "hopper" else (default or default_gpu()))
+
+
 @lru_cache(maxsize=None)
 def model(key: str) -> GpuModel | None:
     """The manifest's entry for a model key, or None (no table measured on that model)."""
@@ -159,6 +175,22 @@ def model(key: str) -> GpuModel | None:
     return GpuModel(key, tuple(e.get("device_names", ())), e.get("launches"), e.get("measured"),
                     None if kinds == "all" else frozenset(kinds), e.get("agrees_with", {}), e.get("provenance", {}),
                     e.get("sms"))
+
+
+def sms(key: str | None = None) -> int:
+    """GPU model ``key``'s streaming multiprocessors (the manifest's ``sms``): the one wave cuBLAS's split-K and
+    stream-K choices fill.  A model the manifest does not know, or whose entry lacks it, gets the reference model's
+    (its calls are planned as the reference model's anyway, and flagged).
+
+    >>> sms("h100"), sms("NVIDIA H200"), sms("l40s") == sms(reference_gpu())
+    (132, 132, True)
+    """
+    key = model_key(key) if key is not None else default_gpu()
+    entry = manifest()["models"].get(key) or {}
+    n = entry.get("sms") or manifest()["models"][reference_gpu()].get("sms")
+    if not n:
+        raise ValueError(f"GPU manifest: neither {key!r} nor the reference model {reference_gpu()!r} gives 'sms'")
+    return int(n)
 
 
 def measured_models() -> list[str]:

@@ -1,11 +1,11 @@
 """What cuBLAS launches for a torch GEMM call: the measured launch tables, one per GPU model.
 
 A GPU model's launch table (``library/gpus.json`` names the file: ``h100_launches.npz`` for the H100) holds, for
-every call it measured, the kernels cuBLAS launched in order and the main kernel's launch grid.  The H100's,
-23,474,816 launches: four profiled kernel surveys (every projection of 75 published model configurations x
+every call it measured, the kernels cuBLAS launched in order and the main kernel's launch grid
+(``launch_count(gpu)`` says how many; ``docs/tables.md`` what each table holds).  The H100's: four profiled kernel surveys (every projection of 75 published model configurations x
 token counts 1..16384, a log-spaced (M, N, K) grid, attention bmm, FP32/TF32 and FP8, transposed views and odd
 vocabulary widths over 95 configurations, every op kind of ``library.ops``; plus the bit captures' calls) and
-the dense surveys read off CUDA-graph captures (``tools/device_library/graph_survey.py``: the 95 configurations'
+the dense surveys read off CUDA-graph captures (``lab/device_library/graph_survey.py``: the 95 configurations'
 projections at 928 token counts, a model-shaped (N, K) grid of 22,431 pairs at 52, attention bmm at batch x heads
 1..128, six head dims and every sequence length to 256, every 8 to 4,096).  It is stored as runs along M
 (``KindRuns``), one call kind loaded when first asked for.  The grid is what makes this table a measurement of
@@ -29,6 +29,7 @@ import bisect
 import math
 import os
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -68,10 +69,29 @@ class Launch:
 # vocabulary); M to 32,767 (token counts to 16,384).  A call beyond these is never measured: predicted, flagged --
 # e.g. an LM head's weight gradient, M = a vocabulary of 32,768 or more.  (Until 2026-11-27 K had 17 bits, and the
 # k-NN's decoding of the dense_misaligned launches with K >= 131,072 read a wrong N and K: lookups refused them.)
-_M_BITS, _B_BITS, _K_BITS, _N_BITS = 15, 10, 19, 19
+class KeyBits(NamedTuple):
+    """The widths of a packed launch key's fields, most significant first: N, K, batch, M."""
+
+    N: int
+    K: int
+    b: int
+    M: int
 
 
-def _pack(M: int, N: int, K: int, b: int) -> int | None:
+KEY_BITS = KeyBits(N=19, K=19, b=10, M=15)
+_M_BITS, _B_BITS, _K_BITS, _N_BITS = KEY_BITS.M, KEY_BITS.b, KEY_BITS.K, KEY_BITS.N
+
+
+# --- the table API: what a table writer (lab/device_library/export_kernels.py, fold_gpu.py) and reader use -------
+def pack_key(M: int, N: int, K: int, b: int) -> int | None:
+    """The packed key of one launch shape, or None where the shape cannot be stored (``KEY_BITS``).
+
+    >>> key = pack_key(16, 1024, 14336, 1)
+    >>> unpack_keys(np.array([key]))
+    (array([1024]), array([14336]), array([1]), array([16]))
+    >>> pack_key(1 << 15, 8, 8, 1) is None
+    True
+    """
     if not (0 <= M < 1 << _M_BITS and 0 < N < 1 << _N_BITS and 0 < K < 1 << _K_BITS and 0 < b < 1 << _B_BITS):
         return None
     return ((N << _K_BITS | K) << _B_BITS | b) << _M_BITS | M
@@ -79,19 +99,33 @@ def _pack(M: int, N: int, K: int, b: int) -> int | None:
 
 def fits(M: int, N: int, K: int, b: int = 1) -> bool:
     """The shape can be stored in (and looked up from) a launch table."""
-    return _pack(M, N, K, b) is not None
+    return pack_key(M, N, K, b) is not None
+
+
+def fits_keys(M, N, K, b) -> np.ndarray:
+    """``fits`` over arrays: which shapes a launch table can store."""
+    M, N, K, b = (np.asarray(x, np.int64) for x in (M, N, K, b))
+    return (M >= 0) & (M < 1 << _M_BITS) & (N > 0) & (N < 1 << _N_BITS) & (K > 0) & (K < 1 << _K_BITS) & \
+        (b > 0) & (b < 1 << _B_BITS)
 
 
 def pack_keys(N, K, b, M) -> np.ndarray:
-    """``_pack`` over arrays (int64); a shape that does not fit raises (the table's rows must all fit)."""
+    """``pack_key`` over arrays (int64); a shape that does not fit raises (the table's rows must all fit)."""
     N, K, b, M = (np.asarray(x, np.int64) for x in (N, K, b, M))
-    bad = (M < 0) | (M >= 1 << _M_BITS) | (N < 1) | (N >= 1 << _N_BITS) | (K < 1) | (K >= 1 << _K_BITS) | \
-        (b < 1) | (b >= 1 << _B_BITS)
+    bad = ~fits_keys(M, N, K, b)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(f"launch table: shape (M, N, K, b) = {(int(M[i]), int(N[i]), int(K[i]), int(b[i]))} does not "
                          f"fit the packing (M < 2^{_M_BITS}, N < 2^{_N_BITS}, K < 2^{_K_BITS}, b < 2^{_B_BITS})")
     return ((N << _K_BITS | K) << _B_BITS | b) << _M_BITS | M
+
+
+def unpack_keys(keys) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Packed keys back to their (N, K, b, M) arrays (a run's key holds its first M)."""
+    keys = np.asarray(keys, np.int64)
+    M, base = keys & ((1 << _M_BITS) - 1), keys >> _M_BITS
+    b, K, N = base & ((1 << _B_BITS) - 1), base >> _B_BITS & ((1 << _K_BITS) - 1), base >> (_B_BITS + _K_BITS)
+    return N, K, b, M
 
 
 def tiles_of(p: np.ndarray, M, N, b):
@@ -103,12 +137,12 @@ def tiles_of(p: np.ndarray, M, N, b):
 
 @dataclass
 class KindRuns:
-    """One call kind's measured launches as runs along M (``tools/device_library/launch_runs.py``): run i covers
+    """One call kind's measured launches as runs along M (``lab/device_library/launch_runs.py``): run i covers
     the token counts ``first M, first M + m_step[i], ..., m_last[i]`` at one (N, K, batch), all measured, with one
     activity signature, grid z and CTA rule -- ``value`` CTAs (mode 0) or ``value`` CTAs per nvjet output tile
     (mode 1).  A token count inside a run but off its step was not measured."""
 
-    keys: np.ndarray  # _pack(first M, N, K, b), sorted
+    keys: np.ndarray  # pack_key(first M, N, K, b), sorted
     m_last: np.ndarray
     m_step: np.ndarray
     sig: np.ndarray
@@ -199,8 +233,12 @@ def signature_params(signatures: list[str]) -> np.ndarray:
     return out
 
 
-def _load(path: str) -> dict:
-    """The launch table at ``path``: its index now, each kind's runs when first asked for."""
+def load_table(path: str) -> dict:
+    """The launch table file at ``path``: ``kinds`` (call kind -> ``KindRuns``, each read when first asked for),
+    ``signatures`` (activity texts), ``grid`` and ``launch_count``.  The file's members (written by
+    ``lab/device_library/export_kernels.write_table``): ``kinds``, ``signatures``, ``launch_count``, ``grid_m``,
+    ``grid_nk``, ``provenance`` and per kind i ``k{i}_N``, ``_K``, ``_b``, ``_m_first``, ``_m_last``, ``_m_step``,
+    ``_sig``, ``_grid_z``, ``_cta_mode``, ``_cta_value`` (``KindRuns``)."""
     with np.load(path, allow_pickle=False) as z:
         names, sigs = [str(k) for k in z["kinds"]], [str(x) for x in z["signatures"]]
         grid = (z["grid_m"].tolist(), z["grid_nk"].tolist())
@@ -213,7 +251,7 @@ def table(gpu: str) -> dict:
     """GPU model ``gpu``'s launch table (``{}`` where it has none), loaded when first asked for."""
     if gpu not in _TABLES:
         path = gpus.table_path(gpu, "launches")
-        _TABLES[gpu] = _load(path) if path and os.path.exists(path) else {}
+        _TABLES[gpu] = load_table(path) if path and os.path.exists(path) else {}
     return _TABLES[gpu]
 
 
@@ -222,7 +260,7 @@ def set_table(gpu: str, t: dict | str | None) -> None:
     measured), or None (the installed one again).  For tools replaying against another table, and tests."""
     _TABLES.pop(gpu, None)
     if t is not None:
-        _TABLES[gpu] = _load(t) if isinstance(t, str) else t
+        _TABLES[gpu] = load_table(t) if isinstance(t, str) else t
     gpus.tables_changed()
 
 
@@ -242,7 +280,7 @@ def _run_at(runs: KindRuns, key: int) -> int | None:
 
 def launch_in(t: dict, c: Call) -> Launch | None:
     """The launch table ``t`` measured for exactly this call kind and shape, or None."""
-    runs, key = t.get("kinds", {}).get(c.kind()), _pack(c.M, c.N, c.K, c.b)
+    runs, key = t.get("kinds", {}).get(c.kind()), pack_key(c.M, c.N, c.K, c.b)
     if runs is None or key is None:
         return None
     i = _run_at(runs, key)
@@ -272,7 +310,7 @@ def measured_token_counts(c: Call, same_alignment: bool = False) -> list[int]:
     """The token counts M measured for this call kind at the call's N, K and batch (sorted, over the call's
     sources); ``same_alignment``: only those in the call's TMA alignment class where M is A's contiguous side
     (A passed transposed: cuBLAS runs other kernel families when it is not a multiple of 8)."""
-    base = _pack(0, c.N, c.K, c.b)
+    base = pack_key(0, c.N, c.K, c.b)
     if base is None:
         return []
     found: set[int] = set()

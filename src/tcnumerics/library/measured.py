@@ -1,6 +1,6 @@
 """The bit tables: per GPU model, the structure identified for every bit-captured call kind.
 
-``tools/device_library/fit_table.py`` identifies, for each call a bit capture ran on a device, the structure that
+``lab/device_library/fit_table.py`` identifies, for each call a bit capture ran on a device, the structure that
 reproduces every sampled output bit, and writes one entry per call kind and shape (``Call.key()`` -> family,
 kernel, split, verified, ...), plus the *no-split frontier* (the (output tiles, K) points of measured unsplit and
 split calls, per class).  The H100's table is ``h100_measured.json`` (``library/gpus.json`` names each model's).

@@ -40,10 +40,11 @@ import numpy as np
 
 from .. import arrays
 from ..formats import get_format
+from ..interop import as_torch_like, untorch
 from .calls import Call
-from .gpus import default_gpu, model_key, tables_epoch
+from .gpus import resolve_gpu, tables_epoch
 from .selection import Plan, select
-from .structure import run
+from .structure import Structure, run
 
 __all__ = ["matmul", "linear", "addmm", "bmm", "baddbmm", "scaled_mm", "NotModelledWarning"]
 
@@ -77,7 +78,10 @@ def _fmt(name: str, x: np.ndarray, *, fp8: bool = False) -> str:
 def _out_name(out_dtype) -> str | None:
     if out_dtype is None:
         return None
-    key = out_dtype if isinstance(out_dtype, str) else np.dtype(out_dtype).name
+    if isinstance(out_dtype, str) or type(out_dtype).__module__.startswith("torch"):  # torch.bfloat16 too
+        key = str(out_dtype)
+    else:
+        key = np.dtype(out_dtype).name
     name = _OUT_NAMES.get(str(key).lower())
     if name is None:
         raise ValueError(f"out_dtype: expected bf16, fp16 or fp32, got {out_dtype!r}")
@@ -94,14 +98,10 @@ def _transposed(x: np.ndarray) -> bool:
 def _check(arch: str, fp32_precision: str, gpu: str | None = None) -> str:
     """Validate the options; return the GPU model key the call is planned for (``arch="h200"`` means
     ``gpu="h200"``; neither: the default model, the H100)."""
-    if arch not in ("hopper", "h100", "h200"):
-        raise ValueError(f"arch: only Hopper (H100/H200) library kernels are modelled, got {arch!r}")
+    gpu = resolve_gpu(arch, gpu)
     if fp32_precision not in _PRECISIONS:
         raise ValueError(f"fp32_precision: expected one of {', '.join(_PRECISIONS)}, got {fp32_precision!r}")
-    key = model_key(gpu) if gpu is not None else None
-    if arch != "hopper" and key is not None and key != arch:
-        raise ValueError(f"arch={arch!r} and gpu={gpu!r} name different GPU models; pass one of them")
-    return key or (arch if arch != "hopper" else default_gpu())
+    return gpu
 
 
 def _shape(full_shape, batched: bool, M: int, N: int, K: int, b: int) -> tuple[int, int, int, int]:
@@ -151,6 +151,32 @@ def _execute(plan: Plan, A3, B3, out: str, *, alpha=1.0, beta=0.0, C3=None, bias
     return arrays.stack(res)
 
 
+def _empty(call: Call, like, shape: tuple, out: str, *, C=None, beta: float = 0.0, bias=None):
+    """``(plan, compute)`` of a call with nothing to multiply, as torch answers it without launching a GEMM: an
+    empty result where b, M or N is 0; where K is 0, ``beta * C`` (``bias``, F.linear) or zeros -- torch's
+    ``at::mul(C, beta)``: beta rounded to the output type (addmm; baddbmm keeps it in FP32), the product in FP32,
+    then the output conversion (measured on an H100 and on the CPU: lab/data/gpu-logs/h100_2026-11-28_entry_points.tar.xz).
+    ``scaled_mm`` at K = 0 was never seen on a device, so its zeros are flagged."""
+    xp = arrays.namespace(like)
+    fp32 = get_format("fp32")
+    no_kernel = "no GEMM kernel: torch answers a call with b, M, N or K = 0 itself"
+    plan = Plan("none", Structure("none"), modelled=call.op != "scaled_mm" or min(shape) == 0,
+                reason=no_kernel if call.op != "scaled_mm" or min(shape) == 0
+                else "torch._scaled_mm with K = 0 was not measured: zeros are a best guess", call=call)
+
+    def compute():
+        if min(shape) == 0 or (bias is None and (C is None or beta == 0)):
+            values = xp.zeros(shape)
+        else:
+            c = arrays.float64(bias if bias is not None else C)
+            # measured (H100, torch 2.11): addmm rounds beta to the output type first, baddbmm keeps it in FP32
+            beta_format = get_format(out if call.op == "addmm" else "fp32")
+            scale = 1.0 if bias is not None else float(beta_format.round(np.float64(beta)))
+            values = xp.broadcast_to(fp32.round(c * scale), shape)
+        return get_format(out).to_array(get_format(out).from_float(xp.ascontiguousarray(values)))
+    return plan, compute
+
+
 def _select(call: Call) -> Plan:
     """``select`` once per call kind and shape: a model's repeated GEMMs cost a dictionary lookup.  Keyed by the call
     (its GPU model included) and ``gpus.tables_epoch()``: a replaced manifest or table is never answered from the cache."""
@@ -174,15 +200,18 @@ class _Op:
         return f"tcnumerics.library.{self.__name__}"
 
     def plan(self, *args, **kwargs) -> Plan:
-        return self._prepare(*args, **kwargs)[0]
+        return self.prepare(*args, **kwargs)[0]
 
     def prepare(self, *args, **kwargs):
         """``(plan, compute)``: the plan and a function computing the result, without the warning (for callers
-        that report unmodelled calls themselves, such as ``tcnumerics.torch``)."""
-        return self._prepare(*args, **kwargs)
+        that report unmodelled calls themselves, such as ``tcnumerics.torch``).  Torch tensors (CPU or CUDA) are
+        taken where they live and the result is a tensor of torch's dtype on their device."""
+        args, kwargs, like = untorch(args, kwargs)
+        plan, execute = self._prepare(*args, **kwargs)
+        return plan, (execute if like is None else lambda: as_torch_like(execute(), like))
 
     def __call__(self, *args, **kwargs) -> np.ndarray:
-        plan, execute = self._prepare(*args, **kwargs)
+        plan, execute = self.prepare(*args, **kwargs)
         _warn(plan, f"{self.__name__} {plan.call.M}x{plan.call.N}x{plan.call.K}")
         return execute()
 
@@ -203,7 +232,7 @@ def _prep_matmul(A, B, *, out_dtype=None, full_shape=None, fp32_precision: str =
         raise TypeError(f"A, B: torch.matmul needs one dtype, got {A.dtype} and {B.dtype}")
     out = _out_name(out_dtype) or fmt
     b0 = A.shape[0] if A.ndim == 3 else 1
-    A2 = A.reshape(-1, A.shape[-1]) if A.ndim == 3 else A  # torch folds [b, M, K] @ [K, N] into one mm
+    A2 = A.reshape(A.shape[0] * A.shape[1], A.shape[-1]) if A.ndim == 3 else A  # torch folds [b, M, K] @ [K, N] into one mm
     M, K = A2.shape
     N = B.shape[1]
     per_batch = A.shape[1] if A.ndim == 3 else M
@@ -216,6 +245,8 @@ def _prep_matmul(A, B, *, out_dtype=None, full_shape=None, fp32_precision: str =
     r_at, c_at = _positions(rows, cols, M, N, fM, fN)
     call = Call("mm_out" if out != fmt else "matmul", fmt, out, fM, fN, fK, a_t=_transposed(A2), b_t=_transposed(B),
                 prec=fp32_precision, positions_known=r_at is not None and c_at is not None, gpu=gpu)
+    if min(M, N, K) == 0:
+        return _empty(call, A, A.shape[:-1] + (N,), out)
     plan = _select(call)
 
     def execute():
@@ -242,6 +273,8 @@ def _prep_batched(A, B, C, alpha, beta, op, full_shape, fp32_precision, engine, 
         kind = "full"
     call = Call(op, fmt, out, fM, fN, fK, b=fb, a_t=_transposed(A), b_t=_transposed(B), c_kind=kind,
                 alpha=float(alpha), beta=float(beta), prec=fp32_precision, gpu=gpu)
+    if min(b, M, N, K) == 0:
+        return _empty(call, A, (b, M, N), out, C=C3, beta=beta)
     plan = _select(call)
     return plan, lambda: _execute(plan, A, B, out, alpha=alpha, beta=beta, C3=C3, engine=engine)
 
@@ -256,7 +289,7 @@ def _prep_linear(x, W, bias=None, *, full_shape=None, fp32_precision: str = "hig
     fmt = _fmt("x", x)
     if _fmt("W", W) != fmt:
         raise TypeError(f"x, W: one dtype expected, got {x.dtype} and {W.dtype}")
-    x2 = x.reshape(-1, x.shape[-1])
+    x2 = x.reshape(int(np.prod(x.shape[:-1])), x.shape[-1])
     M, K = x2.shape
     N = W.shape[0]
     fb, fM, fN, fK = _shape(full_shape, False, M, N, K, 1)
@@ -272,6 +305,8 @@ def _prep_linear(x, W, bias=None, *, full_shape=None, fp32_precision: str = "hig
     r_at, c_at = _positions(rows, cols, M, N, fM, fN)
     call = Call("linear", fmt, fmt, fM, fN, fK, a_t=_transposed(x2), b_t=not _transposed(W), bias=bias is not None,
                 prec=fp32_precision, positions_known=r_at is not None and c_at is not None, gpu=gpu)
+    if min(M, N, K) == 0:
+        return _empty(call, x, x.shape[:-1] + (N,), fmt, bias=bvals)
     plan = _select(call)
 
     def execute():
@@ -304,6 +339,8 @@ def _prep_addmm(C, A, B, *, beta=1, alpha=1, full_shape=None, fp32_precision: st
     call = Call("addmm", fmt, out, fM, fN, fK, a_t=_transposed(A), b_t=_transposed(B), c_kind=kind,
                 alpha=float(alpha), beta=float(beta), prec=fp32_precision,
                 positions_known=r_at is not None and c_at is not None, gpu=gpu)
+    if min(M, N, K) == 0:
+        return _empty(call, A, (M, N), out, C=Cb, beta=beta)
     plan = _select(call)
     bias_vals = Cb[0] if plan.structure.epilogue == "bias" else None
     return plan, lambda: _execute(plan, A[None], B[None], out, alpha=alpha, beta=beta, C3=Cb[None], bias=bias_vals,
@@ -354,6 +391,8 @@ def _prep_scaled_mm(A, B, scale_a, scale_b, *, out_dtype="bf16", use_fast_accum:
     elif kind == "rowwise":
         sa, sb = sa.reshape(-1), sb.reshape(-1)
     call = Call("scaled_mm", fa, out, fM, fN, fK, b_fmt=fb_, scales=kind, fast_accum=bool(use_fast_accum), gpu=gpu)
+    if min(M, N, K) == 0:
+        return _empty(call, A, (M, N), out)
     plan = _select(call)
     return plan, lambda: _execute(plan, A[None], B[None], out, scale_a=sa, scale_b=sb, engine=engine)[0]
 

@@ -47,7 +47,7 @@ import numpy as np
 from ..arrays import float64
 from ..formats import get_format
 from ..gemm import gemm
-from .gpus import model_key
+from .gpus import resolve_gpu
 
 __all__ = ["library_gemm", "LibraryGemm", "GemmPlan", "LIBRARY_FUNCTIONS"]
 
@@ -243,7 +243,7 @@ def _plan_cutlass_fallback(dtype: str, M: int, N: int, K: int) -> GemmPlan:
 def _split(K: int, tile: int, M: int, N: int) -> list[int] | None:
     """Split-K slice lengths predicted for cuBLAS, or None for one pass over K.
 
-    Fitted to a survey (``tools/device_library/survey.py``, M = N in 16..1024, K in
+    Fitted to a survey (``lab/device_library/survey.py``, M = N in 16..1024, K in
     1024..16384): for M*N <= 256*256 cuBLAS splits into ``floor(3 * tiles / 64)`` slices of
     ``ceil(tiles / S)`` K-tiles whenever that is at least 2 (tiles = ceil(K / tile)), capped
     above 128*128 outputs so that slices x 64x64-tiles fit the 132 SMs.  Larger outputs: see
@@ -302,12 +302,7 @@ def library_gemm(function: str, *, arch: str = "hopper", dtype: str = "bf16", fa
     """
     if function not in LIBRARY_FUNCTIONS:
         raise ValueError(f"function: expected one of {', '.join(LIBRARY_FUNCTIONS)}, got {function!r}")
-    if arch not in ("hopper", "h100", "h200"):
-        raise ValueError(f"arch: only 'hopper' library kernels are modelled (measured on H200), got {arch!r}")
-    named = model_key(gpu) if gpu is not None else None
-    if arch != "hopper" and named is not None and named != arch:
-        raise ValueError(f"arch={arch!r} and gpu={gpu!r} name different GPU models; pass one of them")
-    model = named or (arch if arch != "hopper" else PRESETS_GPU)
+    model = resolve_gpu(arch, gpu, default=PRESETS_GPU)
     key = _DTYPES.get(str(dtype).lower())
     if key is None:
         raise ValueError(f"dtype: unknown {dtype!r}; expected one of {', '.join(sorted(set(_DTYPES)))}")

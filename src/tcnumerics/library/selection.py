@@ -4,11 +4,11 @@
 ``modelled`` -- True only where the family's structure replayed bit-exactly on the device for
 this kind of call and this shape range, and the call's GPU model (``call.gpu``) has tables covering
 its kind (``gpus.coverage``; otherwise the plan is the reference model's choice, flagged).  Order
-(``choice.py``): a measured launch whose grid gives the split (``launches.py``: the H100's 23,474,816
-calls), the bit-verified table (``measured.py``), then predictions from the launches around the call
-(flagged).  Evidence: the op survey (``tools/device_library/survey_ops.py``, 1,408 calls on an H100,
+(``choice.py``): a measured launch whose grid gives the split (``launches.py``: every call the GPU model's
+launch table measured, ``launches.launch_count(gpu)``), the bit-verified table (``measured.py``), then predictions from the launches around the call
+(flagged).  Evidence: the op survey (``lab/device_library/survey_ops.py``, 1,408 calls on an H100,
 torch 2.11 / cuBLAS 13.1.0.3) and the table ``h100_measured.json`` fitted from it
-(``tools/device_library/fit_table.py``).
+(``lab/device_library/fit_table.py``).
 
 The rule (docs/gemm.md has the evidence):
 
@@ -41,7 +41,6 @@ PROVENANCE = ("measured on NVIDIA H100 (sm_90), torch 2.11.0+cu130, cuBLAS 13.1.
               "captures folded in after it: h100_measured.json's 'captures')")
 WGMMA = {"bf16": "hopper.wgmma.m64n8k16.f32.bf16.bf16", "fp16": "hopper.wgmma.m64n8k16.f32.f16.f16",
          "tf32": "hopper.wgmma.m64n8k8.f32.tf32.tf32"}
-SMS = 132
 
 
 @dataclass(frozen=True)
@@ -243,7 +242,7 @@ def _simt_launch_plan(c: Call, base: Structure, launch: Launch, src: str | None 
     return Plan(short + f" (FFMA lanes{f' x{s.simt_lanes}' if s.simt_lanes else ''}"
                 f"{f', {s.simt_slices} slices' if s.simt_slices > 1 else ''})", s, True,
                 _launch_provenance(c, src) + f"{short}; its FFMA order identified from captures and device probes "
-                "(tools/device_library/probe_simt.py, probe_simt_device.py)", c, launch)
+                "(lab/device_library/probe_simt.py, probe_simt_device.py)", c, launch)
 
 
 def _nvjet_launch_plan(c: Call, base: Structure, launch: Launch, tile: int, src: str | None = None) -> Plan:
@@ -303,7 +302,7 @@ def _cutlass_slices(K: int, S: int) -> tuple[int, ...] | None:
 
 _IN_PLACE_XMMA = ("here, in place (after a Memset): its slices land in the order their CTAs finish -- slice order for "
                   "32 of 35 captured calls (every grid spanning several waves), another order where the grid may fit "
-                  "in one (tools/device_library/probe_xmma_inplace.py)")
+                  "in one (lab/device_library/probe_xmma_inplace.py)")
 
 
 def _streamk_structure(c: Call, base: Structure, launch: Launch) -> tuple[Structure, str | None]:
@@ -505,7 +504,7 @@ def _fp32_split_guess(c: Call, base: Structure) -> Plan | None:
         return None  # the nearest measured call ran unsplit: the unsplit chain is the guess
     m = choice.FFMA_OR_CUTLASS.search(e["kernel"])
     tm, tn, bk = (int(x) for x in (m.group(1, 2, 3) if m.group(1) else m.group(4, 5, 6)))
-    S = max(1, min(128, SMS // (math.ceil(c.N / tm) * math.ceil(c.M / tn) * c.b)))
+    S = max(1, min(128, gpus.sms(c.gpu) // (math.ceil(c.N / tm) * math.ceil(c.M / tn) * c.b)))
     fields = {k: e[k] for k in ("instruction", "input_rounding", "k_tile", "k_residue", "split_reduce") if k in e}
     s = base.with_(**fields)
     if e.get("split_interleave"):

@@ -1,6 +1,6 @@
 """cuBLAS's SIMT small-M kernels (``gemmSN_NN_kernel``, ``gemmSN_TN_kernel``): their FP32 summation order.
 
-Identified from the H100 bit captures (``tools/device_library/probe_simt.py``; cuBLAS 13.1, docs/gemm.md).
+Identified from the H100 bit captures (``lab/device_library/probe_simt.py``; cuBLAS 13.1, docs/gemm.md).
 torch's ``[M, K] @ [K, N]`` with a small M is cuBLAS's column-major ``N x M`` product, so a kernel
 output (n, m) is a dot product of K terms ``A[m, k] * B[k, n]``.  Products of BF16/FP16 inputs are exact
 in FP32; FP32 inputs use FFMA (one rounding per term).  Each term below is ``acc = fma(a, b, acc)``.
@@ -17,7 +17,7 @@ in FP32; FP32 inputs use FFMA (one rounding per term).  Each term below is ``acc
   chain from +0 added to the lane's accumulator in order; the L lane results are summed in lane order.
   A partial last tile is dealt the same way (device probe, K = 1000: 2048/2048 FPRev queries exact).
 
-The gemv kernels (FPRev device probe ``tools/device_library/probe_simt_device.py``, H100, then the captures).
+The gemv kernels (FPRev device probe ``lab/device_library/probe_simt_device.py``, H100, then the captures).
 For torch's ``[1, K] @ [K, N]`` the kernel computes N outputs, each a K-dot; ``lanes`` (threads per output)
 is a launch choice, ``2**L / rows per CTA`` with ``rows = next_pow2(ceil(N / (ctas / grid_z)))`` (``L``: the
 template's log2 of the CTA size; ``gemvx_lanes``):

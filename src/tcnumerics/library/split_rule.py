@@ -19,7 +19,7 @@ predicts the slice count S (1: no split) of a call that was *not* measured, in t
      tiles: cuBLAS fills about one wave of 128..132 CTAs (tiles x S) and keeps at least ~21
      K-tiles per slice.
 
-Evidence (``tools/device_library/fit_split_rule.py``, on the H100 op survey's 896 nvjet
+Evidence (``lab/device_library/fit_split_rule.py``, on the H100 op survey's 896 nvjet
 BF16/FP16 calls, 303 of them split): an S counts as right when it reproduces every sampled output
 bit of the call (BF16 outputs often admit several S; 180 split calls admit at most 3).
 
@@ -52,9 +52,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from . import gpus
 from .calls import TableKey
 
-SMS = 132
 K_TILE = 64
 MIN_K_TILES = 44  # no split below this many 64-element K-tiles (no survey call split below 48)
 ALWAYS_SPLIT_TILES = 24  # at most this many 64x64 output tiles: split whenever K is long enough
@@ -72,17 +72,19 @@ def _tiles(M: int, N: int, b: int, width_n: int) -> int:
     return math.ceil(N / width_n) * math.ceil(M / width_m) * b
 
 
-def formula_split(M: int, N: int, K: int, b: int = 1) -> int:
-    """Predicted slice count (1: no split) from the shape alone (see the module docstring)."""
+def formula_split(M: int, N: int, K: int, b: int = 1, sms: int | None = None) -> int:
+    """Predicted slice count (1: no split) from the shape alone (see the module docstring), on a GPU of ``sms``
+    multiprocessors (default: the default GPU model's, ``gpus.sms``)."""
+    sms = sms or gpus.sms()
     kt = -(-K // K_TILE)
     if b > 1 or kt < MIN_K_TILES:
         return 1
     c = math.ceil(M / 64) * math.ceil(N / 64) * b
-    waste = 1 - c / (SMS * math.ceil(c / SMS))
+    waste = 1 - c / (sms * math.ceil(c / sms))
     if not (c <= ALWAYS_SPLIT_TILES or (waste > WASTE and kt >= WASTE_K_TILES) or kt >= LONG_K_TILES):
         return 1
     t = next((t for w in TILE_WIDTHS_N if (t := _tiles(M, N, b, w)) <= TARGET_TILES), _tiles(M, N, b, 384))
-    return max(1, min(SMS // t, math.ceil(3 * kt / 64)))
+    return max(1, min(sms // t, math.ceil(3 * kt / 64)))
 
 
 def effective_slices(S: int, K: int) -> int:
@@ -124,7 +126,7 @@ def _cells(calls: dict) -> dict:
     return cells
 
 
-def cell_vote(M: int, N: int, K: int, b: int, out: str, calls: dict) -> int | None:
+def cell_vote(M: int, N: int, K: int, b: int, out: str, calls: dict, sms: int | None = None) -> int | None:
     """The measured neighbours' choice: 1 (no split), S, or None when no survey call shares the cell.
 
     Ties go to split; S is the most common identified slice count (the formula's when none was identified)."""
@@ -137,7 +139,7 @@ def cell_vote(M: int, N: int, K: int, b: int, out: str, calls: dict) -> int | No
     known = Counter(effective_slices(S, K) for S in split if S)
     if known:
         return known.most_common(1)[0][0]
-    return max(2, formula_split(M, N, K, b))
+    return max(2, formula_split(M, N, K, b, sms))
 
 
 def predicted_split(c, calls: dict | None = None, *, no_split_verified: bool = False) -> int:
@@ -152,5 +154,6 @@ def predicted_split(c, calls: dict | None = None, *, no_split_verified: bool = F
     """
     if no_split_verified:
         return 1
-    voted = cell_vote(c.M, c.N, c.K, c.b, c.out, calls) if calls else None
-    return effective_slices(voted if voted is not None else formula_split(c.M, c.N, c.K, c.b), c.K)
+    sms = gpus.sms(c.gpu)
+    voted = cell_vote(c.M, c.N, c.K, c.b, c.out, calls, sms) if calls else None
+    return effective_slices(voted if voted is not None else formula_split(c.M, c.N, c.K, c.b, sms), c.K)

@@ -1,6 +1,6 @@
 """cuBLAS TF32 stream-K on Hopper (``sm90_xmma_gemm_*tf32*_segment_k_on``, launched after a Memset), bit for bit.
 
-Identified from the H100 bit captures (``tools/device_library/probe_tf32.py``: all 30 captured calls, every
+Identified from the H100 bit captures (``lab/device_library/probe_tf32.py``: all 30 captured calls, every
 sampled output bit-exact).  With T output tiles (TM x TN from the kernel name; TM along the output's columns,
 i.e. cuBLAS m = torch N, TN along its rows) of ``ipt = ceil(K / TK)`` K-iterations each and C CTAs:
 
@@ -55,7 +55,7 @@ INSTRUCTION = "hopper.wgmma.m64n8k8.f32.tf32.tf32"
 FITTED_SWIZZLE = {(448, 5632, 4608): 2, (400, 6144, 6144): 2, (464, 27648, 5120): 4, (1024, 1024, 8192): 4,
                   (864, 5120, 13824): 8, (880, 5120, 13824): 8, (4096, 8192, 4096): 8}
 
-# The device probe (``tools/device_library/probe_tf32_device.py``, H100, cuBLAS 13.1): (M, N, K) -> the
+# The device probe (``lab/device_library/probe_tf32_device.py``, H100, cuBLAS 13.1): (M, N, K) -> the
 # power-of-two band widths consistent with the measured shared-tile mask, at shapes where the probe ran
 # ``segment_k_on`` with T > C and a tile grid of several rows and columns (28 of the 51 probed shapes ran
 # ``segment_k_off``).  16384x4096x14336 has more tile rows than columns: its bands cut the rows.

@@ -13,7 +13,7 @@ call whose (N, K) pair the table never measured, ``predict_launch`` (defaults ``
 3. copies that voter's S (its CTAs over its tiles for nvjet, grid z for the rest); the "wave" rule (S = one wave
    of CTAs // tiles, at least 22 K-tiles a slice) is a ``Params`` option.
 
-Leave-(N, K)-pair-out on the table itself (``tools/device_library/fit_unseen.py --per-kind 150``: 4,411
+Leave-(N, K)-pair-out on the table itself (``lab/device_library/fit_unseen.py --per-kind 150``: 4,411
 launches of 2,293 hidden model-projection pairs in 46 call kinds), right (epilogue, S) / kernel class and grid:
 
 ==============================================  ======  =====  ==========  ======
@@ -32,8 +32,8 @@ the defaults now, k = 5, w_M = 4, S copied from the voter, **0.883** (M <= 64: 0
 On the table of 21,872,070 launches (the dense surveys; rerun in the third session of 2026-11-26, 70 s with the
 pair-indexed search; 4,999 launches of 4,137 hidden pairs in 48 kinds): the defaults 0.923 (M <= 64: 0.875, to
 1024: 0.921, above: 0.980; the grid-corner predictor 0.588); the best of 60 configurations, k = 5, w_M = 16, S
-copied, vote on the kernel, 0.928; group 3-fold 0.923 -- within noise of the defaults, which stay.  On the final
-table (23,474,816 launches, the misaligned survey's pairs among the 4,143 hidden; alignment classes and the
+copied, vote on the kernel, 0.928; group 3-fold 0.923 -- within noise of the defaults, which stay.  On the table of
+that session's end (23,474,816 launches then, the misaligned survey's pairs among the 4,143 hidden; alignment classes and the
 CUTLASS structure vote in): the defaults 0.908, the best (k = 5, w_M = 16, vote on the kernel) 0.916, group 3-fold 0.915 -- scored, as
 before, by kernel name for CUTLASS fallbacks, stricter than what their bits depend on.
 
@@ -65,14 +65,13 @@ from .calls import Call
 from .kernel_names import NVJET as _NVJET
 
 _TAGS = (("_bias_", "bias"), ("_badd_", "badd"), ("_bx_", "bx"))
-_M_BITS, _B_BITS, _K_BITS = launches._M_BITS, launches._B_BITS, launches._K_BITS  # the launch table's packing
+_M_BITS, _B_BITS, _K_BITS = launches.KEY_BITS.M, launches.KEY_BITS.b, launches.KEY_BITS.K  # the key's packing
 _M_MASK, _B_MASK, _K_MASK = (1 << _M_BITS) - 1, (1 << _B_BITS) - 1, (1 << _K_BITS) - 1
-SMS = 132
 _KEY_STRIDE = float(_M_BITS + 1)  # > log2 of the largest M
 
 
 class Params(NamedTuple):
-    """The predictor's knobs (chosen by group k-fold over (N, K) pairs in ``tools/device_library/fit_unseen.py``)."""
+    """The predictor's knobs (chosen by group k-fold over (N, K) pairs in ``lab/device_library/fit_unseen.py``)."""
 
     k: int = 5  # neighbours that vote on the kernel
     w_m: float = 4.0  # weight of |log2 M| against |log2 N| + |log2 K| in the distance
@@ -105,6 +104,7 @@ class KindData:
     row_class: np.ndarray  # per launch: ``klass``, but for CUTLASS 2.x BF16/FP16 kernels what their bits depend on
     # (``cutlass_half``: chain k8 or k16, K-tile, slice count, reduction), not the tile or alignment in the name
     pairs: Pairs  # the launches grouped by (N, K, batch): the neighbour search's index
+    sms: int  # the GPU model's multiprocessors (``gpus.sms``): one wave of CTAs
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ def kind_data(kind: str, gpu: str | None = None) -> KindData | None:
         return None
     hit = _DECODED.get((gpu, kind))
     if hit is None or hit[0] is not arrays:
-        _DECODED[(gpu, kind)] = hit = (arrays, _decode(t, arrays, kind.split("|")[1]))
+        _DECODED[(gpu, kind)] = hit = (arrays, _decode(t, arrays, kind.split("|")[1], gpus.sms(gpu)))
     return hit[1]
 
 
@@ -172,7 +172,7 @@ def voting_table(c: Call) -> str | None:
     return have[-1] if have else None
 
 
-def _decode(t: dict, runs: launches.KindRuns, fmt: str) -> KindData:
+def _decode(t: dict, runs: launches.KindRuns, fmt: str, sms: int) -> KindData:
     keys, sig, ctas, gz = runs.points()
     M, b = keys & _M_MASK, keys >> _M_BITS & _B_MASK
     K, N = keys >> (_M_BITS + _B_BITS) & _K_MASK, keys >> (_M_BITS + _B_BITS + _K_BITS)
@@ -200,7 +200,7 @@ def _decode(t: dict, runs: launches.KindRuns, fmt: str) -> KindData:
     lm = np.log2(np.maximum(M, 1))
     row_class = _row_classes(t, sig, gz, klass[main]) if fmt in ("bf16", "fp16") else klass[main]
     return KindData(M, N, K, b, row, main, S, lm, np.log2(N), np.log2(K), names, tiles, klass, fmt, row_class,
-                    Pairs.of(keys, N, K, b, lm))
+                    Pairs.of(keys, N, K, b, lm), sms)
 
 
 def _row_classes(t: dict, sig: np.ndarray, gz: np.ndarray, klass: np.ndarray) -> np.ndarray:
@@ -230,8 +230,9 @@ def alignment(x, fine: bool = False):
     return np.minimum(x & -x, 8) if fine else (x % 8 == 0)
 
 
-def _cap(p: np.ndarray) -> int:
-    return 120 if p[3] * p[4] >= 4 else SMS
+def _cap(p: np.ndarray, sms: int) -> int:
+    """The most CTAs one wave holds: 120 for clusters of 4 or 8 (measured on the H100), else every SM."""
+    return 120 if p[3] * p[4] >= 4 else sms
 
 
 def split_for(kd: KindData, j: int, M: int, N: int, K: int, b: int, params: Params) -> int:
@@ -244,7 +245,7 @@ def split_for(kd: KindData, j: int, M: int, N: int, K: int, b: int, params: Para
         return 1
     kt = -(-K // int(p[2]))
     tiles = nvjet_tile_count(p, M, N, b)
-    smax = max(2, _cap(p) // tiles)
+    smax = max(2, _cap(p, kd.sms) // tiles)
     Sj = int(kd.S[j])
     if params.s_rule == "copy" and Sj:
         S = Sj

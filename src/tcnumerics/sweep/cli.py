@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 import sys
 
 __all__ = ["register"]
@@ -60,14 +59,15 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_plot(args) -> int:
+    from .._files import check_output
     from .plotting import plot_pareto
     from .store import read_table
 
     if args.results is None:
         raise ValueError("sweep plot: give the results table (tcnumerics sweep plot results.parquet -o fig.png)")
-    if os.path.exists(args.output) and not args.overwrite:
-        raise ValueError(f"{args.output}: already exists (pass --overwrite to replace it)")
+    check_output(args.output, args.overwrite, "pass --overwrite")  # before reading and drawing
     table = read_table(args.results)
-    plot_pareto(table, args.output, x=args.x, y=args.y, line=args.line, workload=args.workload)
+    plot_pareto(table, args.output, x=args.x, y=args.y, line=args.line, workload=args.workload,
+                overwrite=args.overwrite)
     print(f"{args.output}: drawn from {args.results} ({len(table)} rows)", file=sys.stdout)
     return 0

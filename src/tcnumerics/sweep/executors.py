@@ -27,6 +27,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator
 
+from .._extras import install_hint
+
 __all__ = ["LocalExecutor", "DaskExecutor", "make_executor", "start_method"]
 
 
@@ -123,7 +125,8 @@ class DaskExecutor:
         try:
             from distributed import Client, LocalCluster
         except ImportError:
-            raise ValueError("--scheduler: needs dask.distributed (pip install -e \".[cluster]\")") from None
+            raise ValueError("--scheduler: needs dask.distributed, which is not installed: "
+                             f"{install_hint('cluster')}") from None
         self._cluster = None
         if address == "local":
             n = workers or os.cpu_count() or 1

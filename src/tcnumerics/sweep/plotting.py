@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import os
 
+from .._extras import install_hint
+from .._files import atomic_write, check_output
+
 __all__ = ["pareto_lines", "plot_pareto", "default_axes", "one_workload"]
 
 _METRICS = ("norm_rel_error", "max_rel_error", "mean_rel_error", "rel_error", "mean_abs_error")
@@ -42,21 +45,52 @@ def _short(column: str) -> str:
     return column.split(".", 1)[1] if column.startswith(("unit.", "param.")) else column
 
 
+def _split_columns(table, x: str) -> list[str]:
+    """Every column but ``x`` that names what was run and varies: the unit, unit and workload parameters
+    (seeds are the only thing averaged over)."""
+    named = [c for c in table.columns if c in ("unit", "entry") or c.startswith(("unit.", "param."))]
+    keys = [c for c in named if c != x and table[c].map(_value).nunique() > 1]
+    if "entry" in keys and "unit" in keys and (table["entry"].map(_value) == table["unit"].map(_value)).all():
+        keys.remove("entry")  # the same names twice
+    return keys
+
+
+def _value(v) -> str:
+    """A label's value: NaN (a spec's "none" in a numeric column) as none, 128.0 as 128."""
+    if isinstance(v, float):
+        if v != v:
+            return "none"
+        if v.is_integer():
+            return str(int(v))
+    return str(v)
+
+
+def _unit_names(names) -> dict[str, str]:
+    """Unit names without the dotted suffix they all share (shown once, as the legend's title)."""
+    parts = [str(n).split(".") for n in names]
+    common = 0
+    while all(len(p) > common + 1 for p in parts) and len({tuple(p[len(p) - common - 1:]) for p in parts}) == 1:
+        common += 1
+    return {str(n): ".".join(p[:len(p) - common]) for n, p in zip(names, parts)}
+
+
 def pareto_lines(table, x: str, y: str, line: str | None = None) -> list[tuple[str, list, list]]:
-    """[(label, xs, mean ys)] -- one per combination of the other varying parameters."""
+    """[(label, xs, mean ys)] -- one per combination of the unit and the other varying parameters
+    (``line`` first in the label); only seeds are averaged."""
     for column in (x, y) + ((line,) if line else ()):
         if column not in table.columns:
             raise ValueError(f"plot: no column {column!r} (columns: {', '.join(table.columns)})")
-    keys = [c for c in table.columns if c.startswith(("unit.", "param.")) and c != x
-            and table[c].nunique(dropna=False) > 1]
+    keys = _split_columns(table, x)
     if line in keys:
         keys.remove(line)
         keys.insert(0, line)
+    short_units = _unit_names(table["unit"].unique()) if "unit" in table.columns else {}
     out = []
     groups = table.groupby(keys, sort=False, dropna=False) if keys else [((), table)]
     for values, group in groups:
         values = values if isinstance(values, tuple) else (values,)
-        label = ", ".join(f"{_short(k)}={v}" for k, v in zip(keys, values))
+        label = ", ".join(short_units.get(str(v), str(v)) if k == "unit" else f"{_short(k)}={_value(v)}"
+                          for k, v in zip(keys, values))
         curve = group.groupby(x, sort=True)[y].mean()
         out.append((label or y, curve.index.tolist(), curve.tolist()))
     return out
@@ -75,8 +109,10 @@ def one_workload(table, workload: str | None = None):
 
 
 def plot_pareto(table, path: "str | os.PathLike", *, x: str | None = None, y: str | None = None,
-                line: str | None = None, title: str | None = None, workload: str | None = None) -> None:
-    """Draw the lines of ``pareto_lines`` (log y) for one workload's rows into ``path``."""
+                line: str | None = None, title: str | None = None, workload: str | None = None,
+                overwrite: bool = True) -> None:
+    """Draw the lines of ``pareto_lines`` (log y) for one workload's rows into ``path`` (legend outside)."""
+    check_output(path, overwrite, "pass overwrite=True / --overwrite")
     table = one_workload(table, workload)
     try:
         import matplotlib
@@ -84,25 +120,31 @@ def plot_pareto(table, path: "str | os.PathLike", *, x: str | None = None, y: st
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ValueError("plot: needs matplotlib (pip install -e \".[plot]\")") from None
+        raise ValueError(f"plot: needs matplotlib, which is not installed: {install_hint('plot')}") from None
     dx, dy, dline = default_axes(table) if None in (x, y) else (x, y, line)
     x, y, line = x or dx, y or dy, line or dline
     lines = pareto_lines(table, x, y, line)
-    colours = {}
-    styles = {}
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colours, markers, styles = {}, {}, {}
+    ncol = 1 + len(lines) // 25
+    fig, ax = plt.subplots(figsize=(7, max(4.5, 0.16 * len(lines) / ncol + 1)))
     for label, xs, ys in lines:
         head, _, rest = label.partition(", ")
         colour = colours.setdefault(head, f"C{len(colours) % 10}")
         style = styles.setdefault(rest, ("-", "--", ":", "-.")[len(styles) % 4])
-        ax.plot(xs, ys, style, marker="o", ms=3, color=colour, label=label)
+        marker = markers.setdefault(rest, "os^vD<>xP*"[len(markers) % 10])
+        ax.plot(xs, ys, style, marker=marker, ms=3, color=colour, label=label)
     ax.set_yscale("log")
     ax.set_xlabel(_short(x))
     ax.set_ylabel(f"{y} (mean over seeds)")
     name = table["workload"].iloc[0] if "workload" in table.columns else ""
     ax.set_title(title or f"{name}: {y} vs {_short(x)}")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(os.fspath(path), dpi=120)
+    units = table["unit"].unique() if "unit" in table.columns else []
+    suffix = str(units[0])[len(_unit_names(units)[str(units[0])]):] if len(units) > 1 else ""
+    # outside the axes, right of them: a legend inside covers the data once there are more than a few lines
+    ax.legend(fontsize=6, ncol=ncol, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              borderaxespad=0.0, title=f"unit (*{suffix})" if suffix else None, title_fontsize=6)
+    fmt = os.path.splitext(os.fspath(path))[1].lstrip(".").lower() or "png"
+    with atomic_write(path, "wb", overwrite=overwrite, hint="pass overwrite=True / --overwrite") as fh:
+        fig.savefig(fh, dpi=120, format=fmt, bbox_inches="tight")
     plt.close(fig)

@@ -14,7 +14,7 @@ Example:
     >>> parse_spec({"sweep": {"seeds": 0}, "units": {"entries": ["x"]}, "workloads": []})
     Traceback (most recent call last):
     ...
-    tcnumerics.sweep.spec.SpecError: sweep.seeds: expected a positive integer, got 0
+    tcnumerics.sweep.errors.SpecError: sweep.seeds: expected a positive integer, got 0
 """
 
 from __future__ import annotations
@@ -25,13 +25,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import SpecError
+
 __all__ = ["SpecError", "SweepSpec", "UnitsSpec", "WorkloadSpec", "load_spec", "parse_spec"]
 
 _SCALAR = (str, int, float, bool)
-
-
-class SpecError(ValueError):
-    """A malformed sweep spec; the message names the field (``units.grid.frac_bits: ...``)."""
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,16 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+
+from .._extras import install_hint
+from .._files import OutputPathError, atomic_write, check_output
 
 __all__ = ["ResultStore", "read_table", "write_table", "StoreError"]
 
 _SUFFIXES = (".parquet", ".csv")
+
+
+OVERWRITE_HINT = "pass overwrite=True, or --overwrite on the command line,"
 
 
 class StoreError(ValueError):
@@ -45,8 +50,10 @@ class ResultStore:
         _check_writer(self.output)  # before any work: a missing pandas/pyarrow must not cost a whole sweep
         self.journal = self.output + ".journal"
         self.digest, self.total = digest, total
-        if os.path.exists(self.output) and not overwrite:
-            raise StoreError(f"{self.output}: already exists (pass --overwrite to replace it)")
+        try:  # before any work, naming the user's path (not the journal's)
+            check_output(self.output, overwrite, OVERWRITE_HINT)
+        except OutputPathError as exc:
+            raise StoreError(str(exc)) from None
         self.done: dict[str, dict] = {}
         self._fh = None  # a new journal is created with the first row: a run that fails to start leaves nothing
         if os.path.exists(self.journal):
@@ -105,8 +112,8 @@ def _check_writer(path: str) -> None:
     needed = ["pandas"] + (["pyarrow"] if path.endswith(".parquet") else [])
     missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
-        raise StoreError(f"{path}: writing the table needs {' and '.join(missing)} "
-                         "(pip install -e \".[cluster]\")")
+        raise StoreError(f"{path}: writing the table needs {' and '.join(missing)}, which is not installed: "
+                         f"{install_hint('cluster')}")
 
 
 def write_table(path: str, rows: list[dict]) -> None:
@@ -114,18 +121,12 @@ def write_table(path: str, rows: list[dict]) -> None:
     import pandas as pd
 
     frame = pd.DataFrame(rows)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(suffix=".part", dir=directory)
-    os.close(fd)
-    try:
-        if path.endswith(".parquet"):
-            frame.to_parquet(tmp, index=False)
-        else:
-            frame.to_csv(tmp, index=False)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    if path.endswith(".parquet"):
+        with atomic_write(path, "wb") as fh:
+            frame.to_parquet(fh, index=False)
+    else:
+        with atomic_write(path, "w", encoding="utf-8", newline="") as fh:
+            frame.to_csv(fh, index=False)
 
 
 def read_table(path: "str | os.PathLike"):

@@ -21,6 +21,7 @@ import math
 
 from ..catalog import get_instruction
 from ..model import InstructionSpec, UnitModel
+from .errors import SpecError
 
 __all__ = ["MODEL_FIELDS", "INSTRUCTION_FIELDS", "build_unit", "unit_label", "check_fields"]
 
@@ -32,8 +33,6 @@ _NULLABLE = {"frac_bits", "zero_exponent", "output_mantissa_bits", "nan_bits", "
 
 def check_fields(where: str, fields: dict) -> None:
     """Refuse names that are neither UnitModel nor InstructionSpec fields (SpecError naming the field)."""
-    from .spec import SpecError
-
     for name in fields:
         if name not in MODEL_FIELDS and name not in INSTRUCTION_FIELDS:
             raise SpecError(f"{where}.{name}: not a UnitModel or InstructionSpec field (UnitModel: "

@@ -31,10 +31,11 @@ from typing import Callable
 
 import numpy as np
 
+from .._extras import install_hint
 from ..formats import FloatFormat, get_format
 from ..model import InstructionSpec
 from .exact import exact_matmul
-from .spec import SpecError
+from .errors import SpecError
 
 __all__ = ["Workload", "WORKLOADS", "DISTRIBUTIONS", "SCALINGS", "run_task", "draw_operand"]
 
@@ -262,7 +263,7 @@ def torch_available() -> bool:
 
 def _model_eval(spec: InstructionSpec, p: dict, seed: int) -> dict:
     if not torch_available():
-        raise RuntimeError("model_eval needs tcnumerics.torch (and torch), which this build does not have")
+        raise RuntimeError(f"model_eval needs torch, which is not installed: {install_hint('torch')}")
     from .model_eval import evaluate
 
     return evaluate(spec, p, seed)
@@ -270,7 +271,7 @@ def _model_eval(spec: InstructionSpec, p: dict, seed: int) -> dict:
 
 def _needs_torch(v) -> bool:
     if not torch_available():
-        raise SpecError("workloads: model_eval needs tcnumerics.torch (and torch), which this build does not have")
+        raise SpecError(f"workloads: model_eval needs torch, which is not installed: {install_hint('torch')}")
     return v in ("mlp", "transformer")
 
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 
-import torch
+from .._extras import require
+
+torch = require("torch", "torch", "tcnumerics.torch")
 
 from .backends import CallInfo, LibraryBackend, NotModelledWarning, UnitBackend
 from .mode import CallSite, EmulationMode, Report
@@ -35,9 +37,13 @@ class Emulation:
     ``with`` block (dispatch modes are per thread); forked children (DataLoader workers) may enter their own.
     """
 
-    def __init__(self, backend, conv=None, check: bool = False):
+    def __init__(self, backend, conv=None, check: bool = False, attribution: bool = False):
         self.backend = backend
         self.mode = EmulationMode(backend, conv)
+        if attribution:
+            from .attribution import Recorder
+
+            self.mode.attribution = Recorder()
         self.check = check
         if check:
             from .check import Checker
@@ -57,6 +63,8 @@ class Emulation:
         if self.check:  # the profiler names the kernels of each native call (stopped last, on exit)
             self.mode.checker.start()
             stack.callback(self.mode.checker.stop)
+        if self.mode.attribution is not None:  # module names for the call sites (torch's ModuleTracker)
+            stack.enter_context(self.mode.attribution)
         stack.enter_context(self.mode)
         self._stack = stack
         return self
@@ -70,6 +78,27 @@ class Emulation:
         """Per call site (op, phase, shape, dtypes, layout): count, kernel or recipe, modelled or not."""
         return self.mode.report()
 
+    def attribution(self, lr: float | None = None):
+        """With ``attribution=True``: per call site (module, phase) the error split by stage and the loss effect
+        (``tcnumerics.torch.attribution``).  The first-order estimate of forward sites accumulates over the backward
+        passes run (inside or after the ``with``); ``lr``: an SGD learning rate (weight-gradient sites)."""
+        return self._recorder("attribution").table(lr)
+
+    def set_site(self, name: str, rule) -> None:
+        """With ``attribution=True``: compute the calls of module ``name`` (or ``"name:phase"``) exactly
+        (``rule="exact"``: float64, one RNE conversion), on another emulation's rule (an ``Emulation``), or as
+        emulated again (``None``); every other site keeps its rule."""
+        rec = self._recorder("set_site")
+        if rule is None:
+            rec.overrides.pop(name, None)
+        else:
+            rec.overrides[name] = rule if rule == "exact" else rule.backend
+
+    def _recorder(self, what: str):
+        if self.mode.attribution is None:
+            raise ValueError(f"{what}: this emulation was not made with attribution=True")
+        return self.mode.attribution
+
     def check_report(self):
         """With ``check=True``: per call site, how many calls were bit-exact, flagged and different, or
         silently wrong against the GPU's own cuBLAS, the largest fraction of outputs that differed and the
@@ -80,7 +109,7 @@ class Emulation:
 
     def save_check(self, path: str, *, overwrite: bool = False) -> int:
         """With ``check=True``: write every checked call (the library's call, cuBLAS's kernels, whether the bits
-        matched) as a capture file (``.json`` / ``.json.gz``) that ``tools/device_library/fold_gpu.py --captures``
+        matched) as a capture file (``.json`` / ``.json.gz``) that ``lab/device_library/fold_gpu.py --captures``
         folds into the GPU's tables; returns how many calls it holds."""
         if not self.check:
             raise ValueError("save_check: this emulation was not made with check=True")
@@ -90,7 +119,7 @@ class Emulation:
 def emulate(library: str | None = None, *, instruction=None, unit=None, operand_format=None,
             scaling: str | None = None, promote_every: int | None = None, split_k=None, rounding: str = "rne",
             seed: int = 0, backward_instruction=None, engine: str = "auto", convolutions: bool = True,
-            check: bool = False, gpu: str | None = None) -> Emulation:
+            check: bool = False, gpu: str | None = None, attribution: bool = False) -> Emulation:
     """An ``Emulation`` context: library mode (``emulate("hopper")``) or unit mode (``instruction=`` / ``unit=``).
 
     Args:
@@ -110,6 +139,8 @@ def emulate(library: str | None = None, *, instruction=None, unit=None, operand_
         gpu: library mode -- the GPU model whose measured tables predict cuBLAS's choices ("h100", "h200", or
             any device name; calls its tables do not cover are flagged).  Default: the GPU the tensors are on;
             for CPU tensors the library's default, the H100.
+        attribution: name each call by its module and phase and measure its error by stage
+            (``run.attribution()``, ``run.set_site``; ``tcnumerics.torch.attribution``, docs/attribution.md).
     """
     if library is not None:
         if any(v is not None for v in (instruction, unit, operand_format, scaling, promote_every, split_k,
@@ -118,7 +149,7 @@ def emulate(library: str | None = None, *, instruction=None, unit=None, operand_
                              "library architecture or instruction=/unit= with its recipe")
         if library != "hopper":
             raise ValueError(f"library: only 'hopper' (H100/H200 cuBLAS) is modelled, got {library!r}")
-        return Emulation(LibraryBackend(library, engine, gpu), check=bool(check))
+        return Emulation(LibraryBackend(library, engine, gpu), check=bool(check), attribution=bool(attribution))
     if instruction is None and unit is None:
         raise ValueError("emulate: pass a library architecture ('hopper') or instruction= / unit=")
     if gpu is not None:
@@ -136,5 +167,5 @@ def emulate(library: str | None = None, *, instruction=None, unit=None, operand_
         from .conv import convolution
 
         conv = convolution
-    return Emulation(UnitBackend(recipe, backward), conv)
+    return Emulation(UnitBackend(recipe, backward), conv, attribution=bool(attribution))
 

@@ -12,7 +12,7 @@ compares the two results bit for bit.  Each call is then
 The model continues on the emulated results.  ``run.check_report()`` lists call sites with these counts,
 the largest fraction of outputs that differed and the kernels cuBLAS ran; ``run.save_check(path)`` writes
 every observed call -- the library's call, the kernels cuBLAS ran, whether the bits matched -- as a capture
-file (``tcnumerics.library.check.write_capture``: JSON, no pickles) that ``tools/device_library/fold_gpu.py
+file (``tcnumerics.library.check.write_capture``: JSON, no pickles) that ``lab/device_library/fold_gpu.py
 --captures`` folds into the GPU's tables; ``Checker.summary()`` is the per-site table as JSON.
 """
 
@@ -211,7 +211,7 @@ def _grids_of(prof) -> dict:
 def grids_by_range(events: list) -> dict:
     """{call index: {kernel name: (x, y, z)}} from Kineto trace events: a kernel belongs to the call whose
     ``tcnumerics.check.<index>`` range holds the CPU launch (runtime or driver API event) of the same correlation
-    id -- how ``tools/device_library/kernel_survey.py`` matches launches.
+    id -- how ``lab/device_library/kernel_survey.py`` matches launches.
 
     >>> ev = [dict(cat="user_annotation", name="tcnumerics.check.4", ts=10, dur=5),
     ...       dict(cat="cuda_driver", name="cuLaunchKernelEx", ts=12, dur=1, args=dict(correlation=7)),

@@ -50,16 +50,21 @@ class Report(list):
     def __str__(self) -> str:
         if not self:
             return "(no GEMM calls intercepted)"
-        head = f"{'op':<11} {'phase':<8} {'shape':<22} {'dtypes':<22} {'layout':<6} {'count':>6}  modelled  kernel / recipe"
-        lines = [head]
-        for r in self:
-            shape = "x".join(str(v) for v in r.shape)
+        cells = [(r.op, r.phase, "x".join(str(v) for v in r.shape), r.dtypes, r.layout, str(r.count)) for r in self]
+        heads = ("op", "phase", "shape", "dtypes", "layout", "count")
+        # each column as wide as its widest cell: a long dtypes string (FP8 in, BF16 out) never pushes into layout
+        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
+
+        def row(values) -> str:
+            return " ".join(v.rjust(w) if i == 5 else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths)))
+
+        lines = [row(heads) + "  modelled  kernel / recipe"]
+        for r, c in zip(self, cells):
             flag = "yes" if r.modelled else "NO"
-            lines.append(f"{r.op:<11} {r.phase:<8} {shape:<22} {r.dtypes:<22} {r.layout:<6} {r.count:>6}  "
-                         f"{flag:<8}  {r.kernel}" + (f"  ({r.reason})" if r.reason else ""))
+            lines.append(row(c) + f"  {flag:<8}  {r.kernel}" + (f"  ({r.reason})" if r.reason else ""))
         n = sum(r.count for r in self)
         bad = sum(r.count for r in self if not r.modelled)
-        lines.append(f"{n} calls, {bad} not modelled")
+        lines.append(f"{n} call{'' if n == 1 else 's'}, {bad} not modelled")
         return "\n".join(lines)
 
     @property
@@ -69,6 +74,23 @@ class Report(list):
     @property
     def not_modelled(self) -> int:
         return sum(r.count for r in self if not r.modelled)
+
+
+def _collective(func, args, kwargs):
+    """Run a c10d collective (DDP's gradient all-reduce, a barrier) natively with no dispatch mode on the stack.
+
+    A collective is no arithmetic of ours, and the process group's work object captures the thread-local state
+    at launch (``at::ThreadLocalState``) -- with the dispatch-mode stack, a Python object.  gloo's worker thread
+    drops that work when it gets round to it, possibly after the interpreter began to finalise (a barrier keeps
+    earlier works alive until it completes; DDP keeps the process group, and so its threads, alive past
+    ``destroy_process_group``); decref-ing the mode then needs the GIL, the finalising interpreter ends the thread
+    with a forced unwind through a noexcept destructor, and the process aborts ("terminate called without an
+    active exception", SIGABRT).  Launched without our mode on the stack, the work holds no Python object.
+    """
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes():
+        return func(*args, **kwargs)
 
 
 class EmulationMode(TorchDispatchMode):
@@ -83,10 +105,13 @@ class EmulationMode(TorchDispatchMode):
         self._lock = threading.Lock()
         self._warned: set = set()
         self.checker = None  # a check.Checker when emulate(..., check=True)
+        self.attribution = None  # an attribution.Recorder when emulate(..., attribution=True): names, routes, measures
         self._checked_calls = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if getattr(func, "namespace", None) == "c10d":
+            return _collective(func, args, kwargs)
         name = func.overloadpacket.__name__
         if name in GEMM_OPS and _floating(args):
             call = normalise(func, args, kwargs)
@@ -110,6 +135,10 @@ class EmulationMode(TorchDispatchMode):
     def compute(self, call: GemmCall, **options) -> tuple[torch.Tensor, CallInfo]:
         """The [batch?, M, N] result of one call and what computed it (recorded in the report)."""
         if call.reshape == "addbmm":  # one addmm per batch entry, each onto the previous result
+            if call.a.shape[0] == 0:  # no entries: one addmm of K = 0 (torch: beta * C)
+                M, N = call.a.shape[1], call.b.shape[2]
+                return self.compute(GemmCall("addbmm", call.a.new_empty((M, 0)), call.b.new_empty((0, N)), call.c,
+                                             call.alpha, call.beta, out_dtype=call.out_dtype), **options)
             result, info = None, None
             for i in range(call.a.shape[0]):
                 first = i == 0
@@ -130,8 +159,13 @@ class EmulationMode(TorchDispatchMode):
             else:
                 _warn_cuda_copy(device)
         with stream:
-            result, info = self.backend.execute(call, backward=backward, index=index, **options)
+            if self.attribution is None:
+                result, info = self.backend.execute(call, backward=backward, index=index, **options)
+            else:
+                result, info = self.attribution.execute(self.backend, call, backward=backward, index=index, **options)
             out = to_tensor(result, device)
+        if self.attribution is not None and not backward:
+            self.attribution.bind(out)
         self.record(call, "backward" if backward else "forward", info)
         return out, info
 

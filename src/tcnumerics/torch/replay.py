@@ -1,6 +1,6 @@
 """Replay GEMM calls captured from real models on a GPU through an emulation, call by call, bit for bit.
 
-The capture files (``tools/device_models/capture.py``; a bounded set ships in
+The capture files (``lab/device_models/capture.py``; a bounded set ships in
 ``vectors/models/``) hold, per aten call, the operands as torch passed them (layout kept),
 the addend/scales, the result's bits and the kernels cuBLAS ran.  Calls too large to keep
 whole hold sampled rows of A and columns of B; they are replayed with the call's full shape

@@ -140,6 +140,8 @@ class UnitRecipe:
         a, b = arrays.float64(A), arrays.float64(B)
         if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
             raise ValueError(f"A, B: expected [M, K] and [K, N], got {a.shape} and {b.shape}")
+        if 0 in a.shape + b.shape:  # no products: an empty result, or for K = 0 the sum of none, +0 (no amax to scale)
+            return arrays.namespace(a).zeros((a.shape[0], b.shape[1]))
         rng = np.random.default_rng([self.seed, call_index]) if self.rounding == "stochastic" else None
         if self.scaling in ("mx", "nvfp4"):  # block-scaled units run on the host (tcnumerics.blockscale)
             xp = arrays.namespace(a)
@@ -149,6 +151,15 @@ class UnitRecipe:
         out = gemm(qa, qb, instruction=self.spec, promote_every=self.promote_every, split_k=self.split_k,
                    scale_a=da, scale_b=db, engine=engine or self.engine)
         return arrays.float64(out)
+
+    def quantize(self, A, B, *, call_index: int = 0):
+        """(A as the unit receives it, its FP32 descale or None, B likewise): steps 1 and 2 of ``matmul`` for a
+        [M, K] x [K, N] call, the operands ``matmul`` hands ``tcnumerics.gemm`` (error attribution reads them)."""
+        a, b = arrays.float64(A), arrays.float64(B)
+        rng = np.random.default_rng([self.seed, call_index]) if self.rounding == "stochastic" else None
+        qa, da = self._quantize(a, self.operand_a, self.spec.a_format, rng, axis=1)
+        qb, db = self._quantize(b, self.operand_b, self.spec.b_format, rng, axis=0)
+        return qa, da, qb, db
 
     def matmul_batch(self, A, B, *, call_index: int = 0, engine: str | None = None):
         """``matmul`` of every ``A[i] @ B[i]`` ([batch, M, K] and [batch, K, N]), stacked: the same bits as the
@@ -166,6 +177,8 @@ class UnitRecipe:
         a, b = arrays.float64(A), arrays.float64(B)
         if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
             raise ValueError(f"A, B: expected [batch, M, K] and [batch, K, N], got {a.shape} and {b.shape}")
+        if 0 in a.shape + b.shape:  # an empty batch, M, N or K: nothing to quantise (no amax) or multiply
+            return arrays.namespace(a).zeros((a.shape[0], a.shape[1], b.shape[2]))
         if self.rounding == "stochastic" or self.scaling in ("mx", "nvfp4") or a.shape[0] == 1:
             # one random stream per item (seeded by its call index); block scaling runs on the host per item
             return arrays.stack([self.matmul(a[i], b[i], call_index=call_index + i, engine=engine)

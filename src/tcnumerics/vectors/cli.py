@@ -24,15 +24,20 @@ __all__ = ["register"]
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("vectors", help="golden-vector files: generate, verify, export, import")
+    p = subparsers.add_parser("vectors", help="golden-vector files: generate, verify, export, import, show, families, harness")
     sub = p.add_subparsers(dest="vectors_command", metavar="ACTION", parser_class=type(p))
     p.set_defaults(func=lambda args: _usage(p))
 
     g = sub.add_parser("generate", help="write vectors with d computed by the catalogued model")
     g.add_argument("--instruction", required=True, help="catalog name (tcnumerics instructions lists them)")
     g.add_argument("--families", default="all",
-                   help="comma-separated families, or 'all' (those that apply to the instruction)")
-    g.add_argument("--count", type=int, required=True, help="vectors per family")
+                   help="comma-separated families, or 'all': those that apply to the instruction "
+                        "('vectors families --instruction NAME' lists them; default: all)")
+    g.add_argument("--count", type=int, default=None,
+                   help="vectors per family (required unless --adequate; with it: candidates per family, default 256)")
+    g.add_argument("--adequate", action="store_true",
+                   help="write a mutation-adequate set: greedy cover over family candidates killing every "
+                        "killable one-step mutant of the unit (tcnumerics.vectors.adequate)")
     g.add_argument("-o", "--output", required=True, help="the .npz file to write")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--k", type=int, default=None, help="K per vector: a multiple of the instruction's K (chained)")
@@ -47,12 +52,16 @@ def register(subparsers) -> None:
     _executor_arguments(g)
     g.set_defaults(func=_cmd_generate)
 
-    v = sub.add_parser("verify", help="replay files through their instruction; exit 0 only if every d matches")
+    v = sub.add_parser("verify", help="replay files through their instruction; exit 0 only if every d matches",
+                       description="Replay vector files through their instruction and compare every d.",
+                       epilog="exit status: 0 every vector matched; 1 some replay found mismatches; "
+                              "2 bad input (a file unreadable or refused, an unknown engine or option)")
     v.add_argument("files", nargs="+", metavar="FILE",
                    help=".npz or hex vector files; a directory stands for the .npz files directly in it")
     v.add_argument("--engine", default="auto", help="engine to replay with (auto, reference, fast, exact)")
     v.add_argument("--rows", type=int, default=1 << 15, help="vectors replayed at once (bounds memory)")
     v.add_argument("--show", type=int, default=3, help="mismatching vectors to print per file")
+    v.add_argument("--mutants", action="store_true", help="also report which one-step mutants each file kills")
     _executor_arguments(v)
     v.set_defaults(func=_cmd_verify)
 
@@ -61,6 +70,12 @@ def register(subparsers) -> None:
     e.add_argument("-o", "--output", required=True, help="the text file to write")
     e.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
     e.set_defaults(func=_cmd_export)
+
+    h = sub.add_parser("harness", help="write $readmemh files and SystemVerilog / cocotb testbenches for your RTL")
+    h.add_argument("file", metavar="FILE", help="a dense .npz vector file (e.g. from generate --adequate)")
+    h.add_argument("-o", "--output", required=True, help="the directory to write into")
+    h.add_argument("--overwrite", action="store_true", help="replace files already in OUTPUT")
+    h.set_defaults(func=_cmd_harness)
 
     i = sub.add_parser("import", help="read the hex form back into an .npz file")
     i.add_argument("file", metavar="FILE", help="a hex vector file")
@@ -178,6 +193,10 @@ def _cmd_generate(args) -> int:
 
     spec = get_instruction(args.instruction)
     get_engine(args.engine)
+    if args.adequate:
+        return _generate_adequate(args, spec)
+    if args.count is None:
+        raise ValueError("--count: required (vectors per family) unless --adequate")
     if args.count < 1:
         raise ValueError(f"--count: must be >= 1, got {args.count}")
     applicable = families_for(spec)
@@ -212,6 +231,42 @@ def _cmd_generate(args) -> int:
     save(out, vs, overwrite=args.overwrite)
     print(f"{out}: {spec.name}, {total} vectors ({', '.join(f'{f} {args.count}' for f in fams)}), K={K}")
     return 0
+
+
+def _generate_adequate(args, spec) -> int:
+    from .adequate import adequate_set
+    from .io import save, _refuse
+
+    for flag, value, default in (("--families", args.families.strip().lower(), "all"), ("--k", args.k, None),
+                                 ("--shards", args.shards, None)):
+        if value != default:
+            raise ValueError(f"{flag}: not with --adequate (candidates come from every family, at the instruction's K)")
+
+    out = os.fspath(args.output)
+    if not out.endswith(".npz"):
+        raise ValueError(f"--output: vector files end in .npz, got {out!r}")
+    _refuse(out, args.overwrite, ())
+    per_family = args.count if args.count is not None else 256
+    s = adequate_set(spec, seed=args.seed, per_family=per_family)
+    save(out, s.to_vector_set(), overwrite=args.overwrite)
+    print(f"{out}: {spec.name}, adequate set of {s.n} vectors from {s.candidates} candidates: mutation score "
+          f"{s.score:.3f} ({len(s.mutants) - len(s.survivors)}/{len(s.mutants)} non-equivalent mutants killed, "
+          f"{len(s.equivalent)} equivalent)" + (f"; survivors: {', '.join(s.survivors)}" if s.survivors else ""))
+    return 0
+
+
+def _report_mutants(path: str) -> None:
+    from .adequate import mutants_killed
+    from .io import load
+
+    vs = load(path)
+    killed = mutants_killed(vs.instruction, vs.a, vs.b, vs.c)
+    fam = vs.extra.get("family")
+    hit = {m: i for m, i in killed.items() if i is not None}
+    print(f"  mutants: {len(hit)}/{len(killed)} non-equivalent killed")
+    for m, i in killed.items():
+        where = f"vector {i}" + (f" ({fam[i]})" if fam is not None else "") if i is not None else "SURVIVES"
+        print(f"    {m}: {where}")
 
 
 def _cmd_verify(args) -> int:
@@ -255,6 +310,8 @@ def _cmd_verify(args) -> int:
             broken += 1
             continue
         print(report.summary())
+        if args.mutants:
+            _report_mutants(path)
         total += report.n
         mism += report.mismatches
         if not report.ok:
@@ -273,6 +330,19 @@ def _cmd_export(args) -> int:
     vs = load(args.hex)
     write_hex(args.output, vs, overwrite=args.overwrite, protect=[args.hex])
     print(f"{args.output}: {vs.n} vectors of {vs.instruction} in hex")
+    return 0
+
+
+def _cmd_harness(args) -> int:
+    from .harness import write_harness
+    from .io import load
+
+    vs = load(args.file)
+    try:
+        names = write_harness(vs, args.output, overwrite=args.overwrite)
+    except FileExistsError as exc:
+        raise ValueError(str(exc)) from None
+    print(f"{args.output}: {vs.n} vectors of {vs.instruction}: {', '.join(names)}")
     return 0
 
 

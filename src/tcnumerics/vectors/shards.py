@@ -35,6 +35,7 @@ from typing import Callable
 
 import numpy as np
 
+from .._files import atomic_write
 from .io import VectorFileError, VectorSet, save
 
 __all__ = ["ShardTask", "make_set", "plan", "generate_shards", "verify_shards", "MANIFEST"]
@@ -185,11 +186,9 @@ def _usage(t0: float, c0: float) -> dict:
 
 
 def _write_json(path: str, obj) -> None:
-    tmp = path + ".part"
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with atomic_write(path, "w", encoding="utf-8") as fh:
         json.dump(obj, fh, indent=1)
         fh.write("\n")
-    os.replace(tmp, path)
 
 
 def _read_json(path: str) -> dict:

@@ -1,0 +1,351 @@
+"""A small byte-level GPT trained from scratch on emulated units (``tcnumerics reproduce fp8-training``).
+
+The corpus is the source text of the running interpreter's standard library (its top-level ``*.py`` files in name
+order: no download; the version and a SHA-256 are recorded).  One GPT -- bytes as tokens, learned positions, pre-norm
+blocks of causal self-attention and a GELU MLP -- is trained from the same initial weights on the same batches
+(AdamW) under each setting, every GEMM of forward and backward emulated (``tcnumerics.torch.emulate``):
+
+* ``float32 reference``: native PyTorch FP32 (its CPU kernels' bits);
+* ``BF16 Hopper (cuBLAS)``: library mode under ``torch.autocast`` (BF16 GEMMs, FP32 master weights);
+* ``FP8 fast accumulation``: Hopper ``wgmma ... e4m3.e4m3`` (13 aligned fraction bits, truncation), per-tensor
+  scaled E4M3 operands in forward and backward;
+* ``FP8 promote every 128``: the same, each 128 K-elements added into an FP32 accumulator (DeepSeek-V3's recipe);
+* ``FP8 accumulator F=...``: the same unit shape (32 products per group, E4M3 operands) with F aligned fraction
+  bits, a design question, not a product.
+
+At chosen steps of the FP8 fast-accumulation run the step is attributed (``emulate(..., attribution=True)``):
+per call site the error by stage, the first-order loss effect, and the counterfactual (site exact) for the top
+sites.  The same seed gives the same JSON bit for bit on the same machine (the float32 reference and the
+optimizer run on PyTorch's CPU kernels, whose bits may differ between CPU types and PyTorch versions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import os
+import sys
+import sysconfig
+import time
+
+import numpy as np
+
+from .plotting import check_plot_target
+from .progress import Progress
+
+__all__ = ["corpus", "GPT", "settings", "add_arguments", "run", "render", "plot"]
+
+FP8 = "hopper.wgmma.m64n8k32.f32.e4m3.e4m3"
+WIDTHS = (10, 13, 16, 20, 25)
+PROBE_LR = 0.05  # the SGD learning rate of the attribution's loss-after-update probe
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:  # the CLI turns this into a one-line error
+        raise ModuleNotFoundError("needs torch: pip install -e \".[torch]\"", name="torch") from None
+    return torch
+
+
+def corpus(limit: int) -> tuple[np.ndarray, str]:
+    """(the first ``limit`` bytes of the standard library's top-level ``*.py`` files in name order, SHA-256)."""
+    root = sysconfig.get_paths()["stdlib"]
+    data = bytearray()
+    for name in sorted(f for f in os.listdir(root) if f.endswith(".py")):
+        with open(os.path.join(root, name), "rb") as fh:
+            data += fh.read()
+        if len(data) >= limit:
+            break
+    data = bytes(data[:limit])
+    return np.frombuffer(data, np.uint8).astype(np.int64), hashlib.sha256(data).hexdigest()
+
+
+def GPT(layers: int, width: int, heads: int, context: int):
+    """A pre-norm decoder: byte embedding + learned positions, ``layers`` blocks, a linear head over 256 bytes."""
+    torch = _torch()
+    nn = torch.nn
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = self.qkv(x).view(B, T, 3, heads, C // heads).permute(2, 0, 3, 1, 4)
+            scores = (q @ k.transpose(-2, -1)) / (C // heads) ** 0.5  # bmm: scores and mix below
+            mask = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril()
+            weights = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+            return self.proj((weights @ v).transpose(1, 2).reshape(B, T, C))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.attn = nn.LayerNorm(width), Attention()
+            self.ln2, self.fc, self.out = nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln1(x))
+            return x + self.out(nn.functional.gelu(self.fc(self.ln2(x))))
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.pos = nn.Embedding(256, width), nn.Parameter(torch.zeros(context, width))
+            self.blocks = nn.ModuleList(Block() for _ in range(layers))
+            self.ln, self.head = nn.LayerNorm(width), nn.Linear(width, 256)
+
+        def forward(self, x, y):
+            h = self.embed(x) + self.pos[: x.shape[1]]
+            for block in self.blocks:
+                h = block(h)
+            logits = self.head(self.ln(h))
+            return nn.functional.cross_entropy(logits.float().reshape(-1, 256), y.reshape(-1))
+
+    return Model()
+
+
+def settings() -> dict:
+    """name -> emulate() keywords (None: native float32; "bf16": library mode under autocast)."""
+    out = {"float32 reference": None, "BF16 Hopper (cuBLAS)": "bf16",
+           "FP8 fast accumulation": dict(instruction=FP8, scaling="tensor"),
+           "FP8 promote every 128": dict(instruction=FP8, scaling="tensor", promote_every=128)}
+    for f in WIDTHS:
+        out[f"FP8 accumulator F={f}"] = dict(unit=accumulator_unit(f), scaling="tensor")
+    return out
+
+
+def accumulator_unit(frac_bits: int):
+    """Hopper's FP8 wgmma unit shape (32 E4M3 products per group) with ``frac_bits`` aligned fraction bits."""
+    from ..catalog import get_instruction
+
+    spec = get_instruction(FP8)
+    model = dataclasses.replace(spec.model, frac_bits=frac_bits, output_mantissa_bits=min(frac_bits, 23))
+    return dataclasses.replace(spec, name=f"custom.fp8.f{frac_bits}", model=model,
+                               provenance=f"{FP8} with {frac_bits} aligned fraction bits (a design question)")
+
+
+def _emulation(setting, attribution: bool = False):
+    import contextlib
+
+    import tcnumerics.torch as tct
+
+    if setting is None:
+        return contextlib.nullcontext()
+    if setting == "bf16":
+        return _Autocast(tct.emulate("hopper", attribution=attribution))
+    return tct.emulate(**setting, attribution=attribution)
+
+
+class _Autocast:
+    """An emulation entered under ``torch.autocast`` (BF16 GEMMs of an FP32 model); the emulation's methods pass
+    through (``attribution``, ``mode``: the counterfactual re-enters it whole)."""
+
+    def __init__(self, emulation):
+        self.emulation = emulation
+        self._stack = None
+
+    def __getattr__(self, name):
+        return getattr(self.emulation, name)
+
+    def __enter__(self):
+        import contextlib
+
+        torch = _torch()
+        self._stack = contextlib.ExitStack()
+        self._stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16))
+        self._stack.enter_context(self.emulation)
+        return self
+
+    def __exit__(self, *exc):
+        stack, self._stack = self._stack, None
+        return stack.__exit__(*exc)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--steps", type=int, default=30, help="training steps per setting (default 30)")
+    parser.add_argument("--batch", type=int, default=8, help="sequences per batch (default 8)")
+    parser.add_argument("--context", type=int, default=32, help="bytes per sequence (default 32)")
+    parser.add_argument("--width", type=int, default=64, help="model width (default 64)")
+    parser.add_argument("--layers", type=int, default=2, help="transformer blocks (default 2)")
+    parser.add_argument("--heads", type=int, default=2, help="attention heads (default 2)")
+    parser.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate (default 3e-3)")
+    parser.add_argument("--attribute-at", type=int, nargs="*", default=None,
+                        help="steps of the FP8 fast-accumulation run to attribute (default: first and last)")
+    parser.add_argument("--top", type=int, default=3, help="sites per attribution given a counterfactual (default 3)")
+    parser.add_argument("--only", nargs="*", default=None, help="run only these settings (names as printed)")
+    parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    parser.add_argument("--plot", metavar="FILE.png", help="draw the loss curves and the attribution")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --plot file")
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    torch = _torch()
+    if args.plot:
+        check_plot_target(args.plot, args.force)
+    if args.width % args.heads:
+        raise ValueError(f"--heads: must divide --width ({args.width}), got {args.heads}")
+    for name in ("steps", "batch", "context", "width", "layers", "heads"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name}: must be >= 1, got {getattr(args, name)}")
+    chosen = settings()
+    if args.only:
+        unknown = [n for n in args.only if n not in chosen]
+        if unknown:
+            raise ValueError(f"--only: unknown setting {unknown[0]!r} (known: {', '.join(chosen)})")
+        chosen = {k: v for k, v in chosen.items() if k in args.only}
+    attribute_at = sorted(set(args.attribute_at if args.attribute_at is not None else [0, args.steps - 1]))
+    codes, digest = corpus(1 << 20)
+    rng = np.random.default_rng(args.seed)
+    starts = rng.integers(0, len(codes) - args.context - 1, size=(args.steps, args.batch))
+    torch.manual_seed(args.seed)
+    init = GPT(args.layers, args.width, args.heads, args.context).to(args.device).state_dict()
+    versions = dict(python=sys.version.split()[0], torch=torch.__version__, numpy=np.__version__,
+                    corpus_sha256=digest, threads=torch.get_num_threads())
+    rows = [dict(kind="config", **{k: getattr(args, k) for k in ("steps", "batch", "context", "width", "layers",
+                                                                 "heads", "lr", "seed", "device")}, **versions)]
+    with Progress(len(chosen) * args.steps, "fp8-training", enabled=not args.quiet) as bar:
+        for name, setting in chosen.items():
+            t0 = time.perf_counter()
+            losses, attributions = _train(args, setting, init, codes, starts, attribute_at
+                                          if name == "FP8 fast accumulation" else (), bar)
+            rows.append(dict(kind="curve", setting=name, losses=losses))
+            if not args.quiet:  # wall time on standard error only: the JSON is the same bits on every run
+                print(f"fp8-training: {name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+            rows += attributions
+    _summarise(rows)
+    if args.plot:
+        plot(rows, args.plot)
+    return rows
+
+
+def _batch(codes, starts, context, device):
+    torch = _torch()
+    idx = starts[:, None] + np.arange(context + 1)[None, :]
+    w = torch.from_numpy(codes[idx]).to(device)
+    return w[:, :-1], w[:, 1:]
+
+
+def _train(args, setting, init, codes, starts, attribute_at, bar):
+    torch = _torch()
+    model = GPT(args.layers, args.width, args.heads, args.context).to(args.device)
+    model.load_state_dict(init)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    losses, attributions = [], []
+    for step in range(args.steps):
+        x, y = _batch(codes, starts[step], args.context, args.device)
+        if step in attribute_at:
+            attributions.append(_attribute(args, setting, model, x, y, step))
+        with _emulation(setting):
+            loss = model(x, y)
+            opt.zero_grad()
+            loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+        bar.advance()
+    return losses, attributions
+
+
+def _attribute(args, setting, model, x, y, step: int) -> dict:
+    """One step's attribution on a copy of the model: stages, first-order, counterfactual for the top sites."""
+    import copy
+
+    from ..torch.attribution import counterfactual
+
+    torch = _torch()
+    probe = copy.deepcopy(model)
+    run = _emulation(setting, attribution=True)
+
+    def one_step():  # the step's loss, and the loss after one SGD step of PROBE_LR (both emulated)
+        probe.zero_grad()
+        loss = probe(x, y)
+        loss.backward()
+        with torch.no_grad():
+            for p in probe.parameters():
+                p -= PROBE_LR * p.grad
+        return float(loss.detach()), float(probe(x, y).detach())
+
+    with run:
+        one_step()
+    table = run.attribution(lr=PROBE_LR)
+    top = [(r.site, r.phase) for r in table if r.first_order is not None][: args.top]
+    worst_input = sorted((r for r in table if r.phase == "input-gradient"), key=lambda r: -r.total.as_dict()["rms_rel"])
+    top += [(r.site, r.phase) for r in worst_input[:1]]
+    counterfactual(run, one_step, top, state=[probe])
+    return dict(kind="attribution", step=step, setting="FP8 fast accumulation", sites=[
+        r.as_dict() for r in run.attribution(lr=PROBE_LR)])
+
+
+def _summarise(rows: list[dict]) -> None:
+    """Per curve: mean |loss - reference| over the last quarter of the steps; per phase: summed |first-order|."""
+    curves = {r["setting"]: r["losses"] for r in rows if r["kind"] == "curve"}
+    ref = curves.get("float32 reference")
+    for r in rows:
+        if r["kind"] == "curve" and ref is not None:
+            tail = max(1, len(ref) // 4)
+            r["final_loss"] = float(np.mean(r["losses"][-tail:]))
+            r["gap_vs_reference"] = float(np.mean(np.abs(np.subtract(r["losses"], ref)[-tail:])))
+        if r["kind"] == "attribution":
+            by_phase = {}
+            for s in r["sites"]:
+                if s["first_order"] is not None:
+                    by_phase[s["phase"]] = by_phase.get(s["phase"], 0.0) + abs(s["first_order"])
+            r["first_order_by_phase"] = by_phase
+
+
+def render(rows: list[dict], args) -> str:
+    cfg = rows[0]
+    lines = [f"byte-level GPT: {cfg['layers']} blocks, width {cfg['width']}, context {cfg['context']}, batch "
+             f"{cfg['batch']}, {cfg['steps']} AdamW steps (lr {cfg['lr']}), seed {cfg['seed']}; corpus: Python "
+             f"{cfg['python']} stdlib source, sha256 {cfg['corpus_sha256'][:12]}; torch {cfg['torch']}",
+             f"{'setting':<26} {'final loss':>10} {'|gap| vs fp32':>13}"]
+    for r in rows:
+        if r["kind"] == "curve":
+            lines.append(f"{r['setting']:<26} {r.get('final_loss', float('nan')):10.5f} "
+                         f"{r.get('gap_vs_reference', float('nan')):13.5f}")
+    from ..torch.attribution import AttributionTable, SiteAttribution, _Stat
+
+    for r in rows:
+        if r["kind"] != "attribution":
+            continue
+        lines.append(f"\nattribution, {r['setting']}, step {r['step']} (first-order and counterfactual: loss change "
+                     f"with the site exact; backward sites after one SGD step of lr {PROBE_LR})")
+        table = AttributionTable(_row(s, SiteAttribution, _Stat) for s in r["sites"])
+        lines.append(str(table))
+        lines.append("summed |first-order| by phase: " + ", ".join(f"{k} {v:.2e}" for k, v in
+                                                                   r["first_order_by_phase"].items()))
+    return "\n".join(lines)
+
+
+def _row(d: dict, SiteAttribution, _Stat):
+    """A table row back from its JSON form (RMS values restored as one-sample statistics)."""
+    def stat(s):
+        return _Stat(max_rel=s["max_rel"], sq_rel=s["rms_rel"] ** 2, max_ulp=s["max_ulp"], sq_ulp=s["rms_ulp"] ** 2, n=1)
+    return SiteAttribution(d["site"], d["phase"], d["ops"], tuple(d["shape"]), d["rule"], d["calls"],
+                           {k: stat(v) for k, v in d["stages"].items()}, stat(d["total"]), d["split"],
+                           d["first_order"], d["counterfactual"])
+
+
+def plot(rows: list[dict], path: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = [r for r in rows if r["kind"] == "curve"]
+    ref = next((r["losses"] for r in curves if r["setting"] == "float32 reference"), None)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for r in curves:
+        left.plot(r["losses"], label=r["setting"], lw=1)
+        if ref is not None and r["setting"] != "float32 reference":
+            right.plot(np.subtract(r["losses"], ref), label=r["setting"], lw=1)
+    left.set(xlabel="step", ylabel="training loss (nats/byte)", title="loss curves")
+    right.set(xlabel="step", ylabel="loss - float32 reference", title="against the reference")
+    left.legend(fontsize=7)
+    right.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

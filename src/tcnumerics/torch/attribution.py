@@ -1,0 +1,459 @@
+"""Error attribution inside a model: per call site, which stage of the emulated GEMM makes the error, and what it
+does to the loss (``emulate(..., attribution=True)``; docs/attribution.md).
+
+Each intercepted GEMM is named by the module that made it (``torch.utils.module_tracker.ModuleTracker``: the
+innermost module running, forward or backward) and by its phase: ``forward``, ``weight-gradient`` (a backward 2-D
+GEMM with no parameter as an operand whose result has a parameter's shape: K = tokens) or ``input-gradient`` (the
+other backward GEMMs: a parameter as an operand, or activations only, as attention's ``bmm``).
+
+**Stages.**  Against the product of the *original* operands (float64 matmul, then alpha, beta * C and bias in
+float64 -- the reference; float64 is not exact, its relative error is about K * 2**-53, far below every stage
+measured here) the emulated result is reached through four values, each made exact one at a time:
+
+1. ``quantisation``: the float64 product of the operands *as the unit receives them* (scaled, rounded, descaled);
+2. ``accumulation``: those operands on the unit, one chain over K (``tcnumerics.gemm``, no promotion or split-K);
+3. ``ordering``: the unit with the recipe's (or the library plan's) promotion and split-K;
+4. ``epilogue``: the result the model received (alpha, C, bias, conversion to the output dtype).
+
+A stage's error is the difference of its value and the previous one's (after the same float64 epilogue), so the
+four add up to the total error, and a stage that computes nothing new has an error of exactly zero.  Each is
+reported as the largest and the RMS of ``|error| / (|A| @ |B|)`` (relative to the magnitudes summed, which stays
+finite where a result cancels to zero) and in units in the last place of the output format at ``|A| @ |B|``.
+Block-scaled units (MX, NVFP4) and library kernels whose reduction ``tcnumerics.gemm`` does not express (SIMT
+trees, stream-K, interleaved split-K) report the total as ``accumulation`` and say so (``stages="total"``).
+
+**Loss effect** -- both columns are the change of a loss when the site is made exact (error = emulated - exact).
+``counterfactual``: re-run a step with one site computed exactly (``set_site(name, "exact")``: float64 product and
+epilogue, one RNE conversion), every other site as emulated, from the same state and RNG; forward sites change the
+step's loss, backward sites the loss after the step's update.  ``first_order``: its linear estimate -- forward
+sites ``-<dloss/dy, error>`` (a hook on each recorded output, summed over the backward passes run);
+weight-gradient sites ``lr * <g, error>`` (the loss after one SGD step of learning rate ``lr``, with the GEMM's
+own result ``g`` standing for the gradient); input-gradient sites have none (their error reaches the loss through
+the rest of backward: use the counterfactual).
+
+Example:
+    >>> import torch, tcnumerics.torch as tct
+    >>> net = torch.nn.Sequential(torch.nn.Linear(32, 8), torch.nn.Linear(8, 1))
+    >>> x = torch.linspace(-1, 1, 64).reshape(2, 32)
+    >>> with tct.emulate(instruction="hopper.wgmma.m64n8k32.f32.e4m3.e4m3", scaling="tensor",
+    ...                  attribution=True) as run:
+    ...     net(x).square().sum().backward()
+    >>> table = run.attribution(lr=0.1)
+    >>> sorted((r.site, r.phase) for r in table)
+    [('Sequential.0', 'forward'), ('Sequential.0', 'weight-gradient'), ('Sequential.1', 'forward'), ('Sequential.1', 'input-gradient'), ('Sequential.1', 'weight-gradient')]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..formats import get_format
+from ..gemm import gemm
+from ._tensors import format_name, to_numpy
+from .backends import CallInfo, UnitBackend
+from .calls import GemmCall
+
+__all__ = ["STAGES", "Recorder", "SiteAttribution", "AttributionTable", "counterfactual"]
+
+STAGES = ("quantisation", "accumulation", "ordering", "epilogue")
+
+
+@dataclass
+class _Stat:
+    """Running max and sum of squares of one error measure."""
+
+    max_rel: float = 0.0
+    sq_rel: float = 0.0
+    max_ulp: float = 0.0
+    sq_ulp: float = 0.0
+    n: int = 0
+
+    def add(self, rel: np.ndarray, ulp: np.ndarray) -> None:
+        if rel.size:
+            self.max_rel = max(self.max_rel, float(np.max(rel)))
+            self.max_ulp = max(self.max_ulp, float(np.max(ulp)))
+            self.sq_rel += float(np.sum(rel * rel))
+            self.sq_ulp += float(np.sum(ulp * ulp))
+            self.n += rel.size
+
+    def as_dict(self) -> dict:
+        n = max(self.n, 1)
+        return dict(max_rel=self.max_rel, rms_rel=math.sqrt(self.sq_rel / n), max_ulp=self.max_ulp,
+                    rms_ulp=math.sqrt(self.sq_ulp / n))
+
+
+@dataclass
+class SiteAttribution:
+    """One row of ``run.attribution()``: the calls of one module in one phase."""
+
+    site: str
+    phase: str
+    ops: str
+    shape: tuple
+    rule: str
+    calls: int = 0
+    stages: dict = field(default_factory=lambda: {s: _Stat() for s in STAGES})
+    total: _Stat = field(default_factory=_Stat)
+    split: str = "stages"  # or "total": the stages are not separated for this site (see the module docstring)
+    first_order: float | None = None
+    counterfactual: float | None = None
+
+    def as_dict(self) -> dict:
+        return dict(site=self.site, phase=self.phase, ops=self.ops, shape=list(self.shape), rule=self.rule,
+                    calls=self.calls, split=self.split, stages={k: v.as_dict() for k, v in self.stages.items()},
+                    total=self.total.as_dict(), first_order=self.first_order, counterfactual=self.counterfactual)
+
+
+class AttributionTable(list):
+    """``run.attribution()``: SiteAttribution rows, ranked by the size of their loss effect; prints as a table."""
+
+    def __str__(self) -> str:
+        if not self:
+            return "(no GEMM calls attributed)"
+        head = (f"{'site':<28} {'phase':<15} {'calls':>5}  " + "  ".join(f"{s[:5]:>8}" for s in STAGES)
+                + f"  {'total':>8} {'ulp':>7}  {'first-order':>11}  {'counterf.':>10}")
+        lines = [head, "(stage columns: RMS of |error| / (|A| @ |B|); ulp: RMS in ulps of the output format)"]
+        for r in self:
+            st = "  ".join(f"{r.stages[s].as_dict()['rms_rel']:8.1e}" if r.split == "stages" or s == "accumulation"
+                           else f"{'-':>8}" for s in STAGES)
+            t = r.total.as_dict()
+            fo = "-" if r.first_order is None else f"{r.first_order:+.2e}"
+            cf = "-" if r.counterfactual is None else f"{r.counterfactual:+.2e}"
+            lines.append(f"{r.site[-28:]:<28} {r.phase:<15} {r.calls:>5}  {st}  {t['rms_rel']:8.1e} "
+                         f"{t['rms_ulp']:7.2f}  {fo:>11}  {cf:>10}")
+        return "\n".join(lines)
+
+    def to_json(self) -> str:
+        return json.dumps([r.as_dict() for r in self], allow_nan=False)
+
+    def plot(self, path: str, *, overwrite: bool = False) -> str:
+        """A bar chart of each site's RMS error by stage ([plot] extra: matplotlib)."""
+        import os
+
+        if os.path.exists(path) and not overwrite:
+            raise FileExistsError(f"plot: {path} exists (pass overwrite=True)")
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(8, 0.3 * len(self) + 1.5))
+        labels = [f"{r.site} ({r.phase})" for r in self]
+        left = np.zeros(len(self))
+        for s in STAGES:
+            v = np.array([r.stages[s].as_dict()["rms_rel"] for r in self])
+            ax.barh(labels, v, left=left, label=s)
+            left += v
+        ax.set_xlabel("RMS |error| / (|A| @ |B|), stacked by stage")
+        ax.invert_yaxis()
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)
+        return path
+
+
+class Recorder:
+    """Held by ``EmulationMode.attribution``: names each call, computes it (emulated, exact, or on a site's own
+    rule) and measures its stages.  ``measure=False`` only names and routes (the counterfactual re-runs)."""
+
+    def __init__(self, measure: bool = True):
+        from torch.utils.module_tracker import ModuleTracker
+
+        self.tracker = ModuleTracker()
+        self.measure = measure
+        self.rows: dict[tuple, SiteAttribution] = {}
+        self.overrides: dict[str, object] = {}  # module name -> "exact" or a backend
+        self._unhooked: list = []  # forward outputs waiting for their grad_fn: (key, output, error)
+        self.first_order: dict[tuple, float] = {}  # forward sites: sum of <dloss/dout, error> over backward passes
+        self.counterfactuals: dict[tuple, float] = {}
+        self._params: set[int] = set()  # storages of the parameters of modules run (input-gradient operands)
+        self._shapes: set[tuple] = set()  # their shapes (a weight-gradient GEMM's result has one, transposed or not)
+        self._hooks = []
+        self._lock = threading.Lock()
+
+    # --- entering: the tracker and the parameter registry ----------------------------------------
+
+    def __enter__(self):
+        self.tracker.__enter__()
+        module = torch.nn.modules.module
+        self._hooks = [module.register_module_forward_pre_hook(self._note_params),
+                       module.register_module_forward_hook(self._hook_outputs)]
+        return self
+
+    def __exit__(self, *exc):
+        for h in self._hooks:
+            h.remove()
+        self._hook_outputs(None, (), None)
+        self.tracker.__exit__(*exc)
+
+    def _note_params(self, module, args):
+        for p in module.parameters(recurse=False):
+            self._params.add(p.untyped_storage().data_ptr())
+            self._shapes.add(tuple(p.shape[-2:]))
+
+    def site(self, call: GemmCall, backward: bool) -> tuple[str, str]:
+        """(module name, phase) of a call."""
+        parents = self.tracker.parents
+        name = max(parents, key=lambda n: (n.count(".") + (n != "Global"), n))
+        if not backward:
+            return name, "forward"
+        uses_param = any(t.untyped_storage().data_ptr() in self._params for t in (call.a, call.b))
+        M, N = call.shape[-3:-1]
+        weight_shaped = not call.batched and ((M, N) in self._shapes or (N, M) in self._shapes)
+        return name, "weight-gradient" if weight_shaped and not uses_param else "input-gradient"
+
+    # --- one call ----------------------------------------------------------------------------------
+
+    def execute(self, backend, call: GemmCall, *, backward: bool, index: int, **options):
+        """The backend's ``execute``, routed by the site's override, with the stages measured."""
+        key = self.site(call, backward)
+        rule = self.overrides.get(f"{key[0]}:{key[1]}", self.overrides.get(key[0]))  # the phase's own rule first
+        if rule == "exact":
+            result, info = _exact(call), CallInfo("exact (float64)")
+        else:
+            backend = backend if rule is None else rule
+            result, info = backend.execute(call, backward=backward, index=index, **options)
+        if self.measure:
+            self._measure(key, backend if rule is None else rule, call, backward, result, info)
+        return result, info
+
+    def bind(self, out: torch.Tensor) -> None:
+        """Keep the last forward call's output tensor: once its module returns, autograd has given it a grad_fn and
+        a hook on it accumulates ``<dloss/dout, error>`` during backward (the first-order estimate)."""
+        if self._pending is not None:
+            key, err = self._pending
+            self._unhooked.append((key, out, err))
+            self._pending = None
+
+    _pending = None
+
+    def _hook_outputs(self, module, args, output) -> None:
+        waiting, self._unhooked = self._unhooked, []
+        for key, out, err in waiting:
+            if out.grad_fn is None:
+                continue
+            self.first_order.setdefault(key, 0.0)
+            out.register_hook(self._accumulator(key, err))
+
+    def _accumulator(self, key, err):
+        def hook(grad):
+            with self._lock:
+                self.first_order[key] -= float(np.sum(_host(grad) * err))
+        return hook
+
+    def _measure(self, key, backend, call: GemmCall, backward: bool, result, info: CallInfo) -> None:
+        a, b = _host(call.a), _host(call.b)
+        a3, b3 = (a, b) if a.ndim == 3 else (a[None], b[None])
+        out = np.asarray(_host_values(result), np.float64)
+        out3 = out if out.ndim == 3 else out[None]
+        epi = _Epilogue(call)
+        ref = epi(np.matmul(a3, b3))
+        mag = epi.scale(np.matmul(np.abs(a3), np.abs(b3)))
+        values, split = _stage_values(backend, call, backward, a3, b3, info)
+        values = [ref] + [epi(v) for v in values] + [out3]
+        fmt = get_format(format_name(call.out_dtype))
+        ulp = _ulp(mag, fmt)
+        with self._lock:
+            row = self.rows.get(key)
+            if row is None:
+                row = self.rows[key] = SiteAttribution(key[0], key[1], call.op, call.shape, info.kernel, split=split)
+            row.calls += 1
+            if split == "total":
+                values = [values[0], values[0], values[-1], values[-1], values[-1]]
+            for stage, before, after in zip(STAGES, values, values[1:]):
+                e = np.abs(after - before)
+                row.stages[stage].add(_ratio(e, mag), _ratio(e, ulp))
+            total = out3 - ref
+            row.total.add(_ratio(np.abs(total), mag), _ratio(np.abs(total), ulp))
+            if backward:
+                if key[1] == "weight-gradient":
+                    row.first_order = (row.first_order or 0.0) + float(np.sum(out3 * total))  # times -lr later
+            elif call.reshape is None:
+                self._pending = (key, total if out.ndim == 3 else total[0])
+
+    # --- the table ---------------------------------------------------------------------------------
+
+    def table(self, lr: float | None = None) -> AttributionTable:
+        """The rows, ranked by |first-order| then by RMS error (first-order: forward sites from the backward passes
+        run so far; weight-gradient sites with ``lr``)."""
+        rows = []
+        for key, r in self.rows.items():
+            row = SiteAttribution(**vars(r))
+            if r.phase == "weight-gradient":
+                row.first_order = None if lr is None else lr * r.first_order
+            else:
+                row.first_order = self.first_order.get(key)
+            row.counterfactual = self.counterfactuals.get(key)
+            rows.append(row)
+        rows.sort(key=lambda r: (-abs(r.first_order or 0.0), -r.total.as_dict()["rms_rel"], r.site, r.phase))
+        return AttributionTable(rows)
+
+
+def counterfactual(emulation, step, sites, *, state=()) -> dict:
+    """{(name, phase): loss with that site exact - loss with every site emulated} for ``sites``.
+
+    ``step()`` runs one step and returns its loss, or (the step's loss, the loss after its update): forward sites
+    are judged by the first, backward sites by the second;
+    it runs inside ``emulation`` once as emulated and once per site with that site exact, each time from the same
+    ``state`` (objects with ``state_dict``/``load_state_dict``: models, optimizers) and torch's RNG state.  The
+    re-runs are not measured (the table keeps the first run's errors); the results go into the table's
+    ``counterfactual`` column.
+    """
+    import copy
+
+    rec = emulation._recorder("counterfactual")
+    saved = [copy.deepcopy(obj.state_dict()) for obj in state]
+    rng = torch.get_rng_state()
+    counter = emulation.mode.counter  # the call index seeds stochastic rounding: every re-run starts from it
+    rules = dict(rec.overrides)  # the sites' own rules (set_site) stay; one site at a time becomes exact
+
+    def run(override):
+        for obj, st in zip(state, saved):
+            obj.load_state_dict(copy.deepcopy(st))
+        torch.set_rng_state(rng)
+        emulation.mode.counter = counter
+        rec.overrides = dict(rules)
+        if override is not None:
+            rec.overrides[f"{override[0]}:{override[1]}"] = "exact"
+        rec.measure = False
+        try:
+            with emulation:
+                value = step()
+            return (float(value), float(value)) if np.ndim(value) == 0 else (float(value[0]), float(value[1]))
+        finally:
+            rec.measure, rec.overrides = True, dict(rules)
+
+    base = run(None)
+    out = {}
+    for site in sites:
+        which = 0 if site[1] == "forward" else 1
+        out[tuple(site)] = run(tuple(site))[which] - base[which]
+    emulation.mode.counter = counter
+    for obj, st in zip(state, saved):
+        obj.load_state_dict(st)
+    torch.set_rng_state(rng)
+    rec.counterfactuals.update(out)
+    return out
+
+
+class _Epilogue:
+    """alpha * acc + beta * C + bias in float64 (the reference epilogue) and its scale for |A| @ |B|."""
+
+    def __init__(self, call: GemmCall):
+        self.alpha = float(call.alpha)
+        self.c = None if call.c is None or call.beta == 0 else float(call.beta) * _host(call.c)
+        self.bias = None if call.bias is None else _host(call.bias)
+        self.scales = None
+        if call.op == "_scaled_mm":
+            self.scales = (_host(call.scale_a), _host(call.scale_b))
+
+    def _descale(self, acc):
+        if self.scales is None:
+            return acc
+        sa, sb = self.scales
+        return acc * (sa.reshape(()) * sb.reshape(()) if sa.size == 1 and sb.size == 1
+                      else sa.reshape(-1, 1) * sb.reshape(1, -1))
+
+    def scale(self, acc):
+        return abs(self.alpha) * np.abs(self._descale(acc))
+
+    def __call__(self, acc):
+        r = self.alpha * self._descale(acc)
+        if self.c is not None:
+            r = r + self.c
+        if self.bias is not None:
+            r = r + self.bias
+        return r
+
+
+def _stage_values(backend, call: GemmCall, backward: bool, a3, b3, info: CallInfo):
+    """[quantised product, one chain, with ordering] before the epilogue, and "stages" or "total"."""
+    if isinstance(backend, UnitBackend):
+        recipe = backend.backward if backward else backend.recipe
+        if recipe.scaling in ("mx", "nvfp4") or recipe.rounding == "stochastic" or call.op == "_scaled_mm":
+            return [], "total"
+        spec, order = recipe.spec, dict(promote_every=recipe.promote_every, split_k=recipe.split_k)
+        quantised = [recipe.quantize(a3[i], b3[i]) for i in range(a3.shape[0])]
+        engine = recipe.engine if recipe.engine != "auto" else "auto"
+    else:
+        structure = getattr(getattr(info.call, "plan", None), "structure", None) or _library_structure(backend, call)
+        if structure is None or call.op == "_scaled_mm" or any(getattr(structure, k, None) for k in (
+                "simt_kernel", "stream_k", "split_interleave", "input_rounding", "split_partial_format")):
+            return [], "total"
+        spec = structure.instruction
+        order = dict(promote_every=structure.promote_every, split_k=structure.split_k, k_tile=structure.k_tile,
+                     k_residue=structure.k_residue, split_granule=structure.split_granule)
+        quantised = [(a3[i], None, b3[i], None) for i in range(a3.shape[0])]
+        engine = "auto"
+    dequantised, chained, ordered = [], [], []
+    for qa, da, qb, db in quantised:
+        dequantised.append(_dequantise(qa, da, 1) @ _dequantise(qb, db, 0))
+        one = np.asarray(gemm(qa, qb, instruction=spec, scale_a=da, scale_b=db, engine=engine), np.float64)
+        chained.append(one)
+        if any(v is not None for v in order.values()):
+            one = np.asarray(gemm(qa, qb, instruction=spec, scale_a=da, scale_b=db, engine=engine, **order),
+                             np.float64)
+        ordered.append(one)
+    return [np.stack(dequantised), np.stack(chained), np.stack(ordered)], "stages"
+
+
+def _library_structure(backend, call: GemmCall):
+    """The library plan's structure (its instruction, promotion, split-K) for a library-mode call."""
+    try:
+        fn, args, kwargs, _ = backend._route(call, None, "fast")
+        plan, _ = fn.prepare(*args, **dict(kwargs, engine="fast"))
+    except Exception:  # a call the plan cannot describe: its stages are not separated
+        return None
+    return plan.structure
+
+
+def _dequantise(q, descale, axis: int):
+    values = np.asarray(q, np.float64)
+    if descale is None:
+        return values
+    d = np.asarray(descale, np.float64)
+    return values * (d.reshape(-1, 1) if axis == 1 and d.size > 1 else d.reshape(1, -1) if d.size > 1 else d)
+
+
+def _exact(call: GemmCall) -> np.ndarray:
+    """The call in float64 (product and epilogue), one RNE conversion to the output dtype."""
+    from .unit import epilogue
+
+    a, b = _host(call.a), _host(call.b)
+    acc = np.matmul(a, b)
+    if call.op == "_scaled_mm":
+        acc = _Epilogue(call)._descale(acc)
+    c = None if call.c is None else np.broadcast_to(_host(call.c), acc.shape)
+    return epilogue(acc, format_name(call.out_dtype), alpha=call.alpha, C=c, beta=call.beta,
+                    bias=None if call.bias is None else _host(call.bias), acc_format="fp64")
+
+
+def _host(t: torch.Tensor) -> np.ndarray:
+    return np.asarray(to_numpy(t), np.float64)
+
+
+def _host_values(result) -> np.ndarray:
+    from .. import arrays
+
+    return arrays.to_host(arrays.float64(result))
+
+
+def _ulp(ref: np.ndarray, fmt) -> np.ndarray:
+    """The output format's ulp at each value of ``ref`` (its smallest ulp below the normal range)."""
+    with np.errstate(divide="ignore"):
+        e = np.floor(np.log2(np.abs(ref)))
+    e = np.where(np.isfinite(e), np.maximum(e, fmt.emin), fmt.emin)
+    return np.exp2(e - fmt.man_bits)
+
+
+def _ratio(e: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(scale > 0, e / np.where(scale > 0, scale, 1), np.where(e > 0, np.inf, 0.0))
+    return np.nan_to_num(r, nan=np.inf)

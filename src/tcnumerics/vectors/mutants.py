@@ -1,0 +1,318 @@
+"""Mutants of a unit: its one-step neighbour designs, each a real variant the reference engine runs.
+
+A golden-vector set is only as good as the bugs it catches.  ``mutants(spec)`` lists the
+designs one step away from a catalog entry (or any ``InstructionSpec``): each is either a
+changed ``UnitModel`` / ``InstructionSpec`` (F +-1 and +-2, group size x2 and /2, the group's
+output rounding, where C enters, the zero exponent, the overflow policy, the canonical NaN,
+integer saturation, operand signedness, the group order), or the unit wrapped by an exact
+operand or result rewrite that *is* the neighbour design (flushing subnormal inputs or
+outputs, a NaN payload passed through from C, inf - inf giving +inf, inf * 0 giving 0, the
+sign of a zero result taken from C).  Every mutant is evaluated by the reference engine
+(``engines.reference.dot_bits``); no engine is special-cased for it.
+
+Mutants that equal the unit on its whole domain cannot be told apart by any vector and are
+listed separately with the argument that proves it (``Mutant.equivalent``):
+
+* a group size change that leaves every chunk in one group (``min(L, chunk)`` unchanged):
+  the datapath then sees the same single group;
+* the group order reversed when the instruction is one group: a fused group's result
+  depends only on the multiset of its terms (emax is a maximum, the truncated terms are
+  summed exactly), so order cannot show;
+* flushing subnormal inputs of a format without subnormals: there is nothing to flush.
+
+Mutants not in these classes that no candidate vector kills are reported as *survivors*
+(``tcnumerics.vectors.adequate``), never silently dropped.
+
+Not modelled: product truncation before alignment (every product is exact in the fused
+model, so its neighbour needs a new datapath parameter), a different C exponent alignment
+within the group beyond ``c_entry``, and TF32's low-bit handling (``tf32`` vectors test it).
+
+Example:
+    >>> from tcnumerics.vectors.mutants import mutants
+    >>> ms = mutants("hopper.wgmma.m64n8k16.f32.bf16.bf16")
+    >>> [m.name for m in ms][:4]
+    ['frac_bits-2', 'frac_bits-1', 'frac_bits+1', 'frac_bits+2']
+    >>> [m.name for m in ms if m.equivalent]
+    ['group_size*2', 'k_order_reversed']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+from ..catalog import get_instruction
+from ..formats import FloatFormat, IntFormat, Rounding, get_format
+from ..model import InstructionSpec, UnitModel
+
+__all__ = ["Mutant", "mutants", "evaluate", "KINDS"]
+
+KINDS: tuple[str, ...] = (
+    "frac_bits", "group_size", "group_rounding", "output_cut", "c_entry", "k_order", "zero_exponent",
+    "flush_inputs", "flush_outputs", "nan_bits", "nan_payload", "inf_minus_inf", "inf_times_zero",
+    "overflow", "signed_zero", "int_saturation", "int_signedness")
+
+Rewrite = Callable[[InstructionSpec, np.ndarray, np.ndarray, np.ndarray], tuple]
+Post = Callable[[InstructionSpec, np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One neighbour design of a unit.
+
+    ``spec`` is the changed instruction (the unit's own for rewrite mutants); ``pre``
+    rewrites the operands before the unit runs, ``post`` rewrites its result from the
+    operands; ``equivalent`` is the proof that no input tells it from the unit ('' if none).
+    """
+
+    name: str
+    kind: str
+    spec: InstructionSpec
+    description: str
+    pre: Rewrite | None = None
+    post: Post | None = None
+    equivalent: str = ""
+
+
+def evaluate(mutant: Mutant, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The mutant's d bits for [N, K] operands and [N] accumulators (K a multiple of its K).
+
+    >>> import numpy as np
+    >>> m = [m for m in mutants("volta.mma.m8n8k4.f32.f16.f16.f32") if m.name == "overflow_saturate"][0]
+    >>> big = np.full((1, 4), 0x7BFF, np.uint16)             # fp16 65504
+    >>> c = np.array([0x7F7FFFFF], np.uint32)                # fp32 max
+    >>> hex(int(evaluate(m, big, big, c)[0]))                # the unit gives inf, the mutant max finite
+    '0x7f7fffff'
+    """
+    from ..engines.reference import dot_bits
+
+    a0, b0, c0 = a, b, c
+    if mutant.pre is not None:
+        a, b, c = mutant.pre(mutant.spec, a, b, c)
+    d = dot_bits(mutant.spec, a, b, c)
+    if mutant.post is not None:
+        d = mutant.post(mutant.spec, a0, b0, c0, d)
+    return np.asarray(d).astype(mutant.spec.d_format.container_dtype)
+
+
+def mutants(spec_or_name: "str | InstructionSpec | UnitModel", k: int | None = None) -> list[Mutant]:
+    """The one-step neighbours of an instruction (or of a bare ``UnitModel``, given ``k``).
+
+    Block-scaled and sparse entries are refused (their operands carry more than a, b, c).
+    """
+    spec = _as_spec(spec_or_name, k)
+    if spec.model.is_block_scaled or ".sp." in spec.name:
+        raise ValueError(f"{spec.name}: mutants cover dense, unscaled instructions only")
+    m = spec.model
+    if m.algorithm == "integer":
+        return _integer_mutants(spec)
+    if m.algorithm != "fused":
+        raise ValueError(f"{spec.name}: mutants cover fused and integer units, not {m.algorithm!r}")
+    out = _parameter_mutants(spec) + _rewrite_mutants(spec)
+    return out
+
+
+def _as_spec(x, k: int | None) -> InstructionSpec:
+    if isinstance(x, UnitModel):
+        return InstructionSpec(name="custom.unit", k=k or x.group_size, model=x)
+    return get_instruction(x)
+
+
+def _variant(spec: InstructionSpec, **model_changes) -> InstructionSpec:
+    return replace(spec, model=spec.model.with_(**model_changes))
+
+
+def _parameter_mutants(spec: InstructionSpec) -> list[Mutant]:
+    m = spec.model
+    out: list[Mutant] = []
+    if m.frac_bits is not None:
+        for step in (-2, -1, 1, 2):
+            f = m.frac_bits + step
+            if 0 <= f <= 56:
+                out.append(Mutant(f"frac_bits{step:+d}", "frac_bits", _variant(spec, frac_bits=f),
+                                  f"alignment keeps F={f} fraction bits instead of {m.frac_bits}"))
+    chunk = spec.chunk or spec.k
+    for label, size in (("*2", m.group_size * 2), ("/2", m.group_size // 2)):
+        if size < 1 or (label == "/2" and m.group_size % 2):
+            continue
+        proof = ""
+        if min(size, chunk) == min(m.group_size, chunk):
+            proof = (f"every chunk of {chunk} products is one group for L={m.group_size} and L={size}: "
+                     f"the datapath sees the same single group")
+        out.append(Mutant(f"group_size{label}", "group_size", _variant(spec, group_size=size),
+                          f"{size} products fused per group instead of {m.group_size}", equivalent=proof))
+    for r in (Rounding.RZ, Rounding.RNE, Rounding.RD, Rounding.RU):
+        if r is not m.output_rounding:
+            out.append(Mutant(f"group_rounding_{r.value}", "group_rounding", _variant(spec, output_rounding=r),
+                              f"each group's sum rounded {r.value.upper()} instead of "
+                              f"{m.output_rounding.value.upper()}"))
+    if m.output_mantissa_bits is not None:
+        out.append(Mutant("output_cut_missing", "output_cut", _variant(spec, output_mantissa_bits=None),
+                          f"the full {m.d_format.name} mantissa written (no cut to {m.output_mantissa_bits} bits)"))
+    out += _c_entry_mutants(spec)
+    order = list(spec.k_order) if spec.k_order is not None else list(range(spec.k))
+    groups = -(-chunk // m.group_size) * (spec.k // chunk)
+    proof = ("the instruction is one fused group: its result depends only on the multiset of terms "
+             "(emax is a maximum, truncated terms are summed exactly)") if groups == 1 else ""
+    out.append(Mutant("k_order_reversed", "k_order", replace(spec, k_order=tuple(order[::-1])),
+                      "K elements enter the groups in reverse order", equivalent=proof))
+    ez = m.zero_exponent
+    for label, value in (("none", None), ("-1", None if ez is None else ez - 1), ("+1", None if ez is None else ez + 1)):
+        if ez is None:
+            break  # a unit without a zero exponent has no neighbour here
+        out.append(Mutant(f"zero_exponent_{label}", "zero_exponent", _variant(spec, zero_exponent=value),
+                          f"an exactly-zero term takes exponent {value} in emax (unit: {ez})",
+                          equivalent=_zero_exponent_proof(spec, value)))
+    out.append(Mutant("overflow_saturate", "overflow", _variant(spec, output_overflow="saturate"),
+                      "results beyond the output range saturate to the largest finite instead of inf",
+                      equivalent=_no_overflow_proof(spec)))
+    alt_nan = m.d_format.nan_bits if m.nan_bits != m.d_format.nan_bits else _other_nan(m.d_format)
+    out.append(Mutant("nan_bits_other", "nan_bits", _variant(spec, nan_bits=alt_nan),
+                      f"the canonical NaN written is {alt_nan:#x} instead of {m.nan_bits:#x}"))
+    return out
+
+
+def _zero_exponent_proof(spec: InstructionSpec, value: int | None) -> str:
+    """Zero terms' exponent only matters if a nonzero term can align below it."""
+    m = spec.model
+    lowest = min(m.a_format.emin + m.b_format.emin, spec.c_format.emin, m.d_format.emin)
+    floor = m.zero_exponent if value is None else max(m.zero_exponent, value)
+    if lowest > floor:
+        return (f"every nonzero term aligns at exponent >= {lowest} > {floor}: emax is the same whether zero "
+                f"terms count as {m.zero_exponent} or {value}, and an all-zero group sums to 0 either way")
+    return ""
+
+
+def _no_overflow_proof(spec: InstructionSpec) -> str:
+    """Saturation can only show if a finite sum can round beyond the largest finite output."""
+    m = spec.model
+    out = m.output_format
+    bound = spec.k * m.a_format.max_finite * m.b_format.max_finite + max(spec.c_format.max_finite, out.max_finite)
+    ulp = 2.0 ** (out.emax - out.man_bits)
+    if spec.c_entry == "ieee_add" or m.output_rounding is not Rounding.RZ:
+        if bound < out.max_finite + ulp / 2 and m.output_rounding in (Rounding.RZ, Rounding.RNE):
+            return (f"every exact sum is below {out.max_finite:.4g} + half an ulp (bound {bound:.4g}): "
+                    f"nothing rounds beyond the largest finite")
+        return ""
+    if bound < 2.0 ** (out.emax + 1):
+        return (f"every exact sum is below 2**{out.emax + 1} (bound {bound:.4g}) and RZ never rounds past "
+                f"the largest finite: no finite result overflows")
+    return ""
+
+
+def _other_nan(fmt: FloatFormat) -> int:
+    return int(fmt.nan_bits) ^ (1 << fmt.pad_bits)  # the lowest payload bit flipped: still a NaN
+
+
+def _c_entry_mutants(spec: InstructionSpec) -> list[Mutant]:
+    m = spec.model
+    if spec.c_entry == "fused":
+        if m.d_format.man_bits + 1 > 25:
+            return []
+        return [Mutant("c_added_after", "c_entry", replace(spec, c_entry="ieee_add", c_add_rounding=Rounding.RNE),
+                       "C added after the products by an IEEE RNE addition instead of aligned with them")]
+    return [Mutant("c_fused_first", "c_entry", replace(spec, c_entry="fused", chunk_combine="chain"),
+                   "C aligned with the first chunk's products instead of added after the chunks")]
+
+
+def _integer_mutants(spec: InstructionSpec) -> list[Mutant]:
+    m = spec.model
+    out = [Mutant("int_wrap" if m.saturate else "int_saturate", "int_saturation",
+                  _variant(spec, saturate=not m.saturate),
+                  "two's-complement wraparound" if m.saturate else "saturating (.satfinite) accumulation")]
+    for side in ("a", "b"):
+        fmt = getattr(spec, f"{side}_format")
+        flipped = get_format(fmt.name.replace("s", "u") if fmt.name.startswith("s") else fmt.name.replace("u", "s"))
+        changes = {f"{side}_format": flipped}
+        new = replace(spec, model=m.with_(**changes), **changes)
+        out.append(Mutant(f"int_{side}_{flipped.name}", "int_signedness", new,
+                          f"operand {side.upper()} read as {flipped.name} instead of {fmt.name}"))
+    return out
+
+
+def _sign_bit(fmt) -> int:
+    return (1 << (fmt.width - 1)) << fmt.pad_bits
+
+
+def _flush_inputs(spec, a, b, c):
+    def flush(fmt, x):
+        if not isinstance(fmt, FloatFormat) or not fmt.subnormals:
+            return x
+        d = fmt.decode(x)
+        sub = (d.kind == 0) & (d.significand != 0) & (d.significand < (1 << fmt.man_bits))
+        return np.where(sub, x & x.dtype.type(_sign_bit(fmt)), x).astype(x.dtype)
+    return flush(spec.a_format, a), flush(spec.b_format, b), flush(spec.c_format, c)
+
+
+def _flush_outputs(spec, a, b, c, d):
+    fmt = spec.model.output_format
+    dec = fmt.decode(d)
+    sub = (dec.kind == 0) & (dec.significand != 0) & (dec.significand < (1 << fmt.man_bits))
+    return np.where(sub, 0, d)
+
+
+def _specials(spec, a, b, c):
+    A, B, C = spec.a_format.decode(a), spec.b_format.decode(b), spec.c_format.decode(c)
+    any_nan = A.is_nan.any(axis=1) | B.is_nan.any(axis=1) | C.is_nan
+    inf_zero = ((A.is_inf & B.is_zero) | (A.is_zero & B.is_inf)).any(axis=1)
+    return any_nan, inf_zero, C
+
+
+def _nan_payload(spec, a, b, c, d):
+    fmt = spec.d_format
+    any_nan, _, C = _specials(spec, a, b, c)
+    is_nan = fmt.decode(d).is_nan
+    quiet = (1 << (fmt.man_bits - 1)) << fmt.pad_bits
+    return np.where(is_nan & C.is_nan, c | c.dtype.type(quiet), d)
+
+
+def _inf_minus_inf(spec, a, b, c, d):
+    fmt = spec.d_format
+    any_nan, inf_zero, _ = _specials(spec, a, b, c)
+    is_nan = fmt.decode(d).is_nan
+    return np.where(is_nan & ~any_nan & ~inf_zero, fmt.inf_bits, d)
+
+
+def _inf_times_zero(spec, a, b, c):
+    A, B = spec.a_format.decode(a), spec.b_format.decode(b)
+    kill_a = A.is_inf & B.is_zero
+    kill_b = B.is_inf & A.is_zero
+    a = np.where(kill_a, a & a.dtype.type(_sign_bit(spec.a_format)), a).astype(a.dtype)
+    b = np.where(kill_b, b & b.dtype.type(_sign_bit(spec.b_format)), b).astype(b.dtype)
+    return a, b, c
+
+
+def _signed_zero(spec, a, b, c, d):
+    C = spec.c_format.decode(c)
+    neg_zero_c = C.is_zero & C.sign.astype(bool)
+    return np.where((d == 0) & neg_zero_c, _sign_bit(spec.d_format), d)
+
+
+def _one_inf_source_proof(spec: InstructionSpec) -> str:
+    if spec.a_format.has_inf or spec.b_format.has_inf or not _no_overflow_proof(spec):
+        return ""
+    return ("no product is infinite (operand formats without inf) and no finite sum overflows: only C can be "
+            "infinite, so +inf and -inf never meet")
+
+
+def _rewrite_mutants(spec: InstructionSpec) -> list[Mutant]:
+    has_sub = any(isinstance(f, FloatFormat) and f.subnormals for f in (spec.a_format, spec.b_format, spec.c_format))
+    out = [Mutant("flush_inputs", "flush_inputs", spec, "subnormal A, B and C flushed to zero (sign kept) on input",
+                  pre=_flush_inputs,
+                  equivalent="" if has_sub else "no operand format has subnormals: nothing to flush"),
+           Mutant("flush_outputs", "flush_outputs", spec, "a subnormal result written as +0", post=_flush_outputs),
+           Mutant("inf_minus_inf_is_inf", "inf_minus_inf", spec, "+inf and -inf terms together give +inf, not NaN",
+                  post=_inf_minus_inf, equivalent=_one_inf_source_proof(spec)),
+           Mutant("inf_times_zero_is_zero", "inf_times_zero", spec, "inf * 0 is a zero product, not NaN",
+                  pre=_inf_times_zero,
+                  equivalent="" if spec.a_format.has_inf or spec.b_format.has_inf else
+                  "neither operand format has an infinity: no product is inf * 0"),
+           Mutant("zero_sign_from_c", "signed_zero", spec, "a zero result takes C's sign (-0 when C is -0)",
+                  post=_signed_zero)]
+    if spec.c_format == spec.d_format:
+        out.append(Mutant("nan_payload_from_c", "nan_payload", spec,
+                          "a NaN C passes through with its payload (quieted) instead of the canonical NaN",
+                          post=_nan_payload))
+    return out

@@ -1,0 +1,77 @@
+"""The lab (lab/, outside the package): one command lists and runs its tools, its model lists are data, its device
+runner names only scripts that exist, and the package never imports it."""
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAB = os.path.join(ROOT, "lab")
+sys.path.insert(0, os.path.join(LAB, "device_library"))
+
+
+def test_python_m_lab_lists_every_tool_and_refuses_an_unknown_one():
+    out = subprocess.run([sys.executable, "-m", "lab"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0
+    for tool in ("fold_gpu", "replay_survey", "fit_table", "graph_survey", "survey_ops", "oracle_check",
+                 "device_models.capture", "device_library.capture"):
+        assert re.search(rf"^  {re.escape(tool)}\s", out.stdout, re.M), tool
+    bad = subprocess.run([sys.executable, "-m", "lab", "capture"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "device_models.capture" in bad.stderr
+
+
+def test_the_model_lists_are_data_and_every_held_out_set_has_its_shapes():
+    import model_lists
+
+    with open(model_lists.PATH) as fh:
+        lists = json.load(fh)["lists"]
+    numbers = model_lists.held_out_numbers()
+    assert numbers == list(range(3, numbers[-1] + 1))
+    seen: set = set()
+    for n in numbers:
+        models = model_lists.models(f"holdout{n}")
+        assert models and not (set(models) & seen), f"holdout{n} repeats a model of an earlier set"
+        seen |= set(models)
+        bmm, baddbmm = model_lists.attention(f"holdout{n}")
+        assert all(len(s) == 4 for s in bmm + baddbmm) and model_lists.tokens(f"holdout{n}")
+    assert all(e.get("note") for e in lists.values())
+    with pytest.raises(KeyError, match="no model list 'holdout99'"):
+        model_lists.models("holdout99")
+
+
+def test_the_runner_is_valid_bash_and_names_only_scripts_that_exist():
+    run_sh = os.path.join(LAB, "run.sh")
+    assert subprocess.run(["bash", "-n", run_sh]).returncode == 0
+    text = open(run_sh).read()
+    named = set(re.findall(r"\$LIB/(\w+\.py)", text))
+    assert named >= {"survey_ops.py", "graph_survey.py", "kernel_survey.py", "train_check.py"}
+    assert all(os.path.exists(os.path.join(LAB, "device_library", n)) for n in named)
+    assert not [f for f in os.listdir(os.path.join(LAB, "device_library")) if f.endswith(".sh")]
+
+
+def test_the_package_never_imports_the_lab():
+    for dirpath, _, files in os.walk(os.path.join(ROOT, "src", "tcnumerics")):
+        for f in files:
+            if f.endswith(".py"):
+                tree = ast.parse(open(os.path.join(dirpath, f), encoding="utf-8").read())
+                for node in ast.walk(tree):
+                    mods = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                        [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+                    assert not any(m == "lab" or m.startswith("lab.") for m in mods), os.path.join(dirpath, f)
+
+
+def test_raw_gpu_logs_live_compressed_in_the_lab():
+    """A device run's raw outputs go to lab/data/gpu-logs as one xz archive per run (its README lists them);
+    benchmarks/ keeps the scripts and RESULTS.md, the one readable summary."""
+    assert not os.path.exists(os.path.join(ROOT, "benchmarks", "gpu")), \
+        "benchmarks/gpu: archive it as lab/data/gpu-logs/<run>.tar.xz (lab/data/gpu-logs/README.md)"
+    logs = os.path.join(LAB, "data", "gpu-logs")
+    archives = sorted(f for f in os.listdir(logs) if f != "README.md")
+    assert archives and all(f.endswith(".tar.xz") for f in archives)
+    listing = open(os.path.join(logs, "README.md")).read()
+    assert all(f"`{a}`" in listing for a in archives)
