@@ -21,6 +21,7 @@ _HERE = Path(__file__).parent
 # source files (globs from this folder) whose import needs a package that only an extra installs
 MODULES_NEED = {
     "src/tcnumerics/torch/*.py": "torch",
+    "src/tcnumerics/vectors/rtl/*.py": "cocotb",  # the RTL testbench runs inside the simulator (tests/test_rtl.py)
 }
 # doctests (file, doctest name) that use an extra while their module imports without it
 DOCTESTS_NEED = {

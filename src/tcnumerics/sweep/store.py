@@ -47,13 +47,13 @@ class ResultStore:
         self.output = os.fspath(output)
         if not self.output.endswith(_SUFFIXES):
             raise StoreError(f"{self.output}: the output must end in .parquet or .csv")
-        _check_writer(self.output)  # before any work: a missing pandas/pyarrow must not cost a whole sweep
         self.journal = self.output + ".journal"
         self.digest, self.total = digest, total
         try:  # before any work, naming the user's path (not the journal's)
             check_output(self.output, overwrite, OVERWRITE_HINT)
         except OutputPathError as exc:
             raise StoreError(str(exc)) from None
+        _check_writer(self.output)  # before any work too: a missing pandas/pyarrow must not cost a whole sweep
         self.done: dict[str, dict] = {}
         self._fh = None  # a new journal is created with the first row: a run that fails to start leaves nothing
         if os.path.exists(self.journal):
