@@ -187,8 +187,7 @@ def _gemm_leaf(s: Structure, A, B, scale_a, scale_b, engine: str) -> Reduction:
     options = dict(instruction=s.instruction, promote_every=s.promote_every,
                    split_k=list(s.split_k) if s.split_k else None, k_tile=s.k_tile, k_residue=s.k_residue,
                    split_granule=s.split_granule)
-    inner = plan_gemm(A.shape[0], B.shape[1], A.shape[1], **options,
-                      scales=None if scale_a is None and scale_b is None else "tensor")
+    inner = plan_gemm(A.shape[0], B.shape[1], A.shape[1], **options, scales=scale_kind(scale_a, scale_b, A.shape[0]))
     rounding = s.input_rounding
 
     def evaluate(A, B):
@@ -196,9 +195,23 @@ def _gemm_leaf(s: Structure, A, B, scale_a, scale_b, engine: str) -> Reduction:
             A, B = _float32_patterns(A, "tf32", rounding), _float32_patterns(B, "tf32", rounding)
         return gemm(A, B, scale_a=scale_a, scale_b=scale_b, engine=engine, **options)
 
-    title = f"tcnumerics.gemm{' on TF32 (' + rounding.upper() + ') operands' if rounding else ''}: "
-    return Reduction(title + inner.root.term.line() if isinstance(inner.root, Convert) else title, evaluate,
-                     detail=inner.root)
+    title = f"tcnumerics.gemm{' on TF32 (' + rounding.upper() + ') operands' if rounding else ''} runs:"
+    return Reduction(title, evaluate, detail=inner.root.term)  # FP32 values: its conversion to FP32 is none
+
+
+def scale_kind(scale_a, scale_b, M: int) -> str | None:
+    """The kind of ``gemm`` scales these are: None, "tensor" (two scalars), "block" (A's [M, K / block]) or
+    "row" (``gemm`` checks the shapes themselves).
+
+    >>> scale_kind(np.float64(2), np.ones(1), 4), scale_kind(np.ones(4), np.ones(8), 4)
+    ('tensor', 'row')
+    """
+    if scale_a is None and scale_b is None:
+        return None
+    sa, sb = (np.ones(()) if x is None else x for x in (scale_a, scale_b))
+    if np.size(sa) == 1 and np.size(sb) == 1:
+        return "tensor"
+    return "block" if np.ndim(sa) == 2 and np.shape(sa) != (M, 1) else "row"
 
 
 def slice_columns(s: Structure, K: int) -> list[np.ndarray]:

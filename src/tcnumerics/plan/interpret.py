@@ -23,16 +23,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import blockscale
 from ..arrays import DeviceValues, float64, namespace
 from ..engines import get_engine, grid_dot_bits
 from ..formats import Format, IntFormat, Rounding, get_format
-from .nodes import (AddC, AddExact, Alpha, Chain, Convert, Epilogue, FFMAChain, Input, Node, OrderedSum, Plan,
+from .nodes import (AddC, AddExact, Alpha, BlockScaledChain, Chain, Convert, Epilogue, FFMAChain, Input, Node, OrderedSum, Plan,
                     Promote, Reduction, RoundEach, RoundTo, Scale)
 from .rules import FP32, fp32_add, fp32_fma, fp32_partial, quiet
 
 __all__ = ["run", "evaluate", "Bits", "epilogue", "convert"]
 
 _WORKING_SET = 1 << 22  # elements per operand block of the dot_bits fallback
+_BLOCK_SCALED_ELEMENTS = 1 << 21  # operand elements per block-scaled dot_bits call (bounds memory)
 
 
 @dataclass
@@ -84,6 +86,26 @@ def _chain_bits(spec, engine, a, b, acc, k0, k1):
     if getattr(eng, "gemm_bits", None) is not None:
         return eng.gemm_bits(spec, a[:, k0:k1], b[:, k0:k1], acc)
     return grid_dot_bits(eng.dot_bits, spec, a[:, k0:k1], b[:, k0:k1], acc, _WORKING_SET)
+
+
+def _block_scaled(node: BlockScaledChain, env, engine):
+    """Every (row, column) pair's block-scaled chain, a block of rows at a time (``blockscale.dot_bits`` takes
+    paired rows).  The host reference engine, as ``blockscale`` evaluates block scaling on the CPU."""
+    spec = node.instruction
+    a, b = env["A"][:, node.k0:node.k1], env["B"][:, node.k0:node.k1]
+    blk = spec.model.scale_block
+    sa = env["scale_bits_a"][:, node.k0 // blk:node.k1 // blk]
+    sb = env["scale_bits_b"][:, node.k0 // blk:node.k1 // blk]
+    M, N, k = a.shape[0], b.shape[0], a.shape[1]
+    out = np.empty((M, N), np.uint32)
+    rows = max(1, _BLOCK_SCALED_ELEMENTS // max(1, N * k))
+    for m0 in range(0, M, rows):
+        m1 = min(M, m0 + rows)
+        n = (m1 - m0) * N
+        out[m0:m1] = blockscale.dot_bits(
+            spec, np.repeat(a[m0:m1], N, axis=0), np.tile(b, (m1 - m0, 1)), np.zeros(n, np.uint32),
+            scale_a=np.repeat(sa[m0:m1], N, axis=0), scale_b=np.tile(sb, (m1 - m0, 1))).reshape(m1 - m0, N)
+    return Bits(spec.d_format, out)
 
 
 def _promote(node: Promote, env, engine):
@@ -231,6 +253,6 @@ def convert(x, out_format: str | None, rounding="rne"):
     return out.to_array(out.from_float(x, rounding))
 
 
-_HANDLERS = {Chain: _chain, Promote: _promote, FFMAChain: _ffma, Reduction: _reduction, Input: _input,
+_HANDLERS = {Chain: _chain, BlockScaledChain: _block_scaled, Promote: _promote, FFMAChain: _ffma, Reduction: _reduction, Input: _input,
              OrderedSum: _ordered_sum, RoundEach: _round_each, Scale: _scale, Epilogue: _epilogue,
              Convert: _convert}

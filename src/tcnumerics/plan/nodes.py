@@ -8,6 +8,7 @@ Nodes (``K[k0:k1)`` are positions in the call's K order after the kernel's zero 
 
 * ``Chain`` -- the instruction chain over ``K[k0:k1)``: each instruction's D is the next one's C, from +0 or
   from C as the accumulator;
+* ``BlockScaledChain`` -- a block-scaled (MX / NVFP4) instruction's chain, the scales applied inside the unit;
 * ``Promote`` -- ``every`` K-elements chained from +0, each block's FP32 result added into an FP32 main
   accumulator (RNE), or with block scales multiplied in by one FMA per block;
 * ``FFMAChain`` -- an FP32 fused multiply-add per element, in K order, from +0, over given K columns;
@@ -36,7 +37,7 @@ from typing import Callable
 
 from ..model import InstructionSpec
 
-__all__ = ["Plan", "Node", "Chain", "Promote", "FFMAChain", "Reduction", "OrderedSum", "RoundEach", "Input",
+__all__ = ["Plan", "Node", "Chain", "BlockScaledChain", "Promote", "FFMAChain", "Reduction", "OrderedSum", "RoundEach", "Input",
            "Scale", "Epilogue", "Alpha", "AddC", "RoundTo", "AddExact", "Convert"]
 
 
@@ -73,6 +74,22 @@ class Chain(Node):
         n = (self.k1 - self.k0) // self.instruction.k
         return (f"chain {self.instruction.name} over K[{self.k0}:{self.k1}) ({n} instruction{'s' * (n != 1)}) "
                 f"from {'C' if self.start else '+0'}")
+
+
+@dataclass(frozen=True)
+class BlockScaledChain(Node):
+    """A block-scaled instruction's chain over ``K[k0:k1)`` from +0: the block scales (bound as ``scale_bits_a``
+    [M, Kp / block] and ``scale_bits_b`` [N, Kp / block]) enter inside the unit (``tcnumerics.blockscale``)."""
+
+    instruction: InstructionSpec
+    k0: int
+    k1: int
+
+    def line(self) -> str:
+        n = (self.k1 - self.k0) // self.instruction.k
+        m = self.instruction.model
+        return (f"block-scaled chain {self.instruction.name} over K[{self.k0}:{self.k1}) ({n} instruction"
+                f"{'s' * (n != 1)}) from +0, {m.scale_format.name} scales per {m.scale_block} elements in the unit")
 
 
 @dataclass(frozen=True)
