@@ -191,7 +191,7 @@ def epilogue(acc, steps, operands: dict, acc_format: str = "fp32"):
     """The one epilogue: ``steps`` (Alpha, AddC, RoundTo, AddExact) applied in order to the accumulator values,
     every operation rounded to ``acc_format`` (RNE) unless a step says otherwise; ``operands`` binds C and bias."""
     fmt = get_format(acc_format)
-    d = acc
+    d = float64(acc)  # exact (from the patterns on a GPU: a float32 operation there flushes subnormals)
     xp = namespace(d)
     with quiet(xp):
         for step in steps:

@@ -19,7 +19,7 @@ from .. import _casts
 from ..arrays import float64, namespace
 from ..formats import Format, get_format
 
-__all__ = ["fp32_add", "fp32_fma", "fp32_partial", "quiet", "FP32"]
+__all__ = ["fp32_add", "fp32_fma", "fp32_partial", "fp32_sum", "fp32_halving_sum", "fp32_tree_sum", "quiet", "FP32"]
 
 FP32 = get_format("fp32")
 
@@ -37,6 +37,46 @@ def fp32_add(x, y):
         return fast
     with quiet(namespace(x, y)):
         return FP32.round(x + y)
+
+
+def fp32_sum(x, axis: int):
+    """In-order FP32 sum of FP32 values along ``axis``, each addition RNE (``fp32_add``); float64 values.
+
+    >>> fp32_sum(np.array([1.0, 2.0**-24, 2.0**-24]), 0).tolist()   # in order: 1 + 2**-24 ties to 1, twice
+    1.0
+    """
+    x = np.moveaxis(np.asarray(x, np.float64), axis, -1).astype(np.float32)
+    acc = x[..., 0]
+    for i in range(1, x.shape[-1]):
+        acc = fp32_add(acc, x[..., i])
+    return acc.astype(np.float64)
+
+
+def fp32_halving_sum(x, axis: int):
+    """FP32 pairwise halving tree along ``axis``: element i + element i + n/2, repeated (an odd count padded with
+    +0), each addition RNE; float64 values.
+
+    >>> fp32_halving_sum(np.array([1.0, 2.0**-24, 2.0**-24, 0.0]), 0).tolist()   # (1 + 2**-24) + 2**-24
+    1.0
+    """
+    x = np.moveaxis(np.asarray(x, np.float64), axis, -1).astype(np.float32)
+    while x.shape[-1] > 1:
+        if x.shape[-1] % 2:
+            x = np.concatenate([x, np.zeros(x.shape[:-1] + (1,), np.float32)], axis=-1)
+        h = x.shape[-1] // 2
+        x = fp32_add(x[..., :h], x[..., h:])
+    return x[..., 0].astype(np.float64)
+
+
+def fp32_tree_sum(tree, terms: list):
+    """FP32 values ``terms`` added along ``tree`` (a term's index, or a pair of subtrees), each addition RNE.
+
+    >>> fp32_tree_sum((0, (1, 2)), [np.array(1.0), np.array(2.0**-24), np.array(2.0**-24)]).tolist()
+    1.0000001192092896
+    """
+    if isinstance(tree, int):
+        return terms[tree]
+    return fp32_add(fp32_tree_sum(tree[0], terms), fp32_tree_sum(tree[1], terms))
 
 
 def fp32_partial(fmt: Format, bits):
