@@ -3,7 +3,7 @@
 
 from .interpret import run
 from .nodes import (AddC, AddExact, Alpha, BlockScaledChain, Chain, Convert, Epilogue, FFMAChain, Input, Node,
-                    OrderedSum, Plan, Promote, Reduction, RoundEach, RoundTo, Scale)
+                    OrderedSum, PairedChain, Plan, Promote, Reduction, RoundEach, RoundTo, Scale)
 
-__all__ = ["run", "Plan", "Node", "Chain", "BlockScaledChain", "Promote", "FFMAChain", "Reduction", "OrderedSum",
+__all__ = ["run", "Plan", "Node", "Chain", "PairedChain", "BlockScaledChain", "Promote", "FFMAChain", "Reduction", "OrderedSum",
            "RoundEach", "Input", "Scale", "Epilogue", "Alpha", "AddC", "RoundTo", "AddExact", "Convert"]

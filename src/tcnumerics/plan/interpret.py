@@ -24,11 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import blockscale
+from ..api import Instruction
 from ..arrays import DeviceValues, float64, namespace
 from ..engines import get_engine, grid_dot_bits
 from ..formats import Format, IntFormat, Rounding, get_format
-from .nodes import (AddC, AddExact, Alpha, BlockScaledChain, Chain, Convert, Epilogue, FFMAChain, Input, Node, OrderedSum, Plan,
-                    Promote, Reduction, RoundEach, RoundTo, Scale)
+from .nodes import (AddC, AddExact, Alpha, BlockScaledChain, Chain, Convert, Epilogue, FFMAChain, Input, Node,
+                    OrderedSum, PairedChain, Plan, Promote, Reduction, RoundEach, RoundTo, Scale)
 from .rules import FP32, fp32_add, fp32_fma, fp32_partial, quiet
 
 __all__ = ["run", "evaluate", "Bits", "epilogue", "convert"]
@@ -86,6 +87,11 @@ def _chain_bits(spec, engine, a, b, acc, k0, k1):
     if getattr(eng, "gemm_bits", None) is not None:
         return eng.gemm_bits(spec, a[:, k0:k1], b[:, k0:k1], acc)
     return grid_dot_bits(eng.dot_bits, spec, a[:, k0:k1], b[:, k0:k1], acc, _WORKING_SET)
+
+
+def _paired(node: PairedChain, env, engine):
+    return Bits(node.instruction.d_format, Instruction(node.instruction, engine).dot_bits(env["A"], env["B"],
+                                                                                      env["C_acc"]))
 
 
 def _block_scaled(node: BlockScaledChain, env, engine):
@@ -253,6 +259,6 @@ def convert(x, out_format: str | None, rounding="rne"):
     return out.to_array(out.from_float(x, rounding))
 
 
-_HANDLERS = {Chain: _chain, BlockScaledChain: _block_scaled, Promote: _promote, FFMAChain: _ffma, Reduction: _reduction, Input: _input,
+_HANDLERS = {Chain: _chain, PairedChain: _paired, BlockScaledChain: _block_scaled, Promote: _promote, FFMAChain: _ffma, Reduction: _reduction, Input: _input,
              OrderedSum: _ordered_sum, RoundEach: _round_each, Scale: _scale, Epilogue: _epilogue,
              Convert: _convert}

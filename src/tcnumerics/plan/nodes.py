@@ -8,6 +8,7 @@ Nodes (``K[k0:k1)`` are positions in the call's K order after the kernel's zero 
 
 * ``Chain`` -- the instruction chain over ``K[k0:k1)``: each instruction's D is the next one's C, from +0 or
   from C as the accumulator;
+* ``PairedChain`` -- the chain of paired rows' dot products (``Instruction.dot_bits``; sparse units);
 * ``BlockScaledChain`` -- a block-scaled (MX / NVFP4) instruction's chain, the scales applied inside the unit;
 * ``Promote`` -- ``every`` K-elements chained from +0, each block's FP32 result added into an FP32 main
   accumulator (RNE), or with block scales multiplied in by one FMA per block;
@@ -37,7 +38,7 @@ from typing import Callable
 
 from ..model import InstructionSpec
 
-__all__ = ["Plan", "Node", "Chain", "BlockScaledChain", "Promote", "FFMAChain", "Reduction", "OrderedSum", "RoundEach", "Input",
+__all__ = ["Plan", "Node", "Chain", "PairedChain", "BlockScaledChain", "Promote", "FFMAChain", "Reduction", "OrderedSum", "RoundEach", "Input",
            "Scale", "Epilogue", "Alpha", "AddC", "RoundTo", "AddExact", "Convert"]
 
 
@@ -74,6 +75,17 @@ class Chain(Node):
         n = (self.k1 - self.k0) // self.instruction.k
         return (f"chain {self.instruction.name} over K[{self.k0}:{self.k1}) ({n} instruction{'s' * (n != 1)}) "
                 f"from {'C' if self.start else '+0'}")
+
+
+@dataclass(frozen=True)
+class PairedChain(Node):
+    """Dot products of paired rows (row i of ``A`` with row i of ``B``, [N, K] bits each) chained over all of K
+    from the bound accumulator bits ``C_acc`` -- the unit-level chain ``Instruction.dot_bits`` evaluates."""
+
+    instruction: InstructionSpec
+
+    def line(self) -> str:
+        return f"paired-row chain {self.instruction.name} over all K from C"
 
 
 @dataclass(frozen=True)
