@@ -208,7 +208,7 @@ class Alpha:
     value: float
 
     def text(self) -> str:
-        return f"* alpha={self.value:g}"
+        return f"* alpha={self.value:g}" if self.value != 1 else "alpha=1 (no product)"
 
 
 @dataclass(frozen=True)

@@ -140,7 +140,7 @@ class UnitRecipe:
         unit recipe hopper.wgmma.m64n8k32.f32.e4m3.e4m3, scaling=tensor, promote_every=128: 64x64x256
         note: operands: e4m3 x e4m3, RNE, scaled by fp32(max_finite / amax) per tensor, saturating
           convert to bf16 (RNE)
-            epilogue in fp32: * alpha=1, + R(bias)
+            epilogue in fp32: alpha=1 (no product), + R(bias)
               scale: acc * fp32(scale_a * scale_b)
                 promote every 128 over K[0:256): chains of hopper.wgmma.m64n8k32.f32.e4m3.e4m3 from +0, main += partial, RNE; main from +0
         """
@@ -329,7 +329,7 @@ def epilogue_plan(out_format: str, *, alpha: float = 1.0, beta: float = 1.0, c_g
 
     >>> print(epilogue_plan("bf16", c_given=True, bias_given=True).explain())
     convert to bf16 (RNE)
-      epilogue in fp32: * alpha=1, + R(C), + R(bias)
+      epilogue in fp32: alpha=1 (no product), + R(C), + R(bias)
         acc (FP32 values)
     """
     term = Input("acc") if term is None else term
