@@ -86,7 +86,7 @@ def test_function_names(args, match):
         with pytest.raises(ValueError, match=match):
             h200_presets(*args)
     else:
-        assert repr(h200_presets(*args)).startswith("library_gemm('torch.matmul'")
+        assert repr(h200_presets(*args)).startswith("h200_presets('torch.matmul'")
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -110,7 +110,7 @@ class LibraryGemm:
     def __repr__(self) -> str:
         extra = f", fast_accum={self.fast_accum}" if self.function == "torch._scaled_mm" else ""
         where = "" if self.gpu == PRESETS_GPU else f", gpu={self.gpu!r}"
-        return f"library_gemm({self.function!r}, arch={self.arch!r}, dtype={self.dtype!r}{extra}{where})"
+        return f"h200_presets({self.function!r}, arch={self.arch!r}, dtype={self.dtype!r}{extra}{where})"
 
     def plan(self, M: int, N: int, K: int, *, scales: str = "tensor") -> GemmPlan:
         """The structure cuBLAS is predicted to run for an M x N x K call (``scales``: tensor/rowwise/blockwise);
