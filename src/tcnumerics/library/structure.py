@@ -37,6 +37,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -187,7 +188,8 @@ def _gemm_leaf(s: Structure, A, B, scale_a, scale_b, engine: str) -> Reduction:
     options = dict(instruction=s.instruction, promote_every=s.promote_every,
                    split_k=list(s.split_k) if s.split_k else None, k_tile=s.k_tile, k_residue=s.k_residue,
                    split_granule=s.split_granule)
-    inner = plan_gemm(A.shape[0], B.shape[1], A.shape[1], **options, scales=scale_kind(scale_a, scale_b, A.shape[0]))
+    inner = _plan_gemm(A.shape[0], B.shape[1], A.shape[1], s.instruction, s.promote_every, s.split_k, s.k_tile,
+                       s.k_residue, s.split_granule, scale_kind(scale_a, scale_b, A.shape[0]))
     rounding = s.input_rounding
 
     def evaluate(A, B):
@@ -197,6 +199,15 @@ def _gemm_leaf(s: Structure, A, B, scale_a, scale_b, engine: str) -> Reduction:
 
     title = f"tcnumerics.gemm{' on TF32 (' + rounding.upper() + ') operands' if rounding else ''} runs:"
     return Reduction(title, evaluate, detail=inner.root.term)  # FP32 values: its conversion to FP32 is none
+
+
+@lru_cache(maxsize=1024)
+def _plan_gemm(M: int, N: int, K: int, instruction: str, promote_every, split_k: tuple | None, k_tile, k_residue: str,
+               split_granule, scales: str | None) -> Plan:
+    """``plan_gemm`` for a structure's tensor-core leaf, once per shape (a model repeats its shapes)."""
+    return plan_gemm(M, N, K, instruction=instruction, promote_every=promote_every,
+                     split_k=list(split_k) if split_k else None, k_tile=k_tile, k_residue=k_residue,
+                     split_granule=split_granule, scales=scales)
 
 
 def scale_kind(scale_a, scale_b, M: int) -> str | None:

@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -321,6 +322,7 @@ def epilogue_steps(*, alpha: float = 1.0, beta: float = 1.0, c_given: bool = Fal
     return steps
 
 
+@lru_cache(maxsize=256)  # a plan is frozen: one per call kind, shared
 def epilogue_plan(out_format: str, *, alpha: float = 1.0, beta: float = 1.0, c_given: bool = False,
                   bias_given: bool = False, acc_format: str = "fp32", scales: str | None = None,
                   term: Node | None = None) -> Plan:
