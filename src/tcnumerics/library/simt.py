@@ -324,6 +324,34 @@ def _reduce(P: np.ndarray, kernel_name: str, fam: str, lanes: int | None, slices
     return _largek(P, slices)
 
 
+def order(kernel_name: str, lanes: int | None = None, slices: int = 1) -> str:
+    """The FP32 summation order ``simt_reduce`` follows for this kernel, in words (a plan's ``explain()``).
+
+    >>> order("sgemm_largek_lds64<false, false, 6, 3, 4, 5, 2, 64>", slices=3)
+    'largek: 3 K slices, each one FFMA chain from +0, added in slice order (FP32 RNE)'
+    """
+    fam = family(kernel_name)
+    if fam is None:
+        raise ValueError(f"not a modelled SIMT kernel: {kernel_name[:120]!r}")
+    if fam == "gemmSN_NN":
+        k = parse(kernel_name)
+        return (f"{fam}: K in {k.k_threads} contiguous ranges, each FFMA chains of {k.tile} from +0 added in order, "
+                "the ranges added in order (FP32 RNE)")
+    if fam in ("gemmSN_TN", "gemv2T"):
+        n = parse(kernel_name).k_threads if fam == "gemmSN_TN" else int(_G2T.search(kernel_name).group(2))
+        g = parse(kernel_name).tile if fam == "gemmSN_TN" else 512 // n
+        return (f"{fam}: element k to lane k mod {n}, each lane's FFMA chains of {g} from +0 added in order, "
+                "the lanes added in order (FP32 RNE)")
+    if fam.startswith("gemvx"):
+        split = f"; {slices} K slices added in order (splitKreduce)" if slices > 1 else ""
+        return (f"{fam}: K dealt to {lanes} lanes in runs (the run length from K), an FFMA chain per lane, a halving "
+                f"tree over the lanes{split}")
+    if fam == "gemvNSP":
+        _, n, run, _ = map(int, _NSP.search(kernel_name).groups()[:4])
+        return f"gemvNSP: K dealt to {n} lanes in runs of {run}, an FFMA chain per lane, a halving tree over the lanes"
+    return f"largek: {slices} K slices, each one FFMA chain from +0, added in slice order (FP32 RNE)"
+
+
 def simt_reduce(kernel_name: str, A, B, *, lanes: int | None = None, slices: int = 1) -> np.ndarray:
     """The FP32 accumulators [R, C] (float64 holding FP32 values) the kernel computes for ``A`` [R, K] rows
     and ``B`` [K, C] columns (any rows / columns of the call: the order depends only on K and the launch).

@@ -48,7 +48,7 @@ from ..plan import interpret
 from ..plan.ffma import float32_patterns as _float32_patterns
 from ..plan.nodes import (AddC, AddExact, Alpha, Convert, Epilogue, FFMAChain, Input, Node, OrderedSum, Plan,
                           Reduction, RoundEach, RoundTo)
-from .simt import simt_reduce
+from .simt import order as simt_order, simt_reduce
 from .streamk import streamk_tf32
 
 _FP32 = get_format("fp32")
@@ -161,12 +161,14 @@ def reduction_node(s: Structure, A, B, scale_a=None, scale_b=None, engine: str =
         r = np.arange(A.shape[0]) if rows is None else np.asarray(to_host(rows))
         c = np.arange(B.shape[1]) if cols is None else np.asarray(to_host(cols))
         host_engine = "auto" if engine == "cuda" else engine
-        return Reduction(f"stream-K TF32 reduction ({sk.ctas} CTAs, tile {sk.tile}, library.streamk)",
+        return Reduction(f"stream-K TF32 reduction (library.streamk) -- {sk.ctas} CTAs, tile {sk.tile}: each output "
+                         f"tile's K iterations in CTA segments, TF32 chains from +0, joined by the "
+                         f"{'reduce kernel, from the last' if sk.reduce_kernel else 'fix-up pair tree'} (FP32 RNE)",
                          lambda A, B: _host_only(lambda a, b: np.asarray(streamk_tf32(
                              a, b, r, c, M=sk.M, N=sk.N, K=sk.K, ctas=sk.ctas, tile=sk.tile, swizzle=sk.swizzle,
                              reduce_kernel=sk.reduce_kernel, engine=host_engine), np.float64), A, B))
     if s.simt_kernel:
-        return Reduction(f"SIMT reduction of {s.simt_kernel} (library.simt)",
+        return Reduction(f"SIMT reduction (library.simt) -- {simt_order(s.simt_kernel, s.simt_lanes, s.simt_slices)}",
                          lambda A, B: _host_only(lambda a, b: simt_reduce(s.simt_kernel, a, b, lanes=s.simt_lanes,
                                                                           slices=s.simt_slices), A, B))
     if s.instruction is None:

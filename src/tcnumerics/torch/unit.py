@@ -353,8 +353,8 @@ def epilogue(acc: np.ndarray, out_format: str, *, alpha: float = 1.0, C=None, be
     scales = None
     if scale_a is not None:
         scale_a, scale_b, scales = _descales(scale_a, scale_b)
-    plan = epilogue_plan(out_format, alpha=alpha, beta=beta, c_given=C is not None, bias_given=bias is not None,
-                         acc_format=acc_format, scales=scales)
+    plan = epilogue_plan(str(out_format), alpha=float(alpha), beta=float(beta), c_given=C is not None,
+                         bias_given=bias is not None, acc_format=str(acc_format), scales=scales)
     return interpret.run(plan, {"acc": acc, "C": C, "bias": bias, "scale_a": scale_a, "scale_b": scale_b})
 
 
