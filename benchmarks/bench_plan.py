@@ -17,11 +17,13 @@ installed, ``tcnumerics.torch`` unit and library mode on CPU tensors.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 CHILD = r'''
 import json, sys, time, warnings
@@ -79,7 +81,8 @@ print(json.dumps(out))
 
 
 def _run(src: str, repeat: int, threads: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=src, NUMBA_CACHE_DIR=os.path.join(os.path.dirname(src), ".numba_cache"),
+    cache = os.path.join(tempfile.gettempdir(), "tcnumerics-bench-plan-" + hashlib.sha1(src.encode()).hexdigest()[:12])
+    env = dict(os.environ, PYTHONPATH=src, NUMBA_CACHE_DIR=cache,  # each tree's numba cache, outside both trees
                NUMBA_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
     res = subprocess.run([sys.executable, "-c", CHILD, str(repeat)], env=env, capture_output=True, text=True,
                          check=False)
