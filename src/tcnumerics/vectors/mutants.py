@@ -332,6 +332,20 @@ def _c_always_zero(spec: InstructionSpec) -> bool:
     return spec.c_entry != "fused" and one_group and (spec.chunk_combine == "ieee_add" or chunk == spec.k)
 
 
+def _group_c_normal_proof(spec: InstructionSpec) -> str:
+    """With C added after the groups, a group's accumulator is +0 or an earlier group's result: a nonzero
+    sum of terms that are multiples of the smallest product, rounded (never below it) -- normal if that is."""
+    if spec.c_entry == "fused":
+        return ""
+    fa, fb, d = spec.a_format, spec.b_format, spec.model.d_format
+    quantum = (fa.min_subnormal if fa.subnormals else fa.min_normal) * (fb.min_subnormal if fb.subnormals
+                                                                          else fb.min_normal)
+    if quantum < d.min_normal:
+        return ""
+    return (f"C enters after the groups: a group's accumulator is +0 or an earlier group's result, a nonzero "
+            f"multiple of the smallest product {quantum:.3g} >= {d.name}'s smallest normal: never subnormal")
+
+
 def _reachable_subnormal(src, dst) -> bool:
     """Whether a value of format ``src`` can be a subnormal of ``dst`` (after the unit's exact conversion)."""
     if not isinstance(dst, FloatFormat) or not dst.subnormals:
@@ -405,7 +419,8 @@ def _bug_class_mutants(spec: InstructionSpec) -> list[Mutant]:
         out.append(Mutant("subnormal_exponent_c", "subnormal_exponent", spec,
                           "a subnormal C aligned one binade low (exponent field 0 read as 0)",
                           fault=Fault(subnormal_low=("c",)),
-                          equivalent=c_zero or ("" if sub_c else "C's formats have no subnormals")))
+                          equivalent=c_zero or ("" if sub_c else "C's formats have no subnormals")
+                          or _group_c_normal_proof(spec)))
     for side in "abc":
         fmt = getattr(spec, f"{side}_format")
         if isinstance(fmt, FloatFormat):
