@@ -146,7 +146,7 @@ def widest(name, rng, quick):
     b[neg] |= fb.container_dtype((1 << (fb.width - 1)) << fb.pad_bits)
     top_product = float(np.abs(fa.to_float(a[:, :1]) * fb.to_float(b[:, :1])).max())
     scale = 2.0 ** rng.integers(0, 9, n)  # C from half the largest product up to 2**8 above it
-    cval = np.where(np.arange(n) % 4 == 0, 0.0, rng.uniform(0.5, 1.0, n) * top_product * scale)
+    cval = np.minimum(np.where(np.arange(n) % 4 == 0, 0.0, rng.uniform(0.5, 1.0, n) * top_product * scale), 3e38)
     c = np.where(neg, -cval, cval).astype(np.float32).view(np.uint32)
     return _vs(name, a, b, c, "widest")
 
