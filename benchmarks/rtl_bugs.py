@@ -1,6 +1,7 @@
 """Injected RTL bugs vs golden vectors: adequate set and a random set of the same size, per parameter set.
 
     python benchmarks/rtl_bugs.py [--sets volta,hopper_bf16,hopper_fp8] [--seed 0] [--check N]
+                                  [--simulator icarus|verilator]
 
 Prints, per parameter set, whether the correct RTL passes the adequate set, the random set
 and N vectors of every family (``--check``), then per bug the first failing adequate vector
@@ -11,6 +12,7 @@ searches for them).  All units run in one Icarus simulation per set (``rtlsweep`
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 
@@ -49,8 +51,10 @@ def main(argv=None):
     p.add_argument("--sets", default=",".join(PARAMETER_SETS))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--check", type=int, default=100)
+    p.add_argument("--simulator", default="icarus", choices=["icarus", "verilator"])
     args = p.parse_args(argv)
-    missing = iverilog_available()
+    missing = iverilog_available() if args.simulator == "icarus" else (
+        "" if shutil.which("verilator") else "verilator not on PATH")
     if missing:
         print(f"skipped: {missing}")
         return 0
@@ -60,7 +64,7 @@ def main(argv=None):
         ad = adequate_set(name, seed=args.seed)
         sets = {"adequate": ad.to_vector_set(), "random": random_set(name, ad.n, args.seed),
                 "families": family_set(name, args.check, args.seed)}
-        res = {key: sweep(params, vs, list(BUGS), os.path.join(work, f"{ps}-{key}")) for key, vs in sets.items()}
+        res = {key: sweep(params, vs, list(BUGS), os.path.join(work, f"{ps}-{key}"), args.simulator) for key, vs in sets.items()}
         print(f"{ps} ({name}): adequate set {ad.n} vectors (score {ad.score:.2f}); correct RTL: "
               + ", ".join(f"{k} {r['vectors']} {'pass' if r['correct'] is None else 'FAIL'}" for k, r in res.items()))
         caught = {"adequate": 0, "random": 0}

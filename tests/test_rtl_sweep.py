@@ -4,6 +4,7 @@ Needs only iverilog (no cocotb); skips cleanly without it.  A few seconds per pa
 """
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -68,3 +69,13 @@ def test_unreachable_search_full():
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.count("never shows") == sum(map(len, UNREACHABLE.values()))
     assert run.stdout.count("control hopper_bf16: caught") == sum(map(len, UNREACHABLE.values()))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator not on PATH")
+def test_verilator_agrees_with_icarus_on_every_bug(tmp_path):
+    """A second simulator (a native Verilator binary, ~30 s to build) gives the same first failures."""
+    name, params = PARAMETER_SETS["volta"]
+    vs = adequate_set(name, seed=0).to_vector_set()
+    icarus = sweep(params, vs, list(BUGS), tmp_path / "icarus")
+    assert sweep(params, vs, list(BUGS), tmp_path / "verilator", simulator="verilator") == icarus
