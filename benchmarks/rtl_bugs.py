@@ -64,7 +64,8 @@ def main(argv=None):
         ad = adequate_set(name, seed=args.seed)
         sets = {"adequate": ad.to_vector_set(), "random": random_set(name, ad.n, args.seed),
                 "families": family_set(name, args.check, args.seed)}
-        res = {key: sweep(params, vs, list(BUGS), os.path.join(work, f"{ps}-{key}"), args.simulator) for key, vs in sets.items()}
+        res = {key: sweep(params, vs, list(BUGS), os.path.join(work, f"{ps}-{key}"), args.simulator)
+               for key, vs in sets.items()}
         print(f"{ps} ({name}): adequate set {ad.n} vectors (score {ad.score:.2f}); correct RTL: "
               + ", ".join(f"{k} {r['vectors']} {'pass' if r['correct'] is None else 'FAIL'}" for k, r in res.items()))
         caught = {"adequate": 0, "random": 0}
