@@ -334,7 +334,10 @@ def test_fma_pass_is_chosen_per_unit():
                           "blackwell.tcgen05.mma.kind::f8f6f4.f32.e2m1.e2m1")}
     assert list(width.values()) == [1, 1, 2, 2, None], width
     spec = get_instruction("hopper.wgmma.m64n128k32.f32.e4m3.e4m3")
-    assert "#define FMA_ALIGN 1" in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE)
+    # the default ("auto") is the silicon-checked integer pass until the paired FP32 stage has run on a GPU
+    assert "FMA_ALIGN" not in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE)
+    assert "#define FMA_ALIGN 1" in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE,
+                                                              align="fma")
     assert "FMA_ALIGN" not in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE,
                                                         align="int")
     bf16 = get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")  # FP64 FMA only on request ("fma")
