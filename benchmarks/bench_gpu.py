@@ -509,6 +509,18 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
                 row["fma_macs_per_s"] = max(v for k, v in row.items() if k.startswith("fma_macs_per_s@"))
                 row["int_macs_per_s"] = max(v for k, v in row.items() if k.startswith("int_macs_per_s@"))
             row["fma_equals_int_all_outputs"] = bool(np.array_equal(out["fma"], out["int"]))
+            if _cuda_build.exp_mma(cuda._plan(spec), spec) is not None:  # the tensor-core exponent pass, same bits
+                os.environ["TCNUMERICS_CUDA_EXP"] = "mma"
+                os.environ["TCNUMERICS_CUDA_ALIGN"] = "fma"
+                try:
+                    row["exp_mma_macs_per_s"] = M * N * K / best(lambda: cuda.gemm_bits(spec, da, db, dc))
+                    row["exp_mma_equals_alu_all_outputs"] = bool(np.array_equal(
+                        cuda.gemm_bits(spec, da, db, dc).get(), out["fma"]))
+                finally:
+                    os.environ.pop("TCNUMERICS_CUDA_EXP", None)
+                    os.environ.pop("TCNUMERICS_CUDA_ALIGN", None)
+                print(f"    exponent pass on the tensor core: {row['exp_mma_macs_per_s']:9.3e} MAC/s, equal to the "
+                      f"CUDA-core pass on every output: {row['exp_mma_equals_alu_all_outputs']}", flush=True)
             r = min(check_rows, M)
             row["rows_equal_cpu_fast"] = bool(np.array_equal(out["fma"][:r], fast.gemm_bits(
                 spec, a[:r], b, np.zeros((r, N), spec.c_format.container_dtype))))
@@ -530,7 +542,7 @@ def check_random_units(count: int, rng) -> dict:
     """Random fused units (formats, L, F, output rounding) on the GPU against the reference engine."""
     import cupy
 
-    from tcnumerics.engines import cuda, grid_dot_bits, reference
+    from tcnumerics.engines import _cuda_build, cuda, grid_dot_bits, reference
     from tcnumerics.model import InstructionSpec, UnitModel
     from tcnumerics.vectors.families import families_for, generate
 
@@ -550,10 +562,20 @@ def check_random_units(count: int, rng) -> dict:
         A, B = a[rng.permutation(len(a))[:M]], b[rng.permutation(len(b))[:N]]
         C = c[rng.integers(0, len(c), (M, N))]
         got = cuda.gemm_bits(spec, cupy.asarray(A), cupy.asarray(B), cupy.asarray(C)).get()
-        same = bool(np.array_equal(got, grid_dot_bits(reference.dot_bits, spec, A, B, C)))
+        want = grid_dot_bits(reference.dot_bits, spec, A, B, C)
+        same = bool(np.array_equal(got, want))
         results.append(dict(unit=spec.name, outputs=M * N, equal_reference=same))
+        if _cuda_build.exp_mma(cuda._plan(spec), spec) is not None:  # and with the tensor-core exponent pass
+            os.environ["TCNUMERICS_CUDA_EXP"] = "mma"
+            try:
+                got = cuda.gemm_bits(spec, cupy.asarray(A), cupy.asarray(B), cupy.asarray(C)).get()
+            finally:
+                os.environ.pop("TCNUMERICS_CUDA_EXP", None)
+            results[-1]["exp_mma_equal_reference"] = bool(np.array_equal(got, want))
+            same = same and results[-1]["exp_mma_equal_reference"]
         print(f"  random unit {spec.name:34s} {M}x{N}x{8 * L}  equal to reference: {same}", flush=True)
-    return dict(units=results, all_equal=all(r["equal_reference"] for r in results))
+    return dict(units=results, all_equal=all(r["equal_reference"] and r.get("exp_mma_equal_reference", True)
+                                             for r in results))
 
 
 def bench_cpu(n: int, rng) -> dict:

@@ -45,6 +45,7 @@ def replay_instructions(engine: str = "cuda") -> dict:
 
 def replay_library(engine: str = "cuda") -> dict:
     import tcnumerics as tc
+    from tcnumerics.library.presets import h200_presets
 
     fmt_of = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "e4m3": "e4m3"}
     out = dict(calls=0, outputs=0, mismatches=0, not_modelled=0, other_format=0, failing=[])
@@ -57,8 +58,8 @@ def replay_library(engine: str = "cuda") -> dict:
                 out["other_format"] += 1
                 continue
             scaled = rec["op"] == "torch._scaled_mm"
-            lg = (tc.library_gemm("torch._scaled_mm", dtype=rec["fmt"], fast_accum=rec["options"]["use_fast_accum"])
-                  if scaled else tc.library_gemm("torch.matmul", dtype="tf32" if rec["fmt"] == "fp32" else rec["fmt"]))
+            lg = (h200_presets("torch._scaled_mm", dtype=rec["fmt"], fast_accum=rec["options"]["use_fast_accum"])
+                  if scaled else h200_presets("torch.matmul", dtype="tf32" if rec["fmt"] == "fp32" else rec["fmt"]))
             M, N, K = rec["shape"]
             kind = rec["options"].get("scales", "unit")
             scales = {"unit": "tensor", "tensor": "tensor", "rowwise": "rowwise"}.get(kind, "blockwise")

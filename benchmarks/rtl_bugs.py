@@ -1,14 +1,18 @@
 """Injected RTL bugs vs golden vectors: adequate set and a random set of the same size, per parameter set.
 
     python benchmarks/rtl_bugs.py [--sets volta,hopper_bf16,hopper_fp8] [--seed 0] [--check N]
+                                  [--simulator icarus|verilator]
 
 Prints, per parameter set, whether the correct RTL passes the adequate set, the random set
 and N vectors of every family (``--check``), then per bug the first failing adequate vector
-(index and family) and whether the random set catches it.  Needs cocotb and iverilog.
+(index and family) and whether the random set catches it; bugs argued unable to show on a
+parameter set are marked (``rtlbench.UNREACHABLE``; ``benchmarks/rtl_unreachable.py``
+searches for them).  All units run in one Icarus simulation per set (``rtlsweep``).
 """
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 
@@ -17,7 +21,8 @@ import numpy as np
 from tcnumerics.vectors.adequate import adequate_set
 from tcnumerics.vectors.families import expected_d, families_for, generate
 from tcnumerics.vectors.io import VectorSet, write_hex
-from tcnumerics.vectors.rtlbench import BUGS, PARAMETER_SETS, available, mutated_source, run_rtl, source
+from tcnumerics.vectors.rtlbench import BUGS, PARAMETER_SETS, UNREACHABLE
+from tcnumerics.vectors.rtlsweep import iverilog_available, sweep
 
 
 def random_set(name, n, seed):
@@ -46,8 +51,10 @@ def main(argv=None):
     p.add_argument("--sets", default=",".join(PARAMETER_SETS))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--check", type=int, default=100)
+    p.add_argument("--simulator", default="icarus", choices=["icarus", "verilator"])
     args = p.parse_args(argv)
-    missing = available()
+    missing = iverilog_available() if args.simulator == "icarus" else (
+        "" if shutil.which("verilator") else "verilator not on PATH")
     if missing:
         print(f"skipped: {missing}")
         return 0
@@ -55,26 +62,24 @@ def main(argv=None):
     for ps in args.sets.split(","):
         name, params = PARAMETER_SETS[ps]
         ad = adequate_set(name, seed=args.seed)
-        files = {"adequate": ad.to_vector_set(), "random": random_set(name, ad.n, args.seed),
-                 "families": family_set(name, args.check, args.seed)}
-        paths = []
-        for key, vs in files.items():
-            paths.append(os.path.join(work, f"{ps}-{key}.hex"))
-            write_hex(paths[-1], vs)
-        ok = run_rtl(source(), params, paths, os.path.join(work, f"{ps}-ok"))
+        sets = {"adequate": ad.to_vector_set(), "random": random_set(name, ad.n, args.seed),
+                "families": family_set(name, args.check, args.seed)}
+        res = {key: sweep(params, vs, list(BUGS), os.path.join(work, f"{ps}-{key}"), args.simulator)
+               for key, vs in sets.items()}
         print(f"{ps} ({name}): adequate set {ad.n} vectors (score {ad.score:.2f}); correct RTL: "
-              + ", ".join(f"{k} {r['vectors']} {'pass' if r['first_failure'] is None else 'FAIL'}"
-                          for k, r in zip(files, ok)))
+              + ", ".join(f"{k} {r['vectors']} {'pass' if r['correct'] is None else 'FAIL'}" for k, r in res.items()))
         caught = {"adequate": 0, "random": 0}
         for bug in BUGS:
-            res = run_rtl(mutated_source(bug), params, paths[:2], os.path.join(work, f"{ps}-{bug}"))
             cells = []
-            for key, r in zip(("adequate", "random"), res):
-                f = r["first_failure"]
+            for key in ("adequate", "random"):
+                f = res[key]["bugs"][bug]
                 caught[key] += f is not None
                 cells.append(f"{key}: " + (f"vector {f['index']} ({f['family']})" if f else "passes (missed)"))
-            print(f"  {bug:28s} " + "; ".join(cells))
-        print(f"  caught: adequate {caught['adequate']}/{len(BUGS)}, random (same size) {caught['random']}/{len(BUGS)}")
+            note = "  [unreachable here]" if bug in UNREACHABLE[ps] else ""
+            print(f"  {bug:28s} " + "; ".join(cells) + note)
+        reach = len(BUGS) - len(UNREACHABLE[ps])
+        print(f"  caught: adequate {caught['adequate']}/{len(BUGS)} ({reach} can show), "
+              f"random (same size) {caught['random']}/{len(BUGS)}")
     return 0
 
 

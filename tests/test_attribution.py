@@ -1,5 +1,7 @@
 """Error attribution inside a model (tcnumerics.torch.attribution): stages, site rules, loss effects."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -149,3 +151,49 @@ def test_study_units_differ_only_in_fraction_bits():
     assert (unit.k, unit.model.group_size, unit.model.a_format) == (base.k, base.model.group_size, base.model.a_format)
     assert (unit.model.frac_bits, unit.model.output_mantissa_bits) == (20, 20)
     assert accumulator_unit(13).model == base.model        # F = 13 is Hopper's fast accumulation itself
+
+
+def test_first_order_is_the_counterfactuals_linear_part():
+    # One FP8 site in an otherwise exact model, a loss linear in the last output: the loss is a smooth function of
+    # that site's output, so the first-order estimate and the counterfactual differ only by the curvature term (here
+    # tanh's, small).  In an all-FP8 model the counterfactual also holds the re-rounding of every later site's
+    # operands (docs/attribution.md), which this test removes on purpose; a flipped sign or a scale error fails it.
+    net, x = _three_layers(), torch.randn(32, 64)
+    run = tct.emulate(instruction=FP8, scaling="tensor", attribution=True)
+    for other in ("Sequential.0", "Sequential.4"):
+        run.set_site(other, "exact")
+
+    def step():
+        net.zero_grad()
+        return net(x).sum()
+
+    with run:
+        step().backward()
+    row = _row(run.attribution(), "Sequential.2")
+    assert row.first_order_method.startswith("approximation") and row.first_order != 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the re-run reproduces the attributed run: no warning
+        effect = counterfactual(run, lambda: float(step().detach()), [("Sequential.2", "forward")], state=[net])
+    assert abs(row.first_order / effect[("Sequential.2", "forward")] - 1) < 0.05
+    inputs = _row(run.attribution(), "Sequential.2", "input-gradient")
+    assert inputs.first_order is None and inputs.first_order_method.startswith("none")
+    assert '"counterfactual_method": "measured' in run.attribution().to_json()
+
+
+def test_counterfactual_warns_when_the_state_moved_after_the_step():
+    net, x = _three_layers(), torch.randn(8, 64)
+    run = tct.emulate(instruction=FP8, scaling="tensor", attribution=True)
+
+    def step():  # updates the weights: a state saved after it is not the attributed step's
+        net.zero_grad()
+        loss = net(x).sum()
+        loss.backward()
+        with torch.no_grad():
+            for p in net.parameters():
+                p -= 0.1 * p.grad
+        return float(loss.detach())
+
+    with run:
+        step()
+    with pytest.warns(RuntimeWarning, match="differs from the attributed run at GEMM call 0"):
+        counterfactual(run, step, [("Sequential.2", "forward")], state=[net])

@@ -50,3 +50,12 @@ def test_fp8_accumulation_rows_in_the_docs_are_what_the_command_prints(capsys, a
     printed = capsys.readouterr().out.splitlines()
     for line in shown:
         assert line in printed, f"docs/gemm.md shows a line the command no longer prints:\n{line}"
+
+
+def test_the_plan_examples_in_docs_plans_md_print_what_the_docs_show():
+    """docs/plans.md's ``explain()`` examples (a unit GEMM, an H100 split-K call, an FP8 recipe), run as doctests."""
+    import doctest
+
+    pytest.importorskip("torch")  # the FP8 recipe is tcnumerics.torch's
+    result = doctest.testfile(str(DOCS / "plans.md"), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert result.attempted >= 8 and result.failed == 0, result

@@ -334,7 +334,10 @@ def test_fma_pass_is_chosen_per_unit():
                           "blackwell.tcgen05.mma.kind::f8f6f4.f32.e2m1.e2m1")}
     assert list(width.values()) == [1, 1, 2, 2, None], width
     spec = get_instruction("hopper.wgmma.m64n128k32.f32.e4m3.e4m3")
-    assert "#define FMA_ALIGN 1" in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE)
+    # the default ("auto") is the silicon-checked integer pass until the paired FP32 stage has run on a GPU
+    assert "FMA_ALIGN" not in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE)
+    assert "#define FMA_ALIGN 1" in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE,
+                                                              align="fma")
     assert "FMA_ALIGN" not in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE,
                                                         align="int")
     bf16 = get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")  # FP64 FMA only on request ("fma")
@@ -376,3 +379,129 @@ def test_fma_pass_equals_reference_on_random_custom_units(kind, data):
     for align in ("fma", "int"):
         _assert_same(cuda.host_accumulate_bits(spec, A, B, C, kernel="tiled", align=align), want,
                      f"{spec.name} tiled {align}")
+
+
+# --- the tensor-core exponent pass of the tiled kernel (host build: the mma emulated on the measured unit model) ---
+
+def test_exp_mma_is_chosen_per_unit():
+    """The power sum fits E4M3 (L=32, m=6) and L=16 FP8 (m=5) and FP4; E5M2, BF16 and FP16 products span too many
+    binades for 2**(m * s) in FP32 and keep the CUDA-core max; the default build keeps it everywhere."""
+    fits = {name: _cuda_build.exp_mma(cuda._plan(get_instruction(name)), get_instruction(name)) is not None
+            for name in ("hopper.wgmma.m64n128k32.f32.e4m3.e4m3", "ada.mma.m16n8k32.f32.e4m3.e4m3.f32",
+                         "blackwell.tcgen05.mma.kind::f8f6f4.f32.e2m1.e2m1", "hopper.wgmma.m64n128k32.f32.e5m2.e5m2",
+                         "hopper.wgmma.m64n8k16.f32.bf16.bf16", "hopper.wgmma.m64n8k16.f32.f16.f16")}
+    assert list(fits.values()) == [True, True, True, False, False, False], fits
+    spec = get_instruction("hopper.wgmma.m64n128k32.f32.e4m3.e4m3")
+    plan = cuda._plan(spec)
+    assert "EXP_MMA" not in _cuda_build.config_header(spec, plan, _cuda_build.MMA_TILE)
+    assert "#define EXP_MMA 1" in _cuda_build.config_header(spec, plan, _cuda_build.MMA_TILE, exp_pass="mma")
+    assert "EXP_MMA" not in _cuda_build.config_header(spec, plan, _cuda_build.HOST_TILE, exp_pass="mma")
+    em = _cuda_build.exp_mma(plan, spec)
+    assert em.m == 6 and (em.bias_a, em.bias_b) == (-6, 2)
+    with pytest.raises(ValueError, match="exp_pass"):
+        _cuda_build.config_header(spec, plan, _cuda_build.MMA_TILE, exp_pass="tensor")
+
+
+def _ragged_gemm(spec, rng, M=70, N=67, chains=2, per_family=4):
+    a, b, c = _family_vectors(spec, per_family, rng)
+    k = chains * spec.k
+    if a.shape[1] < k:
+        a, b = np.concatenate([a] * (k // a.shape[1]), 1), np.concatenate([b] * (k // b.shape[1]), 1)
+    A, B = a[rng.integers(0, len(a), M), :k], b[rng.integers(0, len(b), N), :k]
+    return A, B, c[rng.integers(0, len(c), (M, N))]
+
+
+@needs_cxx
+@pytest.mark.parametrize("entry", ["hopper.wgmma.m64n128k32.f32.e4m3.e4m3",  # L=32, m=6, E8M13 cut, FP32 FMA pass
+                                   "ada.mma.m16n8k32.f32.e4m3.e4m3.f32",     # L=16 (two groups a stage), m=5
+                                   "blackwell.tcgen05.mma.kind::f8f6f4.f32.e2m1.e2m1"])  # integer pass, split sums
+def test_exp_mma_equals_reference(entry):
+    """The tiled kernel with its exponent pass on the (emulated) tensor core: the reference's bits on every input
+    family over a ragged 70 x 67 GEMM (partial 64 x 64 tiles), a K chain, and a split accumulation."""
+    spec = get_instruction(entry)
+    rng = np.random.default_rng(SEED + 29)
+    A, B, C = _ragged_gemm(spec, rng)
+    want = grid_dot_bits(reference.dot_bits, spec, A, B, C)
+    assert "#define EXP_MMA 1" in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.MMA_TILE,
+                                                            exp_pass="mma")
+    _assert_same(cuda.host_accumulate_bits(spec, A, B, C, kernel="tiled", exp_pass="mma"), want, f"{entry} mma")
+    part = cuda.host_accumulate_bits(spec, A, B, C, 0, spec.k, kernel="tiled", exp_pass="mma")
+    _assert_same(cuda.host_accumulate_bits(spec, A, B, part, spec.k, A.shape[1], kernel="tiled", exp_pass="mma"),
+                 want, f"{entry} mma, split")
+
+
+@needs_cxx
+def test_exp_mma_needs_l_below_2_to_the_m():
+    """The argument's bound GL < 2**m is needed (the test can fail): 32 products of one exponent sum to exactly
+    2**(m s + 5), so with m = 5 the pass would read E one too high and truncate C = 1 + 2**-13 to 1; the build's
+    m = 6 gives the reference's bits, the same source with MMA_M forced to 5 does not."""
+    import ctypes
+
+    spec = get_instruction("hopper.wgmma.m64n128k32.f32.e4m3.e4m3")
+    plan = cuda._plan(spec)
+    M = N = 64
+    A = np.full((M, 32), 0x3F, np.uint8)  # +1.875 x 16, -1.875 x 16: products of exponent 0 summing to 0
+    A[:, 16:] = 0xBF
+    B = np.full((N, 32), 0x38, np.uint8)  # 1.0
+    C = np.full((M, N), 0x3F800400, np.uint32)  # 1 + 2**-13: kept on E = 0's grid, lost on E = 1's
+    want = grid_dot_bits(reference.dot_bits, spec, A, B, C)
+    _assert_same(cuda.host_accumulate_bits(spec, A, B, C, kernel="tiled", exp_pass="mma"), want, "m = 6")
+    header = _cuda_build.config_header(spec, plan, _cuda_build.MMA_TILE, exp_pass="mma")
+    assert "#define MMA_M 6" in header
+    from tcnumerics.engines import _cuda_source as src
+    header = header.replace("#define MMA_M 6", "#define MMA_M 5")
+    lib = _cuda_build._host_build(src.HOST_PRELUDE + header + src.KERNEL_SOURCE + src.HOST_LAUNCHER)
+    ta, tb = _cuda_build.tables(plan)
+    work = C.copy()
+    ptr = lambda x: ctypes.c_void_p(x.ctypes.data)  # noqa: E731
+    lib.host_gemm_tiled(ptr(A), ctypes.c_longlong(32), ptr(B), ctypes.c_longlong(32), ptr(ta), ptr(tb), ptr(work),
+                        ctypes.c_int(M), ctypes.c_int(N), ctypes.c_int(0), ctypes.c_int(32), ctypes.c_int(0),
+                        ctypes.c_int(0), ctypes.c_longlong(_cuda_build.smem_words(plan, _cuda_build.MMA_TILE,
+                                                                                   header=header)),
+                        ctypes.c_void_p(0), ctypes.c_void_p(0), ctypes.c_void_p(0))
+    assert (work != want).all()
+
+
+@needs_cxx
+@given(data=st.data())
+@settings(max_examples=3, deadline=None)
+def test_exp_mma_equals_reference_on_random_custom_units(data):
+    """Random FP8/FP6/FP4 fused units with groups of 16 or 32 (F, output rounding, operand formats drawn): where the
+    power sum fits, the tensor-core exponent pass gives the reference's bits."""
+    fa = data.draw(st.sampled_from(["e4m3", "e2m3", "e3m2", "e2m1"]))
+    fb = data.draw(st.sampled_from(["e4m3", "e2m3", "e2m1"]))
+    L = data.draw(st.sampled_from([16, 32]))
+    F = data.draw(st.integers(8, 16))
+    rounding = data.draw(st.sampled_from(["rz", "rne", "ru", "rd"]))
+    spec = InstructionSpec(name=f"custom.mma.{fa}.{fb}.L{L}.F{F}.{rounding}", k=L,
+                           model=UnitModel(a_format=fa, b_format=fb, c_format="fp32", d_format="fp32", group_size=L,
+                                           frac_bits=F, output_rounding=rounding))
+    assert _cuda_build.exp_mma(cuda._plan(spec), spec) is not None, spec.name
+    rng = np.random.default_rng(L * 100 + F)
+    A, B, C = _ragged_gemm(spec, rng, M=66, N=65, per_family=2)
+    want = grid_dot_bits(reference.dot_bits, spec, A, B, C)
+    _assert_same(cuda.host_accumulate_bits(spec, A, B, C, kernel="tiled", exp_pass="mma"), want, spec.name)
+
+
+@pytest.mark.parametrize("exp_pass", ["alu", "mma"])
+def test_device_source_compiles_for_hopper(exp_pass, tmp_path):
+    """The device-only code (inline PTX mma, 64-bit shared loads, DPX) compiles for sm_90a with no register spill --
+    the host build cannot see it.  Needs nvcc (skipped without)."""
+    import shutil
+    import subprocess
+
+    from tcnumerics.engines import _cuda_source as src
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("no nvcc")
+    spec = get_instruction("hopper.wgmma.m64n128k32.f32.e4m3.e4m3")
+    header = _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE, exp_pass=exp_pass)
+    assert ("#define EXP_MMA 1" in header) == (exp_pass == "mma")
+    flags = "".join(f"#define {f} {int(n == 'gemm_tiled')}\n" for n, f in _cuda_build._KERNEL_FLAGS.items())
+    path = tmp_path / "k.cu"
+    path.write_text("#define USE_DPX 1\n" + flags + header + src.KERNEL_SOURCE)
+    proc = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o",
+                           str(tmp_path / "k.cubin"), str(path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "0 bytes spill stores" in proc.stdout + proc.stderr, proc.stderr[-2000:]

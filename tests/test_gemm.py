@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 import tcnumerics as tc
 from tcnumerics.engines.oracle import round_exact
-from tcnumerics.gemm import _fp32_fma, split_bounds
+from tcnumerics.gemm import split_bounds
+from tcnumerics.plan.rules import fp32_fma as _fp32_fma
 
 BF16 = "hopper.wgmma.m64n8k16.f32.bf16.bf16"
 FP8 = "hopper.wgmma.m64n8k32.f32.e4m3.e4m3"

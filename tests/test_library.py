@@ -1,4 +1,5 @@
-"""library_gemm presets: the plans they choose, their arguments, and the fp8-accumulation experiment."""
+"""The H200 presets (``h200_presets``; ``tc.library_gemm`` its deprecated alias): the plans they choose, their
+arguments, and the fp8-accumulation experiment."""
 
 import json
 import os
@@ -8,12 +9,31 @@ import numpy as np
 import pytest
 
 import tcnumerics as tc
+from tcnumerics.library.presets import h200_presets
 from tcnumerics.cli import main as cli_main
 from tcnumerics.experiments.fp8_accumulation import accumulation_rows, exact_product
 
 
+@pytest.mark.parametrize("shape", [(64, 64, 8192), (32, 48, 256)])
+def test_library_gemm_is_a_deprecated_alias_of_the_presets(shape):
+    from tcnumerics import library as lib
+
+    M, N, K = shape
+    rng = np.random.default_rng(M + K)
+    A = rng.standard_normal((M, K)).astype(ml_dtypes.bfloat16)
+    B = rng.standard_normal((K, N)).astype(ml_dtypes.bfloat16)
+    for entry in (tc.library_gemm, lib.library_gemm):  # both public names of the old entry warn
+        with pytest.warns(DeprecationWarning, match="library_gemm is deprecated: use tcnumerics.library.matmul"):
+            old = entry("torch.matmul", dtype="bf16")
+        assert repr(old) == repr(h200_presets("torch.matmul", dtype="bf16"))
+        got = old(A, B).view(np.uint16)
+        assert np.array_equal(got, h200_presets("torch.matmul", dtype="bf16")(A, B).view(np.uint16))
+        # the new entry, planned per GPU model, predicts the same bits for these H200-measured shapes
+        assert np.array_equal(got, lib.matmul(A, B, gpu="h200").view(np.uint16))
+
+
 def test_matmul_plans():
-    mm = tc.library_gemm("torch.matmul", dtype="bf16")
+    mm = h200_presets("torch.matmul", dtype="bf16")
     common = mm.plan(512, 512, 1024)
     assert common.modelled and common.split_k is None and common.instruction.endswith("bf16.bf16")
     split = mm.plan(16, 16, 16384)
@@ -21,13 +41,13 @@ def test_matmul_plans():
     odd = mm.plan(96, 80, 333)
     assert odd.modelled and odd.k_residue == "first" and "cutlass_75" in odd.kernel and odd.split_k == 5
     assert not mm.plan(96, 80, 335).modelled  # CUTLASS split count only known where measured
-    tf32 = tc.library_gemm("torch.matmul", dtype="tf32").plan(2048, 2048, 2048)
+    tf32 = h200_presets("torch.matmul", dtype="tf32").plan(2048, 2048, 2048)
     assert tf32.input_rounding == "rne" and tf32.instruction.endswith("tf32.tf32")
 
 
 def test_scaled_mm_plans():
-    slow = tc.library_gemm("torch._scaled_mm", dtype="e4m3", fast_accum=False)
-    fast = tc.library_gemm("torch._scaled_mm", dtype="e4m3", fast_accum=True)
+    slow = h200_presets("torch._scaled_mm", dtype="e4m3", fast_accum=False)
+    fast = h200_presets("torch._scaled_mm", dtype="e4m3", fast_accum=True)
     assert slow.plan(256, 256, 512).promote_every == 128 and fast.plan(256, 256, 512).promote_every is None
     assert fast.plan(64, 64, 8192).split_k == [2816] * 3
     assert fast.plan(32, 32, 4096).split_k is None
@@ -42,7 +62,7 @@ def test_preset_call_matches_gemm_with_its_plan():
     rng = np.random.default_rng(0)
     A = rng.standard_normal((16, 256)).astype(ml_dtypes.float8_e4m3fn)
     B = rng.standard_normal((256, 16)).astype(ml_dtypes.float8_e4m3fn)
-    smm = tc.library_gemm("torch._scaled_mm", dtype="e4m3", fast_accum=False)
+    smm = h200_presets("torch._scaled_mm", dtype="e4m3", fast_accum=False)
     got = smm(A, B, out_dtype="fp32", scale_a=np.float32(0.5), scale_b=np.float32(3.0))
     want = tc.gemm(A, B, instruction="hopper.wgmma.m64n8k32.f32.e4m3.e4m3", promote_every=128,
                    scale_a=np.float32(0.5), scale_b=np.float32(3.0))
@@ -54,7 +74,7 @@ def test_unmodelled_call_warns():
     A = np.ones((4, 40), ml_dtypes.bfloat16)
     B = np.ones((40, 8), ml_dtypes.bfloat16)
     with pytest.warns(UserWarning, match="not modelled"):
-        tc.library_gemm("torch.matmul", dtype="tf32")(A.astype(np.float32), B.astype(np.float32))
+        h200_presets("torch.matmul", dtype="tf32")(A.astype(np.float32), B.astype(np.float32))
 
 
 @pytest.mark.parametrize("args, match", [
@@ -64,9 +84,9 @@ def test_unmodelled_call_warns():
 def test_function_names(args, match):
     if match:
         with pytest.raises(ValueError, match=match):
-            tc.library_gemm(*args)
+            h200_presets(*args)
     else:
-        assert repr(tc.library_gemm(*args)).startswith("library_gemm('torch.matmul'")
+        assert repr(h200_presets(*args)).startswith("h200_presets('torch.matmul'")
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -76,18 +96,18 @@ def test_function_names(args, match):
 ])
 def test_bad_matmul_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        tc.library_gemm("torch.matmul", **kwargs)
+        h200_presets("torch.matmul", **kwargs)
 
 
 def test_bad_scaled_mm_arguments():
     with pytest.raises(ValueError, match="dtype"):
-        tc.library_gemm("torch._scaled_mm", dtype="bf16")
+        h200_presets("torch._scaled_mm", dtype="bf16")
     with pytest.raises(ValueError, match="b_dtype"):
-        tc.library_gemm("torch._scaled_mm", dtype="e4m3", b_dtype="bf16")
+        h200_presets("torch._scaled_mm", dtype="e4m3", b_dtype="bf16")
     with pytest.raises(TypeError, match="fast_accum"):
-        tc.library_gemm("torch._scaled_mm", dtype="e4m3", fast_accum="yes")
+        h200_presets("torch._scaled_mm", dtype="e4m3", fast_accum="yes")
     with pytest.raises(ValueError, match="M"):
-        tc.library_gemm("torch._scaled_mm", dtype="e4m3").plan(0, 16, 16)
+        h200_presets("torch._scaled_mm", dtype="e4m3").plan(0, 16, 16)
 
 
 def test_exact_product_is_exact():

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tcnumerics as tc
+from tcnumerics.library.presets import h200_presets
 
 HERE = os.path.dirname(__file__)
 FILES = sorted(p for p in glob.glob(os.path.join(HERE, "..", "vectors", "library", "*.npz"))
@@ -36,8 +37,8 @@ CALLS = list(_calls())
 
 def _preset(rec):
     if rec["op"] == "torch._scaled_mm":
-        return tc.library_gemm("torch._scaled_mm", dtype=rec["fmt"], fast_accum=rec["options"]["use_fast_accum"])
-    return tc.library_gemm("torch.matmul", dtype="tf32" if rec["fmt"] == "fp32" else rec["fmt"])
+        return h200_presets("torch._scaled_mm", dtype=rec["fmt"], fast_accum=rec["options"]["use_fast_accum"])
+    return h200_presets("torch.matmul", dtype="tf32" if rec["fmt"] == "fp32" else rec["fmt"])
 
 
 def _scale_kind(rec):

@@ -16,6 +16,7 @@ import pytest
 from tcnumerics import library as lib
 from tcnumerics.library import gpus, launches, measured, unseen
 from tcnumerics.library.calls import Call
+from tcnumerics.library.presets import h200_presets
 
 BF16 = ml_dtypes.bfloat16
 LINEAR_KIND = "linear|bf16||bf16|0|1|plain|1|||0"
@@ -201,22 +202,22 @@ def test_manifests_are_checked():
     assert gpus.manifest()["default"] == "h100"  # a refused manifest leaves the installed one
 
 
-# --- the H200 presets (library_gemm) -------------------------------------------------------------------------
+# --- the H200 presets (h200_presets) -------------------------------------------------------------------------
 
 def test_the_presets_are_the_h200s_and_flag_other_models():
-    h200 = lib.library_gemm("torch.matmul", dtype="bf16")
-    assert h200.gpu == "h200" and lib.library_gemm("torch.matmul", dtype="bf16", arch="h200").gpu == "h200"
+    h200 = h200_presets("torch.matmul", dtype="bf16")
+    assert h200.gpu == "h200" and h200_presets("torch.matmul", dtype="bf16", arch="h200").gpu == "h200"
     plan = h200.plan(64, 64, 8192)
     assert plan.modelled and plan.split_k
     for gpu in ("h100", "NVIDIA A100-SXM4-80GB"):
-        other = lib.library_gemm("torch.matmul", dtype="bf16", gpu=gpu).plan(64, 64, 8192)
+        other = h200_presets("torch.matmul", dtype="bf16", gpu=gpu).plan(64, 64, 8192)
         assert not other.modelled and other.note.startswith(f"gpu {gpus.model_key(gpu)!r}"), other.note
         assert other.split_k == plan.split_k  # the same guess, flagged
     with pytest.raises(ValueError, match="different GPU models"):
-        lib.library_gemm("torch.matmul", arch="h200", gpu="h100")
+        h200_presets("torch.matmul", arch="h200", gpu="h100")
     A, B = np.ones((4, 32), BF16), np.ones((32, 8), BF16)
     with pytest.warns(UserWarning, match="presets' kernel choices were measured on an H200"):
-        lib.library_gemm("torch.matmul", gpu="h100")(A, B)
+        h200_presets("torch.matmul", gpu="h100")(A, B)
 
 
 def test_replacing_a_table_changes_the_epoch_a_plan_cache_keys_on():

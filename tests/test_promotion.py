@@ -13,7 +13,8 @@ import pytest
 from tcnumerics.catalog import get_instruction
 from tcnumerics.engines import _cuda_build, cuda, fast
 from tcnumerics.formats import get_format
-from tcnumerics.gemm import _fp32_add, _fp32_partial, promotion_blocks
+from tcnumerics.gemm import promotion_blocks
+from tcnumerics.plan.rules import fp32_add as _fp32_add, fp32_partial as _fp32_partial
 
 needs_host_build = pytest.mark.skipif(_cuda_build.host_compiler() is None, reason="no host C++ compiler")
 

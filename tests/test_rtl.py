@@ -7,12 +7,10 @@ import os
 
 import pytest
 
-from tcnumerics.vectors.rtlbench import BUGS, PARAMETER_SETS, available, mutated_source, run_rtl, source
+from tcnumerics.vectors.rtlbench import BUGS, PARAMETER_SETS, UNREACHABLE, available, mutated_source, run_rtl, source
 
 pytestmark = pytest.mark.skipif(bool(available()), reason=available() or "rtl available")
 
-# bugs the adequate set is known to miss (none since it keeps one vector of every family)
-ADEQUATE_MISSES: set = set()
 
 
 @pytest.fixture(scope="module")
@@ -35,15 +33,29 @@ def test_correct_rtl_passes_the_adequate_set(ps, adequate_hex, tmp_path):
     assert res["first_failure"] is None and res["vectors"] > 0
 
 
-@pytest.mark.parametrize("bug", sorted(set(BUGS) - ADEQUATE_MISSES))
-def test_each_injected_bug_fails_naming_vector_and_family(bug, adequate_hex, tmp_path):
+def _assert_fails_naming_vector(bug, ps, adequate_hex, tmp_path):
     text = mutated_source(bug)
     assert sum(a != b for a, b in zip(source().splitlines(), text.splitlines())) == 1  # a one-line change
-    (res,) = run_rtl(text, PARAMETER_SETS["hopper_bf16"][1], [adequate_hex["hopper_bf16"]], tmp_path)
+    (res,) = run_rtl(text, PARAMETER_SETS[ps][1], [adequate_hex[ps]], tmp_path)
     first = res["first_failure"]
-    assert first is not None, f"{bug} escaped the adequate set"
+    assert first is not None, f"{bug} escaped the adequate set on {ps}"
     log = (tmp_path / "sim0.log").read_text()
     assert f"vector {first['index']} (family {first['family']}) fails" in log
+
+
+@pytest.mark.parametrize("bug, ps", [("emax_ignores_c", "volta"), ("c_aligned_one_bit_high", "hopper_bf16")])
+def test_injected_bug_fails_under_cocotb_naming_vector_and_family(bug, ps, adequate_hex, tmp_path):
+    _assert_fails_naming_vector(bug, ps, adequate_hex, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ps", ["volta", "hopper_bf16"])
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_each_reachable_bug_fails_under_cocotb(bug, ps, adequate_hex, tmp_path):
+    """The cocotb route per bug (a compile each); test_every_reachable_bug_is_caught covers it fast."""
+    if bug in UNREACHABLE[ps]:
+        pytest.skip(f"{bug} cannot show on {ps}: {UNREACHABLE[ps][bug]}")
+    _assert_fails_naming_vector(bug, ps, adequate_hex, tmp_path)
 
 
 def test_readmemh_harness_passes_correct_rtl_and_names_the_failing_vector(tmp_path):

@@ -231,3 +231,59 @@ def _state(pid: int) -> str:
             return next((line for line in fh if line.startswith("State:")), "").lower()
     except OSError:
         return "zombie"
+
+
+# ----------------------------------------------------------------------------------------------
+# engines: where the arithmetic runs is the sweep's choice, and never changes a row
+
+
+GEMM_ONLY = {
+    "sweep": {"name": "engines", "seeds": 1, "seed": 3},
+    "units": {"base": BASE, "grid": {"group_size": [8, 16], "frac_bits": [13, 25]}},
+    "workloads": [{"kind": "gemm_error", "M": 6, "N": 5, "K": 96, "grid": {"scaling": ["none", "block"]}}],
+}
+
+
+def _spec_with_engine(engine):
+    return parse_spec({**GEMM_ONLY, "sweep": {**GEMM_ONLY["sweep"], "engine": engine}})
+
+
+def test_the_engine_is_the_specs_choice_and_not_part_of_its_identity():
+    assert parse_spec(GEMM_ONLY).engine == "auto"
+    assert _spec_with_engine("reference").engine == "reference"
+    assert _spec_with_engine("reference").digest == parse_spec(GEMM_ONLY).digest  # a sweep resumes on another engine
+    from tcnumerics.sweep.errors import SpecError
+
+    with pytest.raises(SpecError, match=r"sweep\.engine: expected one of auto, .*got 'gpu'"):
+        _spec_with_engine("gpu")
+    with pytest.raises(SpecError, match=r"workloads\[1\] \(chain\) runs on the CPU engines only"):
+        parse_spec({**SMALL, "sweep": {**SMALL["sweep"], "engine": "cuda"}})
+
+
+def test_the_reference_engine_gives_the_fast_engines_table(tmp_path):
+    fast = run_sweep(_spec_with_engine("fast"), tmp_path / "fast.parquet", workers=1, progress=False)
+    ref = run_sweep(parse_spec(GEMM_ONLY), tmp_path / "ref.parquet", workers=1, progress=False, engine="reference")
+    assert len(fast) == 8 and fast[fast["param.scaling"] == "none"]["norm_rel_error"].gt(0).all()
+    _same(ref, fast)
+
+
+def test_cli_engine_option_runs_and_a_bad_one_is_one_line(tmp_path, capsys):
+    spec = tmp_path / "s.json"
+    spec.write_text(json.dumps(GEMM_ONLY))
+    assert main(["sweep", str(spec), "-o", str(tmp_path / "t.csv"), "--engine", "reference", "--quiet",
+                 "--workers", "1"]) == 0
+    capsys.readouterr()
+    assert main(["sweep", str(spec), "-o", str(tmp_path / "u.csv"), "--engine", "gpu", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "engine: expected one of" in err and not (tmp_path / "u.csv").exists()
+
+
+def test_the_cuda_engine_gives_the_cpu_table(tmp_path):
+    cupy = pytest.importorskip("cupy")
+    try:
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # noqa: BLE001 - a CuPy without a usable GPU
+        pytest.skip("no CUDA device")
+    cpu = run_sweep(parse_spec(GEMM_ONLY), tmp_path / "cpu.parquet", workers=1, progress=False, engine="fast")
+    gpu = run_sweep(parse_spec(GEMM_ONLY), tmp_path / "gpu.parquet", progress=False, engine="cuda")
+    _same(gpu, cpu)

@@ -34,19 +34,19 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from . import _casts
 from .api import Instruction, _operand_bits
 from .arrays import DeviceValues, float64, namespace, to_host
 from .catalog import get_instruction
-from .engines import get_engine, grid_dot_bits, resolve_engine
+from .engines import resolve_engine
 from .formats import Format, IntFormat, Rounding, get_format
 from .interop import takes_torch
 from .model import InstructionSpec
+from .plan import interpret
+from .plan.nodes import AddC, AddExact, Chain, Convert, Epilogue, Input, OrderedSum, Plan, Promote, RoundTo, Scale
 
-__all__ = ["gemm", "convert_output", "split_bounds", "promotion_blocks"]
+__all__ = ["gemm", "plan_gemm", "convert_output", "split_bounds", "promotion_blocks"]
 
 _FP32 = get_format("fp32")
-_WORKING_SET = 1 << 22  # elements per operand block of the reference fallback
 
 
 @takes_torch  # torch tensors in, torch out (CUDA tensors stay on the GPU: DLPack)
@@ -183,49 +183,93 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
                 raise ValueError("C: an integer accumulator cannot start an FP32 promotion chain")
             c_values = _FP32.round(_float_values("C", C))
 
-    chain = _chainer(spec, engine)
-    promoter = None if blockwise or promote_every is None else _promoter(spec, engine)
-    zero = xp.zeros((M, N), spec.c_format.container_dtype)
-    if not multi:
-        d_bits = chain(a_rows, b_cols, c_acc if c_acc is not None else zero, 0, k_pad)
-        if tensor_scale is None and c_values is None:
-            return convert_output(spec.d_format.to_array(d_bits), spec.d_format, out_format, out_rounding)
-        total = spec.d_format.to_float(d_bits)
-    else:
-        total = None
-        for s, (k0, k1) in enumerate(segments):
-            start = c_values if (s == 0 and c_role == "accumulator" and c_values is not None) else None
-            if promote_every is None:
-                part = spec.d_format.to_float(chain(a_rows, b_cols, zero, k0, k1))
-                part = part if start is None else _fp32_add(start, part)
-            elif promoter is not None:  # the loop below in one engine call (bit for bit: tests/test_promotion.py)
-                acc = zero if start is None else _FP32.from_float(start).astype(spec.c_format.container_dtype)
-                part = _fp32_partial(spec.d_format, promoter(a_rows, b_cols, acc, k0, k1, promote_every,
-                                                             start is not None))
-            else:
-                part = start
-                for b0, b1 in promotion_blocks(k0, k1, promote_every):
-                    p = _fp32_partial(spec.d_format, chain(a_rows, b_cols, zero, b0, b1))
-                    if blockwise:
-                        # measured (cuBLASLt 13.1, H200): main = fma(partial, fp32(sa * sb), main)
-                        kb = (origins[s] + b0 - k0) // scale_block
-                        factor = _FP32.round(block_a[:, kb][:, None] * block_b[kb][None, :])
-                        part = _fp32_fma(p, factor, xp.zeros_like(p) if part is None else part)
-                    else:
-                        part = p if part is None else _fp32_add(part, p)
-            total = part if total is None else _fp32_add(total, part)
+    plan = _build_plan(spec, segments, origins, promote_every=promote_every, blockwise=blockwise,
+                       scale_block=scale_block, tensor_scale=tensor_scale, c_start=c_acc is not None,
+                       c_role=c_role if c_values is not None else None, out_format=out_format,
+                       out_rounding=out_rounding)
+    operands = {"A": a_rows, "B": b_cols, "C_acc": c_acc, "C": c_values, "block_a": block_a, "block_b": block_b}
     if tensor_scale is not None:
-        total = _apply_scales(total, *tensor_scale)
-    if c_values is not None and c_role == "epilogue":
-        total = _fp32_add(total, c_values)
-    # the FP32 main accumulator is the result unless an output format is asked for
-    out = _FP32 if out_format is None else get_format(out_format)
-    if isinstance(out, IntFormat):
-        raise ValueError(f"out_format: cannot convert floating-point results to integer format {out.name}")
-    if c_values is not None and c_role == "output":
-        with _quiet(xp):
-            total = out.round(total, out_rounding) + c_values  # then one rounding: correct as 53 >= 2 * 24 + 2
-    return out.to_array(out.from_float(total, out_rounding))
+        operands["scale_a"], operands["scale_b"] = tensor_scale
+    return interpret.run(plan, operands, engine)
+
+
+def plan_gemm(M: int, N: int, K: int, *, instruction: "str | InstructionSpec | Instruction",
+              out_format: str | None = None, out_rounding: Rounding | str = Rounding.RNE,
+              promote_every: int | None = None, split_k: "int | Sequence[int] | None" = None,
+              scales: Literal["tensor", "row", "block"] | None = None, scale_block: int = 128,
+              c_role: Literal["accumulator", "epilogue", "output"] | None = None, k_tile: int | None = None,
+              k_residue: Literal["last", "first"] = "last", split_granule: int | None = None) -> Plan:
+    """The plan ``gemm`` runs for an [M, K] @ [K, N] call with these options (``scales``: the kind of
+    ``scale_a``/``scale_b`` passed, ``c_role``: how a C passed is used; None: no scales, no C).
+
+    >>> print(plan_gemm(64, 64, 256, instruction="hopper.wgmma.m64n8k32.f32.e4m3.e4m3", promote_every=128,
+    ...                 split_k=2, scales="tensor", out_format="bf16").explain())
+    gemm 64x64x256 on hopper.wgmma.m64n8k32.f32.e4m3.e4m3
+      convert to bf16 (RNE)
+        scale: acc * fp32(scale_a * scale_b)
+          ordered sum (contiguous) of 2 terms, FP32 RNE additions in order
+            promote every 128 over K[0:128): chains of hopper.wgmma.m64n8k32.f32.e4m3.e4m3 from +0, main += partial, RNE; main from +0
+            promote every 128 over K[128:256): chains of hopper.wgmma.m64n8k32.f32.e4m3.e4m3 from +0, main += partial, RNE; main from +0
+    """
+    spec = _resolve(instruction)
+    k = spec.k
+    tile = k if k_tile is None else k_tile
+    granule = k if split_granule is None else split_granule
+    segments, origins, pos = [], [], 0
+    for k0, k1 in split_bounds(K, split_k, granule):
+        n = _padded_length(k1 - k0, k, tile, k_residue)
+        segments.append((pos, pos + n))
+        origins.append(k0)
+        pos += n
+    blockwise = scales == "block"
+    if blockwise and promote_every is None:
+        promote_every = scale_block
+    multi = promote_every is not None or len(segments) > 1
+    tensor_scale = None if scales in (None, "block") else (np.ones(()), np.ones(()) if scales == "tensor"
+                                                                  else np.ones((1, N)))
+    plan = _build_plan(spec, segments, origins, promote_every=promote_every, blockwise=blockwise,
+                       scale_block=scale_block, tensor_scale=tensor_scale,
+                       c_start=c_role == "accumulator" and not multi,
+                       c_role=None if c_role is None or (c_role == "accumulator" and not multi) else c_role,
+                       out_format=out_format, out_rounding=Rounding.parse(out_rounding))
+    return Plan(plan.root, title=f"gemm {M}x{N}x{K} on {spec.name}")
+
+
+def _padded_length(n: int, k: int, tile: int, residue: str) -> int:
+    """Length of a slice of ``n`` K-elements after ``_layout``'s zero padding."""
+    r = n % tile
+    if residue == "first" and r:
+        return -(-r // k) * k + _padded_length(n - r, k, tile, "last")
+    return -(-n // k) * k
+
+
+def _build_plan(spec: InstructionSpec, segments, origins, *, promote_every, blockwise: bool, scale_block: int,
+                tensor_scale, c_start: bool, c_role: str | None, out_format, out_rounding) -> Plan:
+    """The plan of the composition: chains (or promotion) per slice, their ordered sum, scales, C, conversion."""
+    multi = promote_every is not None or len(segments) > 1
+    if not multi:
+        root = Chain(spec, segments[0][0], segments[0][1], start="C" if c_start else None)
+        if tensor_scale is None and c_role is None:
+            return Plan(Convert(root, out_format, out_rounding))
+    else:
+        terms = []
+        for s, (k0, k1) in enumerate(segments):
+            start = "C" if s == 0 and c_role == "accumulator" else None
+            if promote_every is None:
+                terms += ([Input("C")] if start else []) + [Chain(spec, k0, k1)]
+            else:
+                terms.append(Promote(spec, k0, k1, promote_every, start=start,
+                                     block_scale=scale_block if blockwise else None, origin=origins[s]))
+        root = terms[0] if len(terms) == 1 else OrderedSum(tuple(terms))
+    if tensor_scale is not None:
+        sa, sb = tensor_scale
+        root = Scale(root, "tensor" if np.ndim(sa) == 0 and np.ndim(sb) == 0 else "row")
+    if c_role == "epilogue":
+        root = Epilogue(root, (AddC("C"),))
+    out = "fp32" if out_format is None else out_format
+    if c_role == "output":
+        root = Epilogue(root, (RoundTo(get_format(out).name, out_rounding), AddExact("C")))
+    return Plan(Convert(root, out_format, out_rounding))
 
 
 def split_bounds(k_total: int, split_k: "int | Sequence[int] | None", granule: int) -> list[tuple[int, int]]:
@@ -283,18 +327,7 @@ def convert_output(d: np.ndarray, d_format: Format, out_format: str | None, roun
     >>> convert_output(np.array([1 + 2**-9], np.float32), get_format("fp32"), "bf16", "rne").tolist()
     [1.0]
     """
-    if out_format is None:
-        return d
-    out = get_format(out_format)
-    if out == d_format:
-        return d
-    if isinstance(out, IntFormat):
-        raise ValueError(f"out_format: cannot convert {d_format.name} results to integer format {out.name}")
-    if isinstance(d_format, IntFormat):
-        values = d.astype(np.float64)
-    else:
-        values = d_format.to_float(d_format.bits_of(d))
-    return out.to_array(out.from_float(values, rounding))
+    return interpret.convert(interpret.Bits(d_format, d_format.bits_of(d)), out_format, rounding)
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -321,13 +354,6 @@ def _to_device(result, xp):
         return xp.asarray(result)
     fmt = get_format(result.dtype.name)
     return fmt.to_array(xp.asarray(fmt.bits_of(result)))
-
-
-def _quiet(xp):
-    """numpy's floating-point warnings off (CuPy raises none)."""
-    import contextlib
-
-    return np.errstate(all="ignore") if xp is np else contextlib.nullcontext()
 
 
 def _layout(bits: np.ndarray, k: int, tile: int, residue: str) -> np.ndarray:
@@ -407,88 +433,3 @@ def _parse_scales(scale_a, scale_b, M: int, N: int, K: int, block: int, xp=np):
     return None, None, (sa[:, None] if sa.ndim else sa, sb[None, :] if sb.ndim else sb)
 
 
-def _apply_scales(acc: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
-    """Epilogue scaling as measured on cuBLASLt (13.1, H200).
-
-    Per-tensor: ``acc * fp32(sa * sb)``.  Row-wise (either scale a vector): ``(acc * sb) * sa``,
-    each product rounded to FP32 (cuBLAS sees the operands swapped, so B's scale comes first).
-    """
-    if np.ndim(sa) == 0 and np.ndim(sb) == 0:
-        return _FP32.round(acc * _FP32.round(sa * sb))
-    return _FP32.round(_FP32.round(acc * sb) * sa)
-
-
-def _fp32_add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """IEEE FP32 addition, RNE: float32 operands add in float32 where the hardware's add is IEEE (one kernel on a
-    GPU); otherwise exact FP32 values in float64, one rounding (correct: 53 >= 2*24 + 2)."""
-    fast = _casts.fp32_add(x, y)
-    if fast is not None:
-        return fast
-    with _quiet(namespace(x, y)):
-        return _FP32.round(x + y)
-
-
-def _fp32_partial(fmt: Format, bits):
-    """A chain's FP32 result as float32 values (the type whose additions are FP32's), else exact float64."""
-    values = _casts.fp32_values(fmt, bits)
-    return fmt.to_float(bits) if values is None else values
-
-
-def _fp32_fma(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """Fused multiply-add ``x * y + z`` of FP32 values with one RNE rounding to FP32.
-
-    ``x * y`` is exact in float64 (48 bits); the sum's float64 rounding error is recovered
-    exactly (TwoSum) and folded in as a sticky bit (round to odd), after which rounding to
-    FP32 is correct because 53 >= 24 + 2.
-
-    >>> float(_fp32_fma(np.array(1 + 2.0**-23), np.array(1 - 2.0**-23), np.array(-1.0)))   # -2**-46 exactly
-    -1.4210854715202004e-14
-    """
-    xp = namespace(x, y, z)
-    x, y, z = xp.broadcast_arrays(*(float64(xp.asarray(v)) for v in (x, y, z)))  # exact on a GPU too
-    with _quiet(xp):
-        p = x * y
-        s = p + z
-        bp = s - z
-        err = (p - bp) + (z - (s - bp))  # TwoSum: s + err == p + z exactly
-        finite = xp.isfinite(s) & xp.isfinite(err)
-        odd = (s.view(np.uint64) & np.uint64(1)) == 1
-        toward = xp.nextafter(s, xp.where(err > 0, np.inf, -np.inf))
-        sticky = xp.where(finite & (err != 0) & ~odd, toward, s)
-    return _FP32.round(sticky)
-
-
-def _chainer(spec: InstructionSpec, engine: str):
-    """``chain(a_rows, b_cols, acc_bits, k0, k1)``: the instruction chain over K range k0:k1 from acc."""
-    eng = get_engine(engine)
-    accumulate = getattr(eng, "accumulate_bits", None)
-    gemm_bits = getattr(eng, "gemm_bits", None)
-
-    def chain(a_rows, b_cols, acc, k0, k1):
-        if accumulate is not None:
-            return accumulate(spec, a_rows, b_cols, acc, k0, k1)
-        if gemm_bits is not None:
-            return gemm_bits(spec, a_rows[:, k0:k1], b_cols[:, k0:k1], acc)
-        return _grid(eng, spec, a_rows[:, k0:k1], b_cols[:, k0:k1], acc)
-
-    return chain
-
-
-def _promoter(spec: InstructionSpec, engine: str):
-    """``promote(a_rows, b_cols, acc, k0, k1, P, from_acc)``: FP32 promotion over k0:k1 in one engine call -- the
-    loop over ``promotion_blocks`` with ``_fp32_add`` -- where the engine offers it (``promotion_reason``), else None."""
-    eng = get_engine(engine)
-    reason = getattr(eng, "promotion_reason", None)
-    if reason is None or reason(spec) is not None:
-        return None
-
-    def promote(a_rows, b_cols, acc, k0, k1, promote_every, from_acc):
-        return eng.accumulate_bits(spec, a_rows, b_cols, acc, k0, k1, promote_every=promote_every,
-                                   promote_from_acc=from_acc)
-
-    return promote
-
-
-def _grid(eng, spec: InstructionSpec, a_rows: np.ndarray, b_cols: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Every (m, n) dot product through an engine's ``dot_bits``, in bounded blocks of rows."""
-    return grid_dot_bits(eng.dot_bits, spec, a_rows, b_cols, c, _WORKING_SET)

@@ -43,9 +43,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .api import Instruction, check_bits
+from .api import check_bits
 from .catalog import get_instruction
 from .model import InstructionSpec
+from .plan import interpret
+from .plan.nodes import PairedChain
 
 __all__ = ["CHUNK", "Sparsity", "SPARSE_2_4", "SPARSE_1_2", "PAIRWISE_4_8", "sparsity", "sparsity_for_format",
            "is_sparse", "get_sparse", "logical_k", "select_b", "expand_a", "compress_a", "check_index",
@@ -331,4 +333,5 @@ def dot_bits(spec: "str | InstructionSpec", a_compressed, b, c, sparse_index, *,
         raise ValueError(f"b: expected shape ({a.shape[0]}, {2 * a.shape[1]}) (twice a_compressed's K), "
                          f"got {b.shape}")
     idx = check_index(sparse_index, a.shape[0], a.shape[1], sp)
-    return Instruction(spec, engine).dot_bits(a, select_b(b, idx, sp), c)
+    operands = {"A": a, "B": select_b(b, idx, sp), "C_acc": c}
+    return interpret.evaluate(PairedChain(spec), operands, engine).bits  # the plan interpreter runs every chain

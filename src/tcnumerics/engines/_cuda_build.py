@@ -37,8 +37,8 @@ from ._cuda_source import FFMA_HOST_LAUNCHER, FFMA_SOURCE, HOST_LAUNCHER, HOST_P
 from ._fast_plan import ZERO_EXP, Plan
 
 __all__ = ["Tile", "DEVICE_TILE", "HOST_TILE", "SubgroupPlan", "subgroup_plan", "config_header", "tiled_reason",
-           "promotion_reason", "tables", "smem_words", "FmaAlign", "fma_align",
-           "device_module", "host_library", "host_compiler", "ffma_host_library", "ffma_device_kernel"]
+           "promotion_reason", "tables", "smem_words", "FmaAlign", "fma_align", "ExpMma", "exp_mma", "MMA_TILE",
+           "env_align", "env_exp_pass", "env_tile", "device_module", "host_library", "host_compiler", "ffma_host_library", "ffma_device_kernel"]
 
 
 @dataclass(frozen=True)
@@ -178,6 +178,52 @@ def fma_align(plan: Plan, spec: InstructionSpec | None = None) -> FmaAlign | Non
     return None
 
 
+MMA_TILE = Tile(tx=16, ty=16, tm=4, tn=4)  # the tile the tensor-core exponent pass is written for (8 warps, 64 x 64)
+
+
+@dataclass(frozen=True)
+class ExpMma:
+    """The tiled kernel's exponent pass on the tensor core (the kernel's comment has the argument): operand
+    exponent e enters as x = 2**(m * (e - bias)) in BF16; one BF16 mma chain per group sums the products
+    2**(m * (ea + eb - bias_a - bias_b)) and E = floor(exponent(S) / m) + bias_a + bias_b."""
+
+    m: int
+    bias_a: int
+    bias_b: int
+
+
+def _nonzero_exp_range(sig: np.ndarray, exp: np.ndarray) -> tuple[int, int] | None:
+    nz = exp > ZERO_EXP  # the exponent pass counts every entry above ZERO_EXP (the ALU pass's max does)
+    return (int(exp[nz].min()), int(exp[nz].max())) if nz.any() else None
+
+
+def exp_mma(plan: Plan, spec: InstructionSpec | None = None, tile: Tile = MMA_TILE) -> ExpMma | None:
+    """The tensor-core exponent pass for ``plan`` (None: the CUDA-core max runs).
+
+    Needs the 64 x 64 tile of 8 warps, groups of 16 or 32 products (k16 steps), no block scales, and the
+    ranges of the argument: with m the least integer with L < 2**m, every x = 2**(m * (e - bias)) a normal BF16
+    and every product 2**(m * s) (s = ea + eb - bias_a - bias_b) normal in FP32 with 2**(m * (s + 1)) <= 2**128,
+    so the group's sum S < 2**(m * (E + 1)) is finite."""
+    if tile != MMA_TILE or tiled_reason(plan) is not None or isinstance(plan, SubgroupPlan):
+        return None
+    if spec is not None and spec.model.algorithm in ("scaled_fused", "subgroup_scaled"):
+        return None
+    gl = _group_length(plan)
+    if gl % 16:
+        return None
+    m = gl.bit_length()  # least m with gl < 2**m
+    ra, rb = _nonzero_exp_range(plan.a_sig, plan.a_exp), _nonzero_exp_range(plan.b_sig, plan.b_exp)
+    if ra is None or rb is None:
+        return None
+    for ba in range(ra[0], ra[1] + 1):
+        for bb in range(rb[0], rb[1] + 1):
+            fits = (all(-126 <= m * (e - ba) <= 127 for e in ra) and all(-126 <= m * (e - bb) <= 127 for e in rb)
+                    and m * (ra[0] + rb[0] - ba - bb) >= -126 and m * (ra[1] + rb[1] - ba - bb + 1) <= 128)
+            if fits:
+                return ExpMma(m, ba, bb)
+    return None
+
+
 def promotion_reason(spec: InstructionSpec, plan: Plan) -> str | None:
     """Why the kernels cannot promote ``spec``'s chains to FP32 themselves (None: they can).
 
@@ -208,9 +254,13 @@ def _stage_groups(gl: int, stage_k: int = 32) -> int:
     return max(1, stage_k // gl)
 
 
-def smem_words(plan: Plan, tile: Tile, stage_k: int = 32, promote: bool = False) -> int:
+def smem_words(plan: Plan, tile: Tile, stage_k: int = 32, promote: bool = False, header: str = "") -> int:
     """32-bit words of dynamic shared memory the tiled kernel needs (``stage_k`` K per shared stage; ``promote``:
-    the build that keeps an FP32 main accumulator per output for in-kernel promotion)."""
+    the build that keeps an FP32 main accumulator per output for in-kernel promotion; ``header``: the build's
+    ``config_header``, whose FP32 FMA pass stages two words per operand value -- its positive and negative part --
+    and whose tensor-core exponent pass stages each operand's BF16 powers in pairs along K, rows padded by 8)."""
+    pairs = "#define FMA_ALIGN 1\n" in header
+    exp_pass = "#define EXP_MMA 1\n" in header
     gl = _group_length(plan)
     if isinstance(plan, SubgroupPlan):  # one group per stage: integer operands, 4 scale words per sub-group
         rows = tile.bm + tile.bn
@@ -219,7 +269,8 @@ def smem_words(plan: Plan, tile: Tile, stage_k: int = 32, promote: bool = False)
     ks = gl * gps
     rows = tile.bm + tile.bn
     per_output = 3 + int(plan.ieee_add) + int(_split_sum(plan, gl)) + int(promote)
-    return 3 * ks * rows + 2 * gps * rows + tile.tm * tile.tn * tile.threads * per_output
+    powers = (ks // 2) * (rows + 16) if exp_pass else 0
+    return (3 + int(pairs)) * ks * rows + 2 * gps * rows + tile.tm * tile.tn * tile.threads * per_output + powers
 
 
 def _fmt_struct(name: str, params: np.ndarray) -> str:
@@ -230,22 +281,72 @@ def _fmt_struct(name: str, params: np.ndarray) -> str:
 
 
 ALIGNS = ("auto", "fma", "int")
+EXP_PASSES = ("alu", "mma")
 
 
 def _align_choice(plan: Plan, spec: InstructionSpec, align: str) -> FmaAlign | None:
     """The truncating pass a build uses: "fma" the FMA pass wherever ``fma_align`` allows (FP32 or FP64), "int"
-    the integer pass, "auto" the faster on an H100 -- the FP32 FMA pass (FP8 units: 1.64e12 against 1.61e12 MAC/s
-    at 8192^3), the integer pass where only the FP64 FMA fits (BF16: 1.30e12 against 0.92e12; benchmarks/RESULTS.md)."""
+    the integer pass, "auto" the integer pass for now.  On an H100 the FP32 FMA pass was the faster by 2% for FP8
+    units (1.64e12 against 1.61e12 MAC/s at 8192^3) and the integer pass for BF16 (1.30e12 against 0.92e12;
+    benchmarks/RESULTS.md); the FMA pass's stage has since changed (each value's positive and negative part side
+    by side) and is checked by the host build and an sm_90a compile only, so the silicon-checked integer pass
+    stays the default until a device run (``bench_gpu.py --only align``) shows both passes' bits equal there."""
     if align not in ALIGNS:
         raise ValueError(f"align must be one of {ALIGNS}, not {align!r}")
-    fa = fma_align(plan, spec) if align != "int" else None
-    return None if fa is None or (align == "auto" and fa.width != 1) else fa
+    if align != "fma":
+        return None
+    return fma_align(plan, spec)
+
+
+def exp_choice(plan: Plan, spec: InstructionSpec, tile: Tile, exp_pass: str) -> ExpMma | None:
+    """The exponent pass a build uses: "alu" the CUDA-core max (``max(ea + eb, E)``), "mma" the tensor-core
+    power sum wherever ``exp_mma`` allows (same bits; the ALU pass elsewhere)."""
+    if exp_pass not in EXP_PASSES:
+        raise ValueError(f"exp_pass must be one of {EXP_PASSES}, not {exp_pass!r}")
+    return exp_mma(plan, spec, tile) if exp_pass == "mma" else None
+
+
+# --- the GPU build's choices from the environment (for timing one form against another; same bits) ---------
+
+def env_align() -> str:
+    """The tiled kernel's truncating pass (``TCNUMERICS_CUDA_ALIGN``, for timing one against another): "auto" (the
+    default: the integer pass, see ``_align_choice``), "fma" (FP32 or FP64 FMA where either fits) or "int" (the
+    integer pass everywhere); every choice gives the same bits."""
+    value = os.environ.get("TCNUMERICS_CUDA_ALIGN", "auto")
+    if value not in ALIGNS:
+        raise ValueError(f"TCNUMERICS_CUDA_ALIGN must be one of {ALIGNS}, not {value!r}")
+    return value
+
+
+def env_exp_pass() -> str:
+    """The tiled kernel's exponent pass (``TCNUMERICS_CUDA_EXP``): "alu" (default: the CUDA-core max) or "mma" (the
+    tensor-core power sum where ``_cuda_build.exp_mma`` allows, with its 16,16,4,4 tile; same bits, host-checked;
+    not yet timed or run on a GPU -- docs/gpu.md)."""
+    value = os.environ.get("TCNUMERICS_CUDA_EXP", "alu")
+    if value not in EXP_PASSES:
+        raise ValueError(f"TCNUMERICS_CUDA_EXP must be one of {EXP_PASSES}, not {value!r}")
+    return value
+
+
+def env_tile() -> Tile:
+    """The tiled kernel's shape: ``DEVICE_TILE``, or ``TCNUMERICS_CUDA_TILE="tx,ty,tm,tn"`` (tm, tn even; for
+    timing other shapes -- every shape gives the same bits)."""
+    value = os.environ.get("TCNUMERICS_CUDA_TILE")
+    if not value:
+        return DEVICE_TILE
+    try:
+        tx, ty, tm, tn = (int(v) for v in value.split(","))
+    except ValueError:
+        raise ValueError(f"TCNUMERICS_CUDA_TILE must be 'tx,ty,tm,tn', not {value!r}") from None
+    if tm % 2 or tn % 2 or min(tx, ty, tm, tn) < 1 or tm * tn > 64:
+        raise ValueError(f"TCNUMERICS_CUDA_TILE {value!r}: tm and tn must be even, tm * tn at most 64")
+    return Tile(tx=tx, ty=ty, tm=tm, tn=tn)
 
 
 def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 32, promote: bool = False,
-                  align: str = "auto") -> str:
+                  align: str = "auto", exp_pass: str = "alu") -> str:
     """The compile-time constants of one instruction's kernels (``stage_k``: K per shared stage; ``promote``: the
-    tiled kernel's build with FP32 promotion inside, see ``promotion_reason``).
+    tiled kernel's build with FP32 promotion inside, see ``promotion_reason``; ``exp_pass``: see ``exp_choice``).
 
     Block-scaled units (``scaled_fused`` with power-of-two scales) are the fused plan of their
     unscaled model plus ``SCALED`` / ``SCALE_BLOCK``: each product's exponent is raised by its
@@ -293,6 +394,10 @@ def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 
     if fa is not None:
         lines += [f"#define FMA_ALIGN {fa.width}", f"#define FMA_LO ({fa.lo})", f"#define FMA_HI ({fa.hi})",
                   f"#define FMA_P {fa.precision}"]
+    em = exp_choice(plan, spec, tile, exp_pass) if tiled and not subgroup else None
+    if em is not None:
+        lines += ["#define EXP_MMA 1", f"#define MMA_M {em.m}", f"#define XBIAS_A ({em.bias_a})",
+                  f"#define XBIAS_B ({em.bias_b})"]
     return "\n".join(lines) + "\n"
 
 

@@ -23,18 +23,31 @@ Kernels (``extern "C"``):
   two's-complement sum.  C's truncated term and the single rounding run once per output per
   group; lanes with an inf/NaN operand or accumulator take the scalar special-value rule.
   The int32 sum is exact while ``GL * 2**(F + 2) <= 2**31`` (other units take ``gemm_scalar``).
+  Variants of the same kernel, chosen per unit by ``_cuda_build`` (same bits; each argued in its comment):
+  ``FMA_ALIGN`` -- pass 2 as directed-rounding FMAs on two sign-anchored accumulators (FP32: the stage holds each
+  value's positive and negative part side by side); ``EXP_MMA`` -- pass 1 as a BF16 power sum on the tensor core
+  (``mma.sync`` m16n8k16; the host build emulates it for the whole warp on the measured unit model).
 * ``gemm_tiled`` for sub-group scaled units (``SUBGROUP``: NVFP4 / MXFP4 k64) -- the same tiling
   with the bits of ``tc_subgroup_one`` (kept as the readable per-output form): operands staged as
   small integers (value / 2**(EMIN - MAN)), each sub-group's SUBG products summed exactly with
   32-bit multiply-adds, scaled by the two scale significands (int32), aligned on E - F into an int64
   total; C's term, NaN / infinity and the single rounding once per output per group.
+
+Files: this one holds the shared device functions (decode, rounding, specials, the per-vector chain) and the
+per-vector / per-output kernels; ``_cuda_tiled_source`` the fused tiled GEMM, ``_cuda_subgroup_source`` the
+sub-group scaled tiled GEMM, ``_cuda_host_source`` the host shim and launchers.  ``KERNEL_SOURCE`` is their
+concatenation, one text for both compilers.
 """
 
 from __future__ import annotations
 
+from ._cuda_host_source import FFMA_HOST_LAUNCHER, HOST_LAUNCHER, HOST_PRELUDE
+from ._cuda_subgroup_source import SUBGROUP_TILED_SOURCE
+from ._cuda_tiled_source import FUSED_TILED_SOURCE
+
 __all__ = ["KERNEL_SOURCE", "HOST_PRELUDE", "HOST_LAUNCHER", "FFMA_SOURCE", "FFMA_HOST_LAUNCHER"]
 
-KERNEL_SOURCE = r"""
+COMMON_SOURCE = r"""
 #ifndef TC_HOST
 #define TC_FN __device__ __forceinline__
 #define TC_SHR(x, d) tc_shr_dev((x), (d))
@@ -60,17 +73,36 @@ __device__ __forceinline__ float tc_pow2f(int e) { return __int_as_float((e + 12
 __device__ __forceinline__ double tc_pow2d(int e) { return __longlong_as_double((long long)(e + 1023) << 52); }
 #define TC_F2U(x) __float_as_uint(x)
 #define TC_U2F(x) __uint_as_float(x)
+// two FP32 words from shared memory in one 64-bit load (p 8-byte aligned)
+#define TC_LDS2(p, lo, hi) do { const float2 v_ = *reinterpret_cast<const float2*>(p); (lo) = v_.x; (hi) = v_.y; } while (0)
 #endif
 #ifndef FMA_ALIGN
 #define FMA_ALIGN 0
 #endif
+#ifndef EXP_MMA
+#define EXP_MMA 0
+#endif
+#if EXP_MMA && !defined(TC_HOST)
+// D += A * B on the tensor core, m16n8k16, BF16 operands, FP32 accumulator (fragments as the PTX ISA lays them out:
+// a[0..3] rows g, g+8 x k pairs t, t+4; b[0..1] k pairs t, t+4 x column g; d rows g, g+8 x columns 2t, 2t+1)
+__device__ __forceinline__ void tc_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
 #if FMA_ALIGN == 1
+#define MAGW 2
 typedef float FT;
 #define TC_POW2(T, e) tc_pow2f(e)
 #ifndef TC_HOST
 #define TC_FMA_RZ(a, b, c) __fmaf_rz((a), (b), (c))
 #endif
-#elif FMA_ALIGN == 2
+#else
+#define MAGW 1
+#endif
+#if FMA_ALIGN == 2
 typedef double FT;
 #define TC_POW2(T, e) tc_pow2d(e)
 #ifndef TC_HOST
@@ -533,675 +565,10 @@ extern "C" __global__ void gemm_scalar(const A_T* __restrict__ A, long long lda,
 }
 #endif
 
-#if TILED && BUILD_TILED && SUBGROUP
-#define NT (TX * TY)
-#define BM (TY * TM)
-#define BN (TX * TN)
-#define NSUB (GL / SUBG)
-// the finest product quantum, 2**BASE: operand integers are values in units of 2**(EMIN - MAN)
-#define SUB_BASE (EMIN_A - MAN_A + EMIN_B - MAN_B)
-static_assert(TM * TN <= 32, "the NaN mask holds one bit per output of a thread");
-
-TC_FN int tc_row(int t, int i) { return i < TM / 2 ? t * (TM / 2) + i : BM / 2 + t * (TM / 2) + (i - TM / 2); }
-TC_FN int tc_col(int t, int j) { return j < TN / 2 ? t * (TN / 2) + j : BN / 2 + t * (TN / 2) + (j - TN / 2); }
-
-// one operand's group of GL columns: V[k][R] its values as integers in units of 2**(EMIN - MAN)
-// (sig << (exp - EMIN); 0 outside the matrix), Q[(s * 4 + f)][R] per sub-group s the scale's significand
-// (f = 0), exponent (1), ulp exponent (2), and (f = 3) the NaN flag << 16 | the nonzero-operand mask
-template <class T> TC_FN void tc_load_subgroup_stage(const T* __restrict__ X, long long ldx, const int* __restrict__ TX_,
-                                                     int shift, int emin, int r0, int R, int rows, int col0,
-                                                     int* V, int* Q, const unsigned char* __restrict__ S,
-                                                     const int* __restrict__ TS, int tid) {
-    for (int p = tid; p < NSUB * R; p += NT) {
-        const int sg = p / R, r = p % R, row = r0 + r;
-        const int c0 = col0 + sg * SUBG;
-        unsigned nonzero = 0;
-        for (int i = 0; i < SUBG; ++i) {
-            int v = 0;
-            if (row < rows) {
-                const int w = tc_entry(TX_, X[(long long)row * ldx + c0 + i], shift);
-                const int sig = w >> 16, e = (int)(short)(w & 0xFFFF);
-                v = e > ZERO_EXP ? sig * (1 << (e - emin)) : 0;
-            }
-            V[(sg * SUBG + i) * R + r] = v;
-            nonzero |= (v != 0 ? 1u : 0u) << i;
-        }
-        const int* q = TS + 4 * (row < rows ? (int)S[(long long)row * (ldx / SCALE_BLOCK) + c0 / SCALE_BLOCK] : 0);
-        const bool in = row < rows;
-        Q[(sg * 4 + 0) * R + r] = in ? TC_LDG(q) : 0;
-        Q[(sg * 4 + 1) * R + r] = in ? TC_LDG(q + 1) : 0;
-        Q[(sg * 4 + 2) * R + r] = in ? TC_LDG(q + 2) : 0;
-        Q[(sg * 4 + 3) * R + r] = ((in && TC_LDG(q + 3)) ? 1 << 16 : 0) | (int)nonzero;
-    }
-}
-
-// The tiled form of ``tc_subgroup_one`` (same bits): per group of GL = NSUB * SUBG columns, pass 1 forms
-// every output's largest exponent E (C's, and each sub-group's scale exponent unless its products are all
-// zero or its scale significand is 0); pass 2 sums each sub-group's SUBG products exactly in int32 (operand
-// integers multiply to the product in units of 2**SUB_BASE), multiplies by the two scale significands
-// (int32: _cuda_build checks the width) and adds the term truncated to 2**(E - F) into an int64 total;
-// once per output, C's truncated term and one rounding.
-extern "C" __global__ void __launch_bounds__(NT, 1)
-gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, long long ldb,
-           const int* __restrict__ TA, const int* __restrict__ TB, unsigned* __restrict__ ACC,
-           int M, int N, int k0, int k1, int promote, int promote_start, const unsigned char* __restrict__ SA,
-           const unsigned char* __restrict__ SB, const int* __restrict__ TS) {
-    static_assert(!PROMOTE, "sub-group scaled units promote through the host loop");
-    (void)promote; (void)promote_start;
-#ifdef TC_HOST
-    unsigned* tc_smem = tc_host_smem;
-#else
-    extern __shared__ unsigned tc_smem[];
-#endif
-    int* AV = (int*)tc_smem;
-    int* BV = AV + GL * BM;
-    int* AQ = BV + GL * BN;
-    int* BQ = AQ + NSUB * 4 * BM;
-    // per output, [TM * TN][NT]: accumulator bits, E, the aligned total's low and high words
-    unsigned* CB = (unsigned*)(BQ + NSUB * 4 * BN);
-    int* ES = (int*)(CB + TM * TN * NT);
-    unsigned* TLO = (unsigned*)(ES + TM * TN * NT);
-    int* THI = (int*)(TLO + TM * TN * NT);
-    const int tid = threadIdx.x;
-    const int tx = tid % TX, ty = tid / TX;
-    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-#pragma unroll 1
-    for (int o = 0; o < TM * TN; ++o) {
-        int m = m0 + tc_row(ty, o / TN), n = n0 + tc_col(tx, o % TN);
-        CB[o * NT + tid] = (m < M && n < N) ? ACC[(long long)m * N + n] : 0u;
-    }
-    const int groups = (k1 - k0) / GL;
-#pragma unroll 1
-    for (int g = 0; g < groups; ++g) {
-        __syncthreads();
-        tc_load_subgroup_stage(A, lda, TA, A_SHIFT, EMIN_A, m0, BM, M, k0 + g * GL, AV, AQ, SA, TS, tid);
-        tc_load_subgroup_stage(B, ldb, TB, B_SHIFT, EMIN_B, n0, BN, N, k0 + g * GL, BV, BQ, SB, TS, tid);
-        __syncthreads();
-        // pass 1: E of every output, and which outputs meet a NaN (C or a scale)
-        int E[TM][TN];
-        unsigned nan_mask = 0;
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-            for (int j = 0; j < TN; ++j) {
-                int cexp, ckind;
-                const int csig = tc_decode32<FmtC>(CB[(i * TN + j) * NT + tid], cexp, ckind);
-                E[i][j] = csig != 0 ? cexp : E_ZERO;
-                nan_mask |= (ckind == 3 ? 1u : 0u) << (i * TN + j);
-            }
-#pragma unroll 1
-        for (int sg = 0; sg < NSUB; ++sg) {
-            int asig[TM], aexp[TM], aflag[TM], bsig[TN], bexp[TN], bflag[TN];
-#pragma unroll
-            for (int i = 0; i < TM; ++i) {
-                const int r = tc_row(ty, i);
-                asig[i] = AQ[(sg * 4) * BM + r]; aexp[i] = AQ[(sg * 4 + 1) * BM + r]; aflag[i] = AQ[(sg * 4 + 3) * BM + r];
-            }
-#pragma unroll
-            for (int j = 0; j < TN; ++j) {
-                const int q = tc_col(tx, j);
-                bsig[j] = BQ[(sg * 4) * BN + q]; bexp[j] = BQ[(sg * 4 + 1) * BN + q]; bflag[j] = BQ[(sg * 4 + 3) * BN + q];
-            }
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) {
-                    const bool live = ((aflag[i] & bflag[j]) & 0xFFFF) != 0 && asig[i] * bsig[j] != 0;
-                    E[i][j] = max(E[i][j], live ? aexp[i] + bexp[j] : (int)E_ZERO);
-                    nan_mask |= (((aflag[i] | bflag[j]) >> 16) & 1u) << (i * TN + j);
-                }
-        }
-        // pass 2: exact sub-group sums, scaled, truncated to 2**(E - F) and summed in int64
-        long long T[TM][TN];
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-            for (int j = 0; j < TN; ++j) T[i][j] = 0;
-#pragma unroll 1
-        for (int sg = 0; sg < NSUB; ++sg) {
-            int acc[TM][TN];
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] = 0;
-#pragma unroll 4
-            for (int kk = 0; kk < SUBG; ++kk) {
-                int av[TM], bv[TN];
-#pragma unroll
-                for (int i = 0; i < TM; ++i) av[i] = AV[(sg * SUBG + kk) * BM + tc_row(ty, i)];
-#pragma unroll
-                for (int j = 0; j < TN; ++j) bv[j] = BV[(sg * SUBG + kk) * BN + tc_col(tx, j)];
-#pragma unroll
-                for (int i = 0; i < TM; ++i)
-#pragma unroll
-                    for (int j = 0; j < TN; ++j) acc[i][j] += av[i] * bv[j];
-            }
-            int asig[TM], aulp[TM], bsig[TN], bulp[TN];
-#pragma unroll
-            for (int i = 0; i < TM; ++i) {
-                const int r = tc_row(ty, i);
-                asig[i] = AQ[(sg * 4) * BM + r]; aulp[i] = AQ[(sg * 4 + 2) * BM + r];
-            }
-#pragma unroll
-            for (int j = 0; j < TN; ++j) {
-                const int q = tc_col(tx, j);
-                bsig[j] = BQ[(sg * 4) * BN + q]; bulp[j] = BQ[(sg * 4 + 2) * BN + q];
-            }
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) {
-                    const int term = acc[i][j] * (asig[i] * bsig[j]);
-                    const unsigned mag = (unsigned)(term < 0 ? -term : term);
-                    // the term's quantum relative to 2**(E - F); a nonzero term has sh <= SUB_BASE + F
-                    const int sh = SUB_BASE + aulp[i] + bulp[j] + F_BITS - E[i][j];
-                    const long long v = sh >= 0 ? (long long)((unsigned long long)mag << (sh < 62 ? sh : 62))
-                                                : (long long)TC_SHR(mag, (unsigned)(-sh));
-                    T[i][j] += term < 0 ? -v : v;
-                }
-        }
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-            for (int j = 0; j < TN; ++j) {
-                const int at = (i * TN + j) * NT + tid;
-                ES[at] = E[i][j];
-                TLO[at] = (unsigned)(unsigned long long)T[i][j];
-                THI[at] = (int)(T[i][j] >> 32);
-            }
-        // once per output: C's truncated term, specials, one rounding
-#pragma unroll 1
-        for (int o = 0; o < TM * TN; ++o) {
-            const int at = o * NT + tid;
-            int cexp, ckind;
-            const int csig = tc_decode32<FmtC>(CB[at], cexp, ckind);
-            long long res;
-            if ((nan_mask >> o) & 1u) {
-                res = NAN_BITS;
-            } else if (ckind == 1 || ckind == 2) {
-                res = tc_inf_bits<FmtD>(ckind == 2);
-            } else {
-                const int quantum = ES[at] - F_BITS;
-                long long t = (long long)(((unsigned long long)(unsigned)THI[at] << 32) | TLO[at]);
-                const unsigned long long cm = tc_shift_mag((unsigned long long)(csig < 0 ? -csig : csig),
-                                                           (long long)cexp - FmtC::man_bits - quantum);
-                t += csig < 0 ? -(long long)cm : (long long)cm;
-                bool ok;
-                res = tc_round32<FmtOut>(t, quantum, ok);
-                if (!ok)  // subnormal, overflowing or wide results: the general rounding
-                    res = tc_round<FmtOut>(t < 0, t < 0 ? -t : t, quantum, ROUNDING, OVERFLOW, false);
-            }
-            CB[at] = (unsigned)res;
-        }
-    }
-#pragma unroll 1
-    for (int o = 0; o < TM * TN; ++o) {
-        int m = m0 + tc_row(ty, o / TN), n = n0 + tc_col(tx, o % TN);
-        if (m < M && n < N) ACC[(long long)m * N + n] = CB[o * NT + tid];
-    }
-}
-#endif
-
-#if TILED && BUILD_TILED && !SUBGROUP
-#define NT (TX * TY)
-#define BM (TY * TM)
-#define BN (TX * TN)
-#define KS (GL * GPS)
-
-// load one operand's stage: magnitudes (shifted left by lshift), exponents, sign masks [KS][R]; per (group, row) flags
-template <class T> TC_FN void tc_load_stage(const T* __restrict__ X, long long ldx, const int* __restrict__ TX_,
-                                            int shift, int lshift, int r0, int R, int rows, int col0, int k0, int ng,
-                                            unsigned* MAG, int* EXP, int* SGN, unsigned* MASK, int* FLAG, int tid
-#if SCALED
-                                            , const unsigned char* __restrict__ S, const int* __restrict__ TS
-#endif
-                                            ) {
-    for (int p = tid; p < ng * R; p += NT) {
-        int gg = p / R, r = p % R;
-        int row = r0 + r;
-        unsigned mask = 0;
-        int zf = 0;
-        int c0 = col0 + gg * GL;
-#if SCALED
-        int scale_shift = row < rows ? TC_LDG(TS + S[(long long)row * (ldx / SCALE_BLOCK) + c0 / SCALE_BLOCK]) : 0;
-        if (scale_shift == NAN_SCALE) { zf |= 4; scale_shift = 0; }
-#endif
-        for (int i = 0; i < GL; ++i) {
-            int col = c0 + i;
-#if !NATURAL
-            int kp = (col - k0) % K_INST;
-            col = col - kp + PERM[kp];
-#endif
-            int w = row < rows ? tc_entry(TX_, X[(long long)row * ldx + col], shift) : (int)(ZERO_EXP & 0xFFFF);
-            int sig = w >> 16, e = (int)(short)(w & 0xFFFF);
-#if SCALED
-            if (e > ZERO_EXP) e += scale_shift;
-#endif
-            int at = (gg * GL + i) * R + r;
-#if FMA_ALIGN == 1
-            {  // the FP32 FMA pass reads the signed value x = +-(|sig| << lshift) * 2**e (exact: _cuda_build)
-                const unsigned mag = (unsigned)(sig < 0 ? -sig : sig) << lshift;
-                const float x = mag ? (float)mag * tc_pow2f(e) : 0.0f;
-                MAG[at] = TC_F2U(sig < 0 ? -x : x);
-            }
-#else
-            MAG[at] = (unsigned)(sig < 0 ? -sig : sig) << lshift;
-#endif
-            EXP[at] = e;
-            SGN[at] = sig < 0 ? -1 : 0;
-            mask |= (sig < 0 ? 1u : 0u) << i;
-            zf |= (e <= ZERO_EXP ? 1 : 0) | (e < ZERO_EXP ? 2 : 0);
-        }
-        MASK[gg * R + r] = mask;
-        FLAG[gg * R + r] = zf;
-    }
-}
-
-TC_FN int tc_row(int t, int i) { return i < TM / 2 ? t * (TM / 2) + i : BM / 2 + t * (TM / 2) + (i - TM / 2); }
-TC_FN int tc_col(int t, int j) { return j < TN / 2 ? t * (TN / 2) + j : BN / 2 + t * (TN / 2) + (j - TN / 2); }
-
-extern "C" __global__ void __launch_bounds__(NT, 1)
-gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, long long ldb,
-           const int* __restrict__ TA, const int* __restrict__ TB, unsigned* __restrict__ ACC,
-           int M, int N, int k0, int k1, int promote, int promote_start
-#if SCALED
-           , const unsigned char* __restrict__ SA, const unsigned char* __restrict__ SB, const int* __restrict__ TS
-#endif
-           ) {
-#ifdef TC_HOST
-    unsigned* tc_smem = tc_host_smem;
-#else
-    extern __shared__ unsigned tc_smem[];
-#endif
-    unsigned* AM = tc_smem;
-    int* AE = (int*)(AM + KS * BM);
-    int* AS = AE + KS * BM;
-    unsigned* BMG = (unsigned*)(AS + KS * BM);
-    int* BE = (int*)(BMG + KS * BN);
-    int* BS = BE + KS * BN;
-    unsigned* AMASK = (unsigned*)(BS + KS * BN);
-    int* AFLAG = (int*)(AMASK + GPS * BM);
-    unsigned* BMASK = (unsigned*)(AFLAG + GPS * BM);
-    int* BFLAG = (int*)(BMASK + GPS * BN);
-    // per output, [TM * TN][NT]: accumulator bits, E, the group's product sum
-    unsigned* CB = (unsigned*)(BFLAG + GPS * BN);
-    int* ES = (int*)(CB + TM * TN * NT);
-    int* SUM = ES + TM * TN * NT;
-    int* SUM_HALF = SUM + TM * TN * NT;  // SPLIT_SUM: the first half of the group's products
-    unsigned* CIN = (unsigned*)(SUM_HALF + (SPLIT_SUM ? TM * TN * NT : 0));  // IEEE_ADD: C of each instruction
-    unsigned* MAIN = CIN + (IEEE_ADD ? TM * TN * NT : 0);  // PROMOTE: the FP32 main accumulator
-    (void)CIN; (void)MAIN;
-    const int tid = threadIdx.x;
-    const int tx = tid % TX, ty = tid / TX;
-    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-    // promotion: blocks of promote_groups groups from k0, each chained from zero (0: one chain over k0:k1)
-    const int promote_groups = PROMOTE ? promote / GL : 0;
-    (void)promote_start;
-#pragma unroll 1
-    for (int o = 0; o < TM * TN; ++o) {
-        int m = m0 + tc_row(ty, o / TN), n = n0 + tc_col(tx, o % TN);
-        const unsigned in = (m < M && n < N) ? ACC[(long long)m * N + n] : 0u;
-        if (promote_groups) { MAIN[o * NT + tid] = in; CB[o * NT + tid] = 0u; }
-        else CB[o * NT + tid] = in;
-    }
-    const int groups = (k1 - k0) / GL;
-    for (int gs0 = 0; gs0 < groups; gs0 += GPS) {
-        int ng = groups - gs0 < GPS ? groups - gs0 : GPS;
-        __syncthreads();
-#if SCALED
-#define TC_SCALES_A , SA, TS
-#define TC_SCALES_B , SB, TS
-#else
-#define TC_SCALES_A
-#define TC_SCALES_B
-#endif
-        tc_load_stage(A, lda, TA, A_SHIFT, LS_AB, m0, BM, M, k0 + gs0 * GL, k0, ng, AM, AE, AS, AMASK, AFLAG, tid
-                      TC_SCALES_A);
-        tc_load_stage(B, ldb, TB, B_SHIFT, 0, n0, BN, N, k0 + gs0 * GL, k0, ng, BMG, BE, BS, BMASK, BFLAG, tid
-                      TC_SCALES_B);
-        __syncthreads();
-        for (int gg = 0; gg < ng; ++gg) {
-            const int g = gs0 + gg;
-            const bool first = g % NG == 0;
-            const bool last = g % NG == NG - 1;
-            const int kb = gg * GL;
-            // group start (once per output): C's exponent, or E_ZERO for a zero C or a zero product
-            int E[TM][TN];
-            int fbv[TN];
-#pragma unroll
-            for (int j = 0; j < TN; ++j) fbv[j] = BFLAG[gg * BN + tc_col(tx, j)];
-#pragma unroll
-            for (int i = 0; i < TM; ++i) {
-                const int fa = AFLAG[gg * BM + tc_row(ty, i)];
-#pragma unroll
-                for (int j = 0; j < TN; ++j) {
-                    const int at = (i * TN + j) * NT + tid;
-                    unsigned bits = CB[at];
-#if IEEE_ADD
-                    if (first) { CIN[at] = bits; bits = 0u; CB[at] = 0u; }
-#endif
-                    int cexp, ckind;
-                    const int csig = first ? tc_decode32<FmtC>(bits, cexp, ckind) : tc_decode32<FmtD>(bits, cexp, ckind);
-                    int e = csig != 0 ? cexp : E_ZERO;
-                    if (((fa | fbv[j]) & 1) && e < E_ZERO) e = E_ZERO;
-                    E[i][j] = e;
-                }
-            }
-            // pass 1: the maximum exponent over the group's products
-#pragma unroll 4
-            for (int kk = 0; kk < GL; ++kk) {
-                int ea[TM], eb[TN];
-#pragma unroll
-                for (int i = 0; i < TM; ++i) ea[i] = AE[(kb + kk) * BM + tc_row(ty, i)];
-#pragma unroll
-                for (int j = 0; j < TN; ++j) eb[j] = BE[(kb + kk) * BN + tc_col(tx, j)];
-#pragma unroll
-                for (int i = 0; i < TM; ++i)
-#pragma unroll
-                    for (int j = 0; j < TN; ++j) E[i][j] = TC_ADDMAX(ea[i], eb[j], E[i][j]);
-            }
-#if FMA_ALIGN
-            // pass 2, directed-rounding FMA (method: the FPU aligns and truncates).  In grid units 2**G,
-            // G = E + RS (clamped to [FMA_LO, FMA_HI], see below), product k of output (i, j) is
-            // q = |a|<<LS * |b| * 2**(ea + eb - G) and the unit wants sum_k sign_k * trunc(|q|).  With
-            // x = |a|<<LS * 2**ea (exact: FT holds the magnitude's bits and the exponent, _cuda_build checks
-            // the ranges), an accumulator P starting at +2**(FMA_P - 1 + G) lies in the binade whose ulp is
-            // 2**G; it only grows, and stays below 2**(FMA_P + G) since the products' sum is < 2**(FMA_P - 1)
-            // units (checked).  fma_rz(x_a, x_b, P) rounds the exact P + q toward zero = floor onto the
-            // grid, which is trunc for q >= 0.  Negative products go into N from -2**(FMA_P - 1 + G): there
-            // toward zero is ceil = trunc for q <= 0.  Splitting each operand into its positive and negative
-            // part routes every product by sign with no branch (the other pairs add an exact 0).  P + N is
-            // exact (both on the grid, |P + N| < 2**(FMA_P - 1 + G)), so (P + N) * 2**-G is the exact sum.
-            // Clamping G is harmless: below FMA_LO no product is nonzero (E >= ea + eb of every nonzero
-            // product), and from FMA_HI every product truncates to 0 on G's grid and on any coarser one.
-            FT accP[TM][TN], accN[TM][TN];
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) {
-                    const int g = min(max(E[i][j] + RS_AB, FMA_LO), FMA_HI);
-                    accP[i][j] = TC_POW2(FT, FMA_P - 1 + g);
-                    accN[i][j] = -accP[i][j];
-                }
-#pragma unroll 4
-            for (int kk = 0; kk < GL; ++kk) {
-                FT ap[TM], an[TM], bp[TN], bn[TN];
-#if FMA_ALIGN == 1  // the stage holds the signed FP32 values
-#pragma unroll
-                for (int i = 0; i < TM; ++i) {
-                    const float x = TC_U2F(AM[(kb + kk) * BM + tc_row(ty, i)]);
-                    ap[i] = fmaxf(x, 0.0f); an[i] = fminf(x, 0.0f);
-                }
-#pragma unroll
-                for (int j = 0; j < TN; ++j) {
-                    const float x = TC_U2F(BMG[(kb + kk) * BN + tc_col(tx, j)]);
-                    bp[j] = fmaxf(x, 0.0f); bn[j] = fminf(x, 0.0f);
-                }
-#else
-#pragma unroll
-                for (int i = 0; i < TM; ++i) {
-                    const int at = (kb + kk) * BM + tc_row(ty, i);
-                    const unsigned m = AM[at];
-                    const FT x = m ? (FT)m * TC_POW2(FT, AE[at]) : (FT)0;
-                    const bool ng = AS[at] != 0;
-                    ap[i] = ng ? (FT)0 : x; an[i] = ng ? -x : (FT)0;
-                }
-#pragma unroll
-                for (int j = 0; j < TN; ++j) {
-                    const int at = (kb + kk) * BN + tc_col(tx, j);
-                    const unsigned m = BMG[at];
-                    const FT x = m ? (FT)m * TC_POW2(FT, BE[at]) : (FT)0;
-                    const bool ng = BS[at] != 0;
-                    bp[j] = ng ? (FT)0 : x; bn[j] = ng ? -x : (FT)0;
-                }
-#endif
-#pragma unroll
-                for (int i = 0; i < TM; ++i)
-#pragma unroll
-                    for (int j = 0; j < TN; ++j) {
-                        accP[i][j] = TC_FMA_RZ(ap[i], bp[j], accP[i][j]);
-                        accP[i][j] = TC_FMA_RZ(an[i], bn[j], accP[i][j]);
-                        accN[i][j] = TC_FMA_RZ(ap[i], bn[j], accN[i][j]);
-                        accN[i][j] = TC_FMA_RZ(an[i], bp[j], accN[i][j]);
-                    }
-            }
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) {
-                    const int at = (i * TN + j) * NT + tid;
-                    ES[at] = E[i][j];
-                    const int g = min(max(E[i][j] + RS_AB, FMA_LO), FMA_HI);
-                    SUM[at] = (int)((accP[i][j] + accN[i][j]) * TC_POW2(FT, -g));
-                    if (SPLIT_SUM) SUM_HALF[at] = 0;
-                }
-#else
-            // pass 2: truncate every product to F fraction bits below 2**E, sum exactly
-            int acc[TM][TN];
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) { acc[i][j] = 0; E[i][j] += RS_AB; }
-#pragma unroll 4
-            for (int kk = 0; kk < GL; ++kk) {
-#if SPLIT_SUM
-                if (kk == GL / 2) {  // 32 products could overflow int32: keep the first half apart
-#pragma unroll
-                    for (int i = 0; i < TM; ++i)
-#pragma unroll
-                        for (int j = 0; j < TN; ++j) { SUM_HALF[(i * TN + j) * NT + tid] = acc[i][j]; acc[i][j] = 0; }
-                }
-#endif
-                unsigned am[TM], bm[TN];
-                int ea[TM], eb[TN], as[TM], bs[TN];
-#pragma unroll
-                for (int i = 0; i < TM; ++i) {
-                    int at = (kb + kk) * BM + tc_row(ty, i);
-                    am[i] = AM[at]; ea[i] = AE[at]; as[i] = AS[at];
-                }
-#pragma unroll
-                for (int j = 0; j < TN; ++j) {
-                    int at = (kb + kk) * BN + tc_col(tx, j);
-                    bm[j] = BMG[at]; eb[j] = BE[at]; bs[j] = BS[at];
-                }
-#pragma unroll
-                for (int i = 0; i < TM; ++i)
-#pragma unroll
-                    for (int j = 0; j < TN; ++j) {
-                        unsigned t = TC_SHR(am[i] * bm[j], (unsigned)(E[i][j] - ea[i] - eb[j]));
-                        acc[i][j] += (int)(t ^ (unsigned)as[i] ^ (unsigned)bs[j]);
-                    }
-            }
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) {
-                    ES[(i * TN + j) * NT + tid] = E[i][j] - RS_AB;
-                    SUM[(i * TN + j) * NT + tid] = acc[i][j];
-                }
-#endif
-            // once per output: C's term, the negative-product count, one rounding (rows rolled, columns unrolled)
-            unsigned mbv[TN];
-#pragma unroll
-            for (int j = 0; j < TN; ++j) mbv[j] = BMASK[gg * BN + tc_col(tx, j)];
-#pragma unroll 1
-            for (int i = 0; i < TM; ++i) {
-              const int r = tc_row(ty, i);
-              const int fa = AFLAG[gg * BM + r];
-              const unsigned ma = AMASK[gg * BM + r];
-#pragma unroll
-              for (int j = 0; j < TN; ++j) {
-                const int at = (i * TN + j) * NT + tid;
-                const int q = tc_col(tx, j);
-                const int fl = fa | fbv[j];
-                const unsigned bits = CB[at];
-                int cexp, ckind;
-                const int csig = first ? tc_decode32<FmtC>(bits, cexp, ckind) : tc_decode32<FmtD>(bits, cexp, ckind);
-                const int emax = ES[at];
-                long long res;
-                if ((fl & 2) || ckind != 0) {
-                    int nan = ckind == 3, pos = ckind == 1, neg = ckind == 2;
-                    for (int kk = 0; kk < GL; ++kk) {
-                        int ata = (kb + kk) * BM + r, atb = (kb + kk) * BN + q;
-#if FMA_ALIGN == 1  // only zero / nonzero and the sign matter here
-                        int sa = AM[ata] != 0u, sb = BMG[atb] != 0u;
-#else
-                        int sa = (int)(AM[ata] >> LS_AB), sb = (int)BMG[atb];
-#endif
-                        tc_special_one(AS[ata] ? -sa : sa, AE[ata], BS[atb] ? -sb : sb, BE[atb], nan, pos, neg);
-                    }
-                    res = tc_special_result(nan, pos, neg);
-                } else {
-                    // C's term in 32 bits: |c| << LS < 2**(F+1), shifted right by its distance to E (clamped)
-                    const unsigned cm = (unsigned)(csig < 0 ? -csig : csig) << (first ? LS_C : LS_D);
-                    const unsigned ct = TC_SHR(cm, (unsigned)(emax - cexp + (first ? RS_C : RS_D)));
-                    const long long total = (long long)SUM[at] + (SPLIT_SUM ? (long long)SUM_HALF[at] : 0LL) + (FMA_ALIGN ? 0 : TC_POPC(ma ^ mbv[j])) +
-                                            (csig < 0 ? -(long long)ct : (long long)ct);
-                    bool ok;
-                    res = tc_round32<FmtOut>(total, emax - F_BITS, ok);
-                    if (!ok)  // subnormal, overflowing or wide results: the general rounding
-                        res = tc_round<FmtOut>(total < 0, total < 0 ? -total : total, (long long)emax - F_BITS, ROUNDING,
-                                               OVERFLOW, false);
-                }
-#if SCALED
-                if (fl & 4) res = NAN_BITS;  // a NaN block scale
-#endif
-#if IEEE_ADD
-                if (last) res = tc_ieee_add<FmtD, FmtC, FmtD>(res, (long long)CIN[at], ADD_ROUNDING);
-#endif
-                CB[at] = (unsigned)res;
-              }
-            }
-            (void)last;
-            if (promote_groups && ((g + 1) % promote_groups == 0 || g + 1 == groups)) {  // a promotion block ends
-                const bool combine = promote_start || g + 1 > promote_groups;
-#pragma unroll 1
-                for (int o = 0; o < TM * TN; ++o) {
-                    const int at = o * NT + tid;
-                    MAIN[at] = (unsigned)tc_promote((long long)MAIN[at], (long long)CB[at], combine);
-                    CB[at] = 0u;
-                }
-            }
-        }
-    }
-    const unsigned* RES = promote_groups ? MAIN : CB;
-#pragma unroll 1
-    for (int o = 0; o < TM * TN; ++o) {
-        int m = m0 + tc_row(ty, o / TN), n = n0 + tc_col(tx, o % TN);
-        if (m < M && n < N) ACC[(long long)m * N + n] = RES[o * NT + tid];
-    }
-}
-#endif
 """
 
-# The host build: the same source as plain C++ (CI checks the kernels' logic without a GPU).
-HOST_PRELUDE = r"""
-#define TC_HOST 1
-#include <atomic>
-#include <barrier>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-#include <thread>
-#include <vector>
-#include <algorithm>
-#include <limits>
-using std::max;
-using std::min;
-struct tc_dim3 { unsigned x = 0, y = 0, z = 0; };
-static thread_local tc_dim3 threadIdx, blockIdx;
-static tc_dim3 blockDim, gridDim;
-static std::barrier<>* tc_barrier = nullptr;
-static unsigned* tc_host_smem = nullptr;
-#define TC_FN static inline
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __restrict__
-#define __launch_bounds__(a, b)
-#define __constant__ static const
-#define __syncthreads() tc_barrier->arrive_and_wait()
-#define extern_shared_smem
-static inline unsigned TC_SHR(unsigned x, unsigned d) { return d >= 32 ? 0u : x >> d; }
-#define TC_CLZLL(x) ((x) == 0 ? 64 : __builtin_clzll(x))
-#define TC_CLZ(x) ((x) == 0 ? 32 : __builtin_clz(x))
-#define TC_POPC(x) __builtin_popcount(x)
-#define TC_LDG(p) (*(p))
-#define TC_ADDMAX(a, b, c) max((a) + (b), (c))
-#define TC_NAN std::numeric_limits<double>::quiet_NaN()
-#define TC_INF std::numeric_limits<double>::infinity()
-#define TC_SIGNBIT(x) std::signbit(x)
-#include <cfenv>
-// the device's round-toward-zero FMAs, exactly: the host FMA (correctly rounded in every IEEE mode;
-// the build passes -frounding-math) under this thread's rounding mode set to toward zero
-template <class T> static inline T tc_fma_rz_host(T a, T b, T c) {
-    std::fesetround(FE_TOWARDZERO);
-    volatile T r = std::fma(a, b, c);
-    std::fesetround(FE_TONEAREST);
-    return r;
-}
-#define TC_FMA_RZ(a, b, c) tc_fma_rz_host((a), (b), (c))
-static inline float tc_pow2f(int e) { return std::ldexp(1.0f, e); }
-static inline double tc_pow2d(int e) { return std::ldexp(1.0, e); }
-#include <bit>
-#define TC_F2U(x) std::bit_cast<unsigned>((float)(x))
-#define TC_U2F(x) std::bit_cast<float>((unsigned)(x))
-"""
-
-# extern "C" entry points of the host build: run a kernel's grid with CUDA's semantics
-HOST_LAUNCHER = r"""
-#if SCALED || SUBGROUP
-#define HOST_SCALE_ARGS , const unsigned char* sa, const unsigned char* sb, const int* ts
-#define HOST_SCALE_PASS , sa, sb, ts
-#else
-#define HOST_SCALE_ARGS , const unsigned char*, const unsigned char*, const int*
-#define HOST_SCALE_PASS
-#endif
-extern "C" void host_dot(const void* a, const void* b, const void* c, void* d, const int* ta, const int* tb,
-                         long long n, int k HOST_SCALE_ARGS) {
-    blockDim.x = 64;
-    for (long long blk = 0; blk * 64 < n; ++blk)
-        for (unsigned t = 0; t < 64; ++t) {
-            blockIdx.x = (unsigned)blk; threadIdx.x = t;
-            dot_kernel((const A_T*)a, (const B_T*)b, (const C_T*)c, (D_T*)d, ta, tb, n, k HOST_SCALE_PASS);
-        }
-}
-extern "C" void host_gemm_scalar(const void* a, long long lda, const void* b, long long ldb, const int* ta,
-                                 const int* tb, unsigned* acc, int M, int N, int k0, int k1, int promote,
-                                 int promote_start HOST_SCALE_ARGS) {
-    blockDim.x = 64;
-    long long total = (long long)M * N;
-    for (long long blk = 0; blk * 64 < total; ++blk)
-        for (unsigned t = 0; t < 64; ++t) {
-            blockIdx.x = (unsigned)blk; threadIdx.x = t;
-            gemm_scalar((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, promote, promote_start
-                        HOST_SCALE_PASS);
-        }
-}
-#if TILED
-extern "C" int host_gemm_tiled(const void* a, long long lda, const void* b, long long ldb, const int* ta,
-                               const int* tb, unsigned* acc, int M, int N, int k0, int k1, int promote,
-                               int promote_start, long long smem_words HOST_SCALE_ARGS) {
-    std::vector<unsigned> smem((size_t)smem_words);
-    blockDim.x = NT;
-    for (unsigned by = 0; by * BM < (unsigned)M; ++by)
-        for (unsigned bx = 0; bx * BN < (unsigned)N; ++bx) {
-            std::barrier<> bar(NT);
-            tc_barrier = &bar;
-            tc_host_smem = smem.data();
-            std::vector<std::thread> threads;
-            for (unsigned t = 0; t < NT; ++t)
-                threads.emplace_back([=] {
-                    blockIdx.x = bx; blockIdx.y = by; threadIdx.x = t;
-                    gemm_tiled((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, promote, promote_start
-                               HOST_SCALE_PASS);
-                });
-            for (auto& th : threads) th.join();
-        }
-    return 0;
-}
-#endif
-"""
+# one text, byte for byte as when it was one string (each piece opens with the line break after its r""")
+KERNEL_SOURCE = COMMON_SOURCE + SUBGROUP_TILED_SOURCE[1:] + FUSED_TILED_SOURCE[1:]
 
 # FP32 FFMA chains (cuBLAS's SIMT / xmma FP32 kernels, one split-K slice): one thread per output, acc = fma(a, b, acc)
 # over the given K columns in order from +0.  __fmaf_ieee_rn is IEEE RNE with subnormals whatever -ftz says.
@@ -1223,18 +590,5 @@ extern "C" __global__ void ffma_chain(const float* __restrict__ A, long long lda
         acc = TC_FMA_IEEE(A[m * lda + k], BT[n * ldb + k], acc);
     }
     OUT[idx] = acc;
-}
-"""
-
-FFMA_HOST_LAUNCHER = r"""
-extern "C" void host_ffma_chain(const float* a, long long lda, const float* bt, long long ldb, const long long* cols,
-                                int ncols, float* out, int M, int N) {
-    blockDim.x = 64;
-    const long long total = (long long)M * N;
-    for (long long blk = 0; blk * 64 < total; ++blk)
-        for (unsigned t = 0; t < 64; ++t) {
-            blockIdx.x = (unsigned)blk; threadIdx.x = t;
-            ffma_chain(a, lda, bt, ldb, cols, ncols, out, M, N);
-        }
 }
 """

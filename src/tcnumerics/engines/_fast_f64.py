@@ -26,7 +26,8 @@ result below the output format's normal range (subnormal rounding) or beyond its
 finite value -- are flagged and recomputed by the scalar integer kernel of ``_fast_numba``
 (``_fused_one``), so every lane ends with the reference engine's bits.
 
-Operands arrive as panels built from the plan's tables (``_fast_plan``): ``val`` (float64:
+The dot kernel (``_fast_dot``) runs the same group operations with the vectors as lanes; the
+panels are decoded by ``_fast_panels``.  Operands arrive as panels built from the plan's tables (``_fast_plan``): ``val`` (float64:
 the value as the datapath sees it, 0 for zeros and specials) and ``exp`` (float32 holding
 the integer alignment exponent: ZERO_EXP for zeros, ZERO_EXP - 1/2/3 for +inf/-inf/NaN).
 
@@ -43,98 +44,29 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.extending import intrinsic
+from numba import njit, prange
 
-from ._fast_numba import FLAG_SPECIAL, FLAG_ZERO, _decode, _fused_one, _ieee_add, _load, _round, fork_safe
+from ._fast_numba import FLAG_SPECIAL, FLAG_ZERO, _decode, _fused_one, _ieee_add, _round, fork_safe
 from ._fast_plan import ZERO_EXP
+from ._lanes import add16 as _add16
+from ._lanes import bits_f32 as _bits_f32
+from ._lanes import bits_f64 as _bits_f64
+from ._lanes import f32_bits as _f32_bits
+from ._lanes import f64_bits as _f64_bits
+from ._lanes import max16 as _max16
 
-__all__ = ["BLOCK_N", "gemm_fused_f64", "dot_fused_f64", "gemm_panels"]
+__all__ = ["BLOCK_N", "gemm_fused_f64"]
 
 _MAG_MASK = np.int64(0x7FFFFFFFFFFFFFFF)
 _SIGN = np.int64(-0x8000000000000000)
 _E_FLOOR = -900  # floor of a group's E: keeps 2**(F - E) finite when every term is zero
 _TILE_M = 8
 BLOCK_N = 128  # lanes per GEMM block: one group of B (16 x 128 float64 + int16) stays in L1
-_DOT_BLOCK = 256  # vectors per block of the dot kernel
 _F32_EXP = np.uint32(0x7F800000)
 FLAG_WIDE = 4  # a row (column) group holds a nonzero operand beyond the int32 route's window
 EXP16_ZERO = -16000  # int16 exponent panels: zeros and specials (two of them still sum within int16)
 SCALE32_BIAS = 4  # A's int32-route operands sit 2**-4 below their group's largest exponent (_group_scale32)
 
-
-@intrinsic
-def _f64_bits(typingctx, x):
-    """The IEEE bit pattern of a float64 as int64 (a register bitcast, vectorisable)."""
-    if x != types.float64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-
-    return types.int64(types.float64), codegen
-
-
-@intrinsic
-def _bits_f64(typingctx, n):
-    """The float64 whose IEEE bit pattern is the int64 n."""
-    if n != types.int64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.DoubleType())
-
-    return types.float64(types.int64), codegen
-
-
-@intrinsic
-def _add16(typingctx, x, y):
-    """x + y in int16 arithmetic (numba widens int16 sums to int64; this keeps 32 lanes per op)."""
-    if x != types.int16 or y != types.int16:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.add(args[0], args[1])
-
-    return types.int16(types.int16, types.int16), codegen
-
-
-@intrinsic
-def _max16(typingctx, x, y):
-    """max(x, y) of two int16 values, in int16."""
-    if x != types.int16 or y != types.int16:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.select(builder.icmp_signed(">", args[0], args[1]), args[0], args[1])
-
-    return types.int16(types.int16, types.int16), codegen
-
-
-@intrinsic
-def _f32_bits(typingctx, x):
-    """The IEEE bit pattern of a float32 as int32 (a register bitcast, vectorisable)."""
-    if x != types.float32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-
-    return types.int32(types.float32), codegen
-
-
-@intrinsic
-def _bits_f32(typingctx, n):
-    """The float32 whose IEEE bit pattern is the low 32 bits of the integer n."""
-    if not isinstance(n, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        low = args[0] if n.bitwidth == 32 else builder.trunc(args[0], ir.IntType(32))
-        return builder.bitcast(low, ir.FloatType())
-
-    return types.float32(n), codegen
 
 
 @njit(cache=True, nogil=True)
@@ -482,26 +414,6 @@ def _sum_rows32(T32, U, a32, m0, tm, b32, k0, L, nb):
 
 
 @njit(cache=True, nogil=True)
-def _max_lanes(E, a_exp, b_exp, k0, L, nb):
-    """As ``_max_row`` with A varying by lane too ([K, lanes] panels, the dot kernel)."""
-    for kk in range(k0, k0 + L):
-        a0 = a_exp[kk]
-        b0 = b_exp[kk]
-        for j in range(nb):
-            E[j] = max(E[j], a0[j] + b0[j])
-
-
-@njit(cache=True, nogil=True)
-def _sum_lanes(T, S, a_val, b_val, k0, L, nb):
-    """As ``_sum_row`` with A varying by lane too ([K, lanes] panels, the dot kernel)."""
-    for kk in range(k0, k0 + L):
-        a0 = a_val[kk]
-        b0 = b_val[kk]
-        for j in range(nb):
-            T[j] += np.int64(a0[j] * S[j] * b0[j])
-
-
-@njit(cache=True, nogil=True)
 def _fallback(a_val, a_exp, b_val, b_exp, L, c_value, c_kind, c_bits, ma, mb, d_fp, out_fp, F, e_zero,
               ls_ab, rs_ab, ls_d, rs_d, rounding, overflow, nan_bits, sa_g, ea_g, sb_g, eb_g):
     """One lane's group by the scalar integer kernel: (value, kind, bits) of its result."""
@@ -642,202 +554,3 @@ def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst
                                nan_bits, fp32_acc)
             for t in range(tm):
                 _store_acc(acc[m0 + t, n0:n0 + nb], c[t], ck[t], cb[t], nb, d_fp, fp32_acc)
-
-
-@njit(cache=True, nogil=True)
-def _gather_rows(rows, shift, perm, base, lut_val, lut_exp, r0, nb, out_val, out_exp):
-    # lanes innermost: the block's rows stay in L1 while every output row is written contiguously
-    for i in range(len(perm)):
-        col = base + perm[i]
-        for j in range(nb):
-            idx = rows[r0 + j, col] >> shift
-            out_val[i, j] = lut_val[idx]
-            out_exp[i, j] = lut_exp[idx]
-
-
-@njit(cache=True, nogil=True)
-def _gather(raw, nbytes, shift, perm, base, lut_val, lut_exp, r0, nb, out_val, out_exp):
-    """out_val/out_exp[i, j] = table entries of operand column base + perm[i] of vector r0 + j
-    (raw: [N, K * nbytes] little-endian bytes, read through a typed view)."""
-    if nbytes == 1:
-        _gather_rows(raw, shift, perm, base, lut_val, lut_exp, r0, nb, out_val, out_exp)
-    elif nbytes == 2:
-        _gather_rows(raw.view(np.uint16), shift, perm, base, lut_val, lut_exp, r0, nb, out_val, out_exp)
-    else:
-        _gather_rows(raw.view(np.uint32), shift, perm, base, lut_val, lut_exp, r0, nb, out_val, out_exp)
-
-
-@fork_safe
-@njit(cache=True, parallel=True)
-def dot_fused_f64(a, a_bytes, b, b_bytes, c_in, perm, glen, lut_a_val, lut_a_exp, a_shift, lut_b_val, lut_b_exp,
-                  b_shift, d_fp, out_fp, F, e_zero, ls_ab, rs_ab, ls_d, rs_d, rounding, overflow, nan_bits, ma, mb,
-                  fp32_acc, ieee_add, add_rounding, out):
-    """Chained fused instructions over N independent vectors; writes out[N] (int64 bits).
-
-    a, b: [N, K' * bytes] uint8 views of the operand containers (as ``_fast_numba.dot_fused``);
-    c_in: [N] int64 accumulator bits in d_fp.  The vectors are the lanes: a block of them is
-    gathered through the plan's tables into [K, block] panels, then evaluated group by group."""
-    n = a.shape[0]
-    k_total = a.shape[1] // a_bytes
-    kk = len(perm)
-    lmax = np.max(glen)
-    k = _constants(d_fp, out_fp, F, e_zero, rounding)
-    n_blocks = (n + _DOT_BLOCK - 1) // _DOT_BLOCK
-    for blk in prange(n_blocks):
-        av = np.empty((kk, _DOT_BLOCK), np.float64)
-        ae = np.empty((kk, _DOT_BLOCK), np.float32)
-        bv = np.empty((kk, _DOT_BLOCK), np.float64)
-        be = np.empty((kk, _DOT_BLOCK), np.float32)
-        flags = np.empty(_DOT_BLOCK, np.int64)
-        c, ck, cb = _accumulators(_DOT_BLOCK)
-        c_add, ck_add, cb_add = _accumulators(_DOT_BLOCK)
-        c_old, E, S, T, exc, sa_g, ea_g, sb_g, eb_g = _lane_scratch(_DOT_BLOCK, lmax)
-        r0 = blk * _DOT_BLOCK
-        nb = min(n, r0 + _DOT_BLOCK) - r0
-        for j in range(nb):
-            bits = c_in[r0 + j]
-            c[j], ck[j] = _bits_value(bits, d_fp)
-            cb[j] = bits
-        for base in range(0, k_total, kk):
-            _gather(a, a_bytes, a_shift, perm, base, lut_a_val, lut_a_exp, r0, nb, av, ae)
-            _gather(b, b_bytes, b_shift, perm, base, lut_b_val, lut_b_exp, r0, nb, bv, be)
-            if ieee_add:
-                for j in range(nb):
-                    c_add[j], ck_add[j], cb_add[j] = c[j], ck[j], cb[j]
-                    c[j], ck[j] = 0.0, 0
-            k0 = 0
-            for g in range(len(glen)):
-                L = glen[g]
-                # per-lane group flags (A and B both vary by lane): zero / special operands
-                for j in range(nb):
-                    flags[j] = 0
-                for i in range(k0, k0 + L):
-                    for j in range(nb):
-                        lo = min(ae[i, j], be[i, j])
-                        flags[j] |= (FLAG_ZERO if lo <= ZERO_EXP else 0) | (FLAG_SPECIAL if lo < ZERO_EXP else 0)
-                any_exc = _group_begin(c, ck, flags, np.int64(0), E, exc, nb, k)
-                _max_lanes(E, ae, be, k0, L, nb)
-                _group_scale(c, c_old, E, S, T, nb, k)
-                _sum_lanes(T, S, av, bv, k0, L, nb)
-                any_exc |= _group_round(c, E, T, exc, nb, k)
-                if any_exc:
-                    for j in range(nb):
-                        if exc[j]:
-                            c[j], ck[j], cb[j] = _fallback(
-                                av[k0:k0 + L, j], ae[k0:k0 + L, j], bv[k0:k0 + L, j], be[k0:k0 + L, j], L, c_old[j],
-                                ck[j], cb[j], ma, mb, d_fp, out_fp, F, e_zero, ls_ab, rs_ab, ls_d, rs_d, rounding,
-                                overflow, nan_bits, sa_g, ea_g, sb_g, eb_g)
-                k0 += L
-            if ieee_add:
-                _add_c(c, ck, cb, c_add, ck_add, cb_add, exc, nb, d_fp, add_rounding, nan_bits, fp32_acc)
-        for j in range(nb):
-            out[r0 + j] = cb[j] if ck[j] != 0 else _value_bits(c[j], d_fp)
-
-
-@njit(cache=True, nogil=True)
-def _group_offset(exps, window):
-    """(the largest exponent of a group's nonzero finite operands, 0 if none; FLAG_WIDE when
-    one of them lies more than window below it)."""
-    top = np.float32(ZERO_EXP)
-    low = np.float32(-ZERO_EXP)
-    for e in exps:
-        if e > ZERO_EXP:
-            top = max(top, e)
-            low = min(low, e)
-    if top == np.float32(ZERO_EXP):
-        return np.float32(0.0), 0
-    return top, (FLAG_WIDE if low < top - window else 0)
-
-
-@fork_safe
-@njit(cache=True, parallel=True)
-def gemm_panels(a, a_bytes, b, b_bytes, cols, lut_a_val, lut_a_exp, a_shift, lut_b_val, lut_b_exp, b_shift,
-                g_starts, g_lengths, a_val, a_exp, a_flag, b_val, b_exp, b_flag, window, a32, a_off, b32, b_off,
-                b_any, a_e16, b_e16):
-    """Decode one K panel of a GEMM through the plan's tables, in the kernel's layouts.
-
-    a, b: [M, K * bytes] / [N, K * bytes] uint8 views of the operand containers; cols: the
-    panel's K columns in evaluation order.  Fills a_val/a_exp [M, Kp], a_flag [M, G] and
-    b_val/b_exp [blocks, Kp, BLOCK_N], b_flag [blocks, G, BLOCK_N] (lanes past N: zeros).
-    With window > 0 (the plan's ``sum32_window``) also the int32 route's operands: a_off
-    [M, G] / b_off [blocks, G, BLOCK_N] the largest exponent of each row (column) group,
-    a32 / b32 the values times 2**-offset in float32, FLAG_WIDE in the flags of groups
-    spanning more than the window, and b_any [blocks, G] the OR of a block's flags; a_e16 /
-    b_e16 the exponents as int16 (EXP16_ZERO for zeros and specials)."""
-    M = a.shape[0]
-    N = b.shape[0]
-    kp = len(cols)
-    G = len(g_starts)
-    for m in prange(M):
-        for i in range(kp):
-            ia = _load(a, m, cols[i], a_bytes) >> a_shift
-            a_val[m, i] = lut_a_val[ia]
-            e = lut_a_exp[ia]
-            a_exp[m, i] = e
-            a_e16[m, i] = np.int16(max(e, np.float32(EXP16_ZERO)))
-        for g in range(G):
-            i0, i1 = g_starts[g], g_starts[g] + g_lengths[g]
-            f = 0
-            for i in range(i0, i1):
-                e = a_exp[m, i]
-                f |= (FLAG_ZERO if e <= ZERO_EXP else 0) | (FLAG_SPECIAL if e < ZERO_EXP else 0)
-            if window > 0:
-                top, wide = _group_offset(a_exp[m, i0:i1], window)
-                f |= wide
-                a_off[m, g] = top
-                scale = _bits_f64((1023 - SCALE32_BIAS - np.int64(top)) << 52)
-                for i in range(i0, i1):
-                    a32[m, i] = np.float32(a_val[m, i] * scale)
-            a_flag[m, g] = f
-    for blk in prange(b_val.shape[0]):
-        n0 = blk * BLOCK_N
-        nb = min(BLOCK_N, N - n0)
-        top = np.empty(BLOCK_N, np.float32)
-        low = np.empty(BLOCK_N, np.float32)
-        scale = np.empty(BLOCK_N, np.float64)
-        # K in slices of 64: each B row is read contiguously, the block written a few pages at a time
-        for i0 in range(0, kp, 64):
-            i1 = min(kp, i0 + 64)
-            for j in range(nb):
-                for i in range(i0, i1):
-                    ib = _load(b, n0 + j, cols[i], b_bytes) >> b_shift
-                    b_val[blk, i, j] = lut_b_val[ib]
-                    e = lut_b_exp[ib]
-                    b_exp[blk, i, j] = e
-                    b_e16[blk, i, j] = np.int16(max(e, np.float32(EXP16_ZERO)))
-            for i in range(i0, i1):
-                for j in range(nb, BLOCK_N):
-                    b_val[blk, i, j] = 0.0
-                    b_exp[blk, i, j] = ZERO_EXP
-                    b_e16[blk, i, j] = EXP16_ZERO
-        for g in range(G):
-            i0, i1 = g_starts[g], g_starts[g] + g_lengths[g]
-            for j in range(BLOCK_N):
-                b_flag[blk, g, j] = 0
-            for i in range(i0, i1):
-                for j in range(BLOCK_N):
-                    e = b_exp[blk, i, j]
-                    b_flag[blk, g, j] |= (FLAG_ZERO if e <= ZERO_EXP else 0) | (FLAG_SPECIAL if e < ZERO_EXP else 0)
-            if window > 0:  # lanes innermost: the group's largest / smallest exponent per column
-                for j in range(BLOCK_N):
-                    top[j] = np.float32(ZERO_EXP)
-                    low[j] = np.float32(-ZERO_EXP)
-                for i in range(i0, i1):
-                    for j in range(BLOCK_N):
-                        e = b_exp[blk, i, j]
-                        live = e > ZERO_EXP
-                        top[j] = max(top[j], e) if live else top[j]
-                        low[j] = min(low[j], e) if live else low[j]
-                any_flag = 0
-                for j in range(BLOCK_N):
-                    empty = top[j] == np.float32(ZERO_EXP)
-                    t = np.float32(0.0) if empty else top[j]
-                    b_off[blk, g, j] = t
-                    wide = FLAG_WIDE if (not empty and low[j] < t - window) else 0
-                    b_flag[blk, g, j] |= wide
-                    any_flag |= b_flag[blk, g, j]
-                    scale[j] = _bits_f64((1023 - np.int64(t)) << 52)
-                b_any[blk, g] = any_flag
-                for i in range(i0, i1):
-                    for j in range(BLOCK_N):
-                        b32[blk, i, j] = np.float32(b_val[blk, i, j] * scale[j])

@@ -34,8 +34,6 @@ Example (skipped without a GPU):
 
 from __future__ import annotations
 
-import os
-
 import dataclasses
 import warnings
 from functools import lru_cache
@@ -443,7 +441,7 @@ def _check_range(spec: InstructionSpec, K: int, k_start: int, k_stop: int) -> No
                          f"{spec.c_format.name} and writes D as {spec.d_format.name}")
 
 
-def _stage_k(plan: Plan, tile, promote: bool = False) -> int:
+def _stage_k(spec: InstructionSpec, plan: Plan, tile, promote: bool, align: str, exp_pass: str) -> int:
     """K per shared stage that fits this GPU's shared memory (32, else one group; 0: none fits)."""
     import cupy
 
@@ -452,7 +450,8 @@ def _stage_k(plan: Plan, tile, promote: bool = False) -> int:
     except Exception:  # unknown: assume the Hopper limit the default configuration was sized for
         limit = 227 * 1024
     for stage_k in (32, 1):
-        if 4 * build.smem_words(plan, tile, stage_k, promote) <= limit:
+        header = build.config_header(spec, plan, tile, stage_k, promote, align, exp_pass)
+        if 4 * build.smem_words(plan, tile, stage_k, promote, header) <= limit:
             return stage_k
     return 0
 
@@ -477,44 +476,24 @@ def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int,
 _KERNELS: dict = {}
 
 
-def _align() -> str:
-    """The tiled kernel's truncating pass (``TCNUMERICS_CUDA_ALIGN``, for timing one against another): "auto" (the
-    FP32 directed-rounding FMA pass where it fits, else the integer pass), "fma" (FP32 or FP64 FMA where either
-    fits) or "int" (the integer pass everywhere); every choice gives the same bits."""
-    value = os.environ.get("TCNUMERICS_CUDA_ALIGN", "auto")
-    if value not in build.ALIGNS:
-        raise ValueError(f"TCNUMERICS_CUDA_ALIGN must be one of {build.ALIGNS}, not {value!r}")
-    return value
-
-
-def _device_tile():
-    """The tiled kernel's shape: ``build.DEVICE_TILE``, or ``TCNUMERICS_CUDA_TILE="tx,ty,tm,tn"`` (tm, tn even; for
-    timing other shapes -- every shape gives the same bits)."""
-    value = os.environ.get("TCNUMERICS_CUDA_TILE")
-    if not value:
-        return build.DEVICE_TILE
-    try:
-        tx, ty, tm, tn = (int(v) for v in value.split(","))
-    except ValueError:
-        raise ValueError(f"TCNUMERICS_CUDA_TILE must be 'tx,ty,tm,tn', not {value!r}") from None
-    if tm % 2 or tn % 2 or min(tx, ty, tm, tn) < 1 or tm * tn > 64:
-        raise ValueError(f"TCNUMERICS_CUDA_TILE {value!r}: tm and tn must be even, tm * tn at most 64")
-    return build.Tile(tx=tx, ty=ty, tm=tm, tn=tn)
-
-
 def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote: bool = False):
     """(compiled kernel, dynamic shared memory bytes -- 0 for the per-output kernel --, tile), once per unit and GPU:
     a model's thousands of chain launches skip the header generation and module lookup.  ``promote``: the tiled
     kernel's build with promotion inside (its own shared memory for the main accumulator; the per-output kernel
     promotes in every build)."""
-    align, tile = _align(), _device_tile()
-    key = (id(plan), device, tiled, promote, align, tile)
+    align, tile, exp_pass = build.env_align(), build.env_tile(), build.env_exp_pass()
+    key = (id(plan), device, tiled, promote, align, tile, exp_pass)
     if key not in _KERNELS:
-        stage_k = _stage_k(plan, tile, promote) if tiled and build.tiled_reason(plan) is None else 0
+        import cupy
+
+        if int(cupy.cuda.Device(device).compute_capability) < 80:
+            exp_pass = "alu"  # mma.sync with BF16 operands needs sm_80
+        tiles = tiled and build.tiled_reason(plan) is None
+        stage_k = _stage_k(spec, plan, tile, promote, align, exp_pass) if tiles else 0
         if stage_k:
-            header = build.config_header(spec, plan, tile, stage_k, promote, align)
+            header = build.config_header(spec, plan, tile, stage_k, promote, align, exp_pass)
             kernel = build.device_module(header, "gemm_tiled").get_function("gemm_tiled")
-            smem = 4 * build.smem_words(plan, tile, stage_k, promote)
+            smem = 4 * build.smem_words(plan, tile, stage_k, promote, header)
             if smem > _STATIC_SMEM:
                 kernel.max_dynamic_shared_size_bytes = smem
         else:
@@ -567,9 +546,10 @@ def host_dot_bits(spec: "str | InstructionSpec", a: np.ndarray, b: np.ndarray, c
 def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: np.ndarray, acc: np.ndarray,
                          k_start: int = 0, k_stop: int | None = None, kernel: str = "auto", *, scale_a=None,
                          scale_b=None, promote_every: int | None = None, promote_from_acc: bool = False,
-                         align: str = "auto") -> np.ndarray:
+                         align: str = "auto", exp_pass: str = "alu") -> np.ndarray:
     """``accumulate_bits`` through the host build (``kernel``: "tiled", "scalar" or "auto"; ``align``: the tiled
-    kernel's truncating pass, "auto", "fma" or "int" as ``TCNUMERICS_CUDA_ALIGN``)."""
+    kernel's truncating pass, "auto", "fma" or "int" as ``TCNUMERICS_CUDA_ALIGN``; ``exp_pass``: its exponent pass,
+    "alu" or "mma" as ``TCNUMERICS_CUDA_EXP`` -- "mma" builds the device tile, 256 host threads per block)."""
     import ctypes
 
     spec = _spec(spec)
@@ -584,9 +564,10 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
     work = np.ascontiguousarray(np.asarray(acc).astype(spec.c_format.container_dtype).astype(np.uint32))
     k_stop = a.shape[1] if k_stop is None else k_stop
     _check_range(spec, a.shape[1], k_start, k_stop)
-    tile = build.HOST_TILE
+    tile = build.MMA_TILE if exp_pass == "mma" else build.HOST_TILE
     tiled = build.tiled_reason(plan) is None if kernel == "auto" else kernel == "tiled"
-    lib = build.host_library(build.config_header(spec, plan, tile, promote=promote and tiled, align=align))
+    header = build.config_header(spec, plan, tile, promote=promote and tiled, align=align, exp_pass=exp_pass)
+    lib = build.host_library(header)
     ta, tb = build.tables(plan)
     M, N = work.shape
     args = [ctypes.c_void_p(_ptr(a)), ctypes.c_longlong(a.shape[1]), ctypes.c_void_p(_ptr(b)),
@@ -596,7 +577,8 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
     scale_args, keep = _host_scales(spec, scale_a, M, scale_b, N, a.shape[1])
     if k_stop > k_start and M and N:
         if tiled:
-            lib.host_gemm_tiled(*args, ctypes.c_longlong(build.smem_words(plan, tile, promote=promote)), *scale_args)
+            words = build.smem_words(plan, tile, promote=promote, header=header)
+            lib.host_gemm_tiled(*args, ctypes.c_longlong(words), *scale_args)
         else:
             lib.host_gemm_scalar(*args, *scale_args)
     del keep

@@ -58,11 +58,14 @@ try:  # numba is a declared dependency, but the engine must work (slower) withou
     if os.environ.get("TCNUMERICS_FAST_BACKEND", "").lower() == "numpy":
         raise ImportError("numpy backend requested")
     from . import _fast_numba as _kernels
-    from . import _fast_f64 as _f64
+    from ._fast_dot import dot_fused_f64
+    from ._fast_f64 import BLOCK_N, gemm_fused_f64
+    from ._fast_panels import gemm_panels
 except ImportError:  # pragma: no cover - exercised by the numpy-backend tests through _select
     from . import _fast_numpy as _kernels
 
-    _f64 = None
+    dot_fused_f64 = gemm_fused_f64 = gemm_panels = None
+    BLOCK_N = 128
 
 
 def backend() -> str:
@@ -148,8 +151,8 @@ def dot_bits(spec: "str | InstructionSpec", a: np.ndarray, b: np.ndarray, c: np.
     if plan.kind == "integer":
         _kernels.dot_integer(a_raw, a_bytes, b_raw, b_bytes, c64, plan.perm, plan.group_lengths, plan.a_sig,
                              plan.a_shift, plan.b_sig, plan.b_shift, plan.c_params, plan.d_params, plan.saturate, out)
-    elif _f64 is not None and plan.f64_reason is None:
-        _f64.dot_fused_f64(a_raw, a_bytes, b_raw, b_bytes, c64, plan.perm, plan.group_lengths, plan.a_val,
+    elif gemm_fused_f64 is not None and plan.f64_reason is None:
+        dot_fused_f64(a_raw, a_bytes, b_raw, b_bytes, c64, plan.perm, plan.group_lengths, plan.a_val,
                            plan.a_expf, plan.a_shift, plan.b_val, plan.b_expf, plan.b_shift, plan.d_params,
                            plan.out_params, plan.frac_bits, plan.e_zero, plan.lshift_ab, plan.rshift_ab,
                            plan.lshift_d, plan.rshift_d, plan.rounding, plan.overflow, plan.nan_bits, plan.a_man,
@@ -236,11 +239,11 @@ def accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: n
     panel = max(k, (PANEL_BYTES // (5 * (M + N) * k)) * k)
     G = len(plan.group_lengths)
     starts = np.concatenate([[0], np.cumsum(plan.group_lengths)[:-1]]).astype(np.int64)
-    vector = _f64 is not None and plan.kind == "fused" and plan.f64_reason is None
+    vector = gemm_fused_f64 is not None and plan.kind == "fused" and plan.f64_reason is None
     if vector:  # decoded panels: float64 value + float32 exponent per element, B padded to blocks
         # at most 512 K columns: one block of B (512 x BLOCK_N x 14 bytes; 6 on the int32 route) stays in
         # L2 across a row tile; 22 bytes per decoded element in all
-        panel = max(k, (min(PANEL_BYTES // (22 * (M + N + _f64.BLOCK_N)), 512) // k) * k)
+        panel = max(k, (min(PANEL_BYTES // (22 * (M + N + BLOCK_N)), 512) // k) * k)
         a_raw, b_raw = _byte_view(a_rows), _byte_view(b_cols)
     for p0 in range(k_start, k_stop, panel):
         n_inst = (min(k_stop, p0 + panel) - p0) // k
@@ -279,7 +282,7 @@ def _f64_panel(plan: Plan, a_raw: np.ndarray, a_bytes: int, b_raw: np.ndarray, b
     into float64 values and float32 exponents, B in column blocks of BLOCK_N, and (where the
     plan has an int32 sum route) float32 operands relative to their group's largest exponent."""
     M, N = work.shape
-    kp, G, width = len(cols), len(g_starts), _f64.BLOCK_N
+    kp, G, width = len(cols), len(g_starts), BLOCK_N
     blocks = -(-N // width)
     a_val, a_exp, a_flag = np.empty((M, kp)), np.empty((M, kp), np.float32), np.empty((M, G), np.int64)
     b_val, b_exp = np.empty((blocks, kp, width)), np.empty((blocks, kp, width), np.float32)
@@ -290,10 +293,10 @@ def _f64_panel(plan: Plan, a_raw: np.ndarray, a_bytes: int, b_raw: np.ndarray, b
     b32, b_off = np.empty((blocks, kp32, width), np.float32), np.empty((blocks, g32, width), np.float32)
     b_any = np.zeros((blocks, G), np.int64)
     a_e16, b_e16 = np.empty((M, kp), np.int16), np.empty((blocks, kp, width), np.int16)
-    _f64.gemm_panels(a_raw, a_bytes, b_raw, b_bytes, cols, plan.a_val, plan.a_expf, plan.a_shift, plan.b_val,
+    gemm_panels(a_raw, a_bytes, b_raw, b_bytes, cols, plan.a_val, plan.a_expf, plan.a_shift, plan.b_val,
                      plan.b_expf, plan.b_shift, g_starts, g_lengths, a_val, a_exp, a_flag, b_val, b_exp, b_flag,
                      window, a32, a_off, b32, b_off, b_any, a_e16, b_e16)
-    _f64.gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, work, plan.group_lengths, n_inst,
+    gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, work, plan.group_lengths, n_inst,
                         plan.d_params, plan.out_params, plan.frac_bits, plan.e_zero, plan.lshift_ab, plan.rshift_ab,
                         plan.lshift_d, plan.rshift_d, plan.rounding, plan.overflow, plan.nan_bits, plan.a_man,
                         plan.b_man, spec.d_format.name == "fp32", plan.ieee_add, plan.add_rounding,

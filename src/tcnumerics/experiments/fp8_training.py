@@ -127,7 +127,7 @@ def accumulator_unit(frac_bits: int):
                                provenance=f"{FP8} with {frac_bits} aligned fraction bits (a design question)")
 
 
-def _emulation(setting, attribution: bool = False):
+def _emulation(setting, attribution: bool = False, device: str = "cpu"):
     import contextlib
 
     import tcnumerics.torch as tct
@@ -135,16 +135,18 @@ def _emulation(setting, attribution: bool = False):
     if setting is None:
         return contextlib.nullcontext()
     if setting == "bf16":
-        return _Autocast(tct.emulate("hopper", attribution=attribution))
+        return _Autocast(tct.emulate("hopper", attribution=attribution), _torch().device(device).type)
     return tct.emulate(**setting, attribution=attribution)
 
 
 class _Autocast:
     """An emulation entered under ``torch.autocast`` (BF16 GEMMs of an FP32 model); the emulation's methods pass
-    through (``attribution``, ``mode``: the counterfactual re-enters it whole)."""
+    through (``attribution``, ``mode``: the counterfactual re-enters it whole).  ``device_type``: the model's
+    (autocast is per device type: a CPU autocast leaves CUDA GEMMs in FP32)."""
 
-    def __init__(self, emulation):
+    def __init__(self, emulation, device_type: str = "cpu"):
         self.emulation = emulation
+        self.device_type = device_type
         self._stack = None
 
     def __getattr__(self, name):
@@ -155,7 +157,7 @@ class _Autocast:
 
         torch = _torch()
         self._stack = contextlib.ExitStack()
-        self._stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16))
+        self._stack.enter_context(torch.autocast(self.device_type, dtype=torch.bfloat16))
         self._stack.enter_context(self.emulation)
         return self
 
@@ -238,7 +240,7 @@ def _train(args, setting, init, codes, starts, attribute_at, bar):
         x, y = _batch(codes, starts[step], args.context, args.device)
         if step in attribute_at:
             attributions.append(_attribute(args, setting, model, x, y, step))
-        with _emulation(setting):
+        with _emulation(setting, device=args.device):
             loss = model(x, y)
             opt.zero_grad()
             loss.backward()
@@ -256,7 +258,7 @@ def _attribute(args, setting, model, x, y, step: int) -> dict:
 
     torch = _torch()
     probe = copy.deepcopy(model)
-    run = _emulation(setting, attribution=True)
+    run = _emulation(setting, attribution=True, device=args.device)
 
     def one_step():  # the step's loss, and the loss after one SGD step of PROBE_LR (both emulated)
         probe.zero_grad()
@@ -267,8 +269,12 @@ def _attribute(args, setting, model, x, y, step: int) -> dict:
                 p -= PROBE_LR * p.grad
         return float(loss.detach()), float(probe(x, y).detach())
 
+    start, rng, counter = copy.deepcopy(probe.state_dict()), torch.get_rng_state(), run.mode.counter
     with run:
         one_step()
+    probe.load_state_dict(start)  # the counterfactuals start where the attributed step did, not after its update
+    torch.set_rng_state(rng)
+    run.mode.counter = counter
     table = run.attribution(lr=PROBE_LR)
     top = [(r.site, r.phase) for r in table if r.first_order is not None][: args.top]
     worst_input = sorted((r for r in table if r.phase == "input-gradient"), key=lambda r: -r.total.as_dict()["rms_rel"])
@@ -293,6 +299,9 @@ def _summarise(rows: list[dict]) -> None:
                 if s["first_order"] is not None:
                     by_phase[s["phase"]] = by_phase.get(s["phase"], 0.0) + abs(s["first_order"])
             r["first_order_by_phase"] = by_phase
+            both = [s for s in r["sites"] if s["first_order"] is not None and s["counterfactual"] is not None]
+            r["sign_agreement"] = [int(sum(np.sign(s["first_order"]) == np.sign(s["counterfactual"]) for s in both)),
+                                   len(both)]
 
 
 def render(rows: list[dict], args) -> str:
@@ -316,6 +325,9 @@ def render(rows: list[dict], args) -> str:
         lines.append(str(table))
         lines.append("summed |first-order| by phase: " + ", ".join(f"{k} {v:.2e}" for k, v in
                                                                    r["first_order_by_phase"].items()))
+        agree, n = r["sign_agreement"]
+        lines.append(f"first-order and counterfactual agree in sign on {agree} of {n} sites (a counterfactual is one "
+                     "sample: it also holds the re-rounding of every later site, docs/attribution.md)")
     return "\n".join(lines)
 
 

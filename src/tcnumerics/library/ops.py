@@ -41,6 +41,8 @@ import numpy as np
 from .. import arrays
 from ..formats import get_format
 from ..interop import as_torch_like, untorch
+from ..plan import interpret
+from ..plan.nodes import Alpha, Convert, Epilogue, Input, RoundTo
 from .calls import Call
 from .gpus import resolve_gpu, tables_epoch
 from .selection import Plan, select
@@ -158,22 +160,20 @@ def _empty(call: Call, like, shape: tuple, out: str, *, C=None, beta: float = 0.
     then the output conversion (measured on an H100 and on the CPU: lab/data/gpu-logs/h100_2026-11-28_entry_points.tar.xz).
     ``scaled_mm`` at K = 0 was never seen on a device, so its zeros are flagged."""
     xp = arrays.namespace(like)
-    fp32 = get_format("fp32")
     no_kernel = "no GEMM kernel: torch answers a call with b, M, N or K = 0 itself"
     plan = Plan("none", Structure("none"), modelled=call.op != "scaled_mm" or min(shape) == 0,
                 reason=no_kernel if call.op != "scaled_mm" or min(shape) == 0
                 else "torch._scaled_mm with K = 0 was not measured: zeros are a best guess", call=call)
 
-    def compute():
+    def compute():  # a plan too: C (or zeros) * fp32(beta) rounded to FP32, then the output conversion
         if min(shape) == 0 or (bias is None and (C is None or beta == 0)):
-            values = xp.zeros(shape)
-        else:
-            c = arrays.float64(bias if bias is not None else C)
-            # measured (H100, torch 2.11): addmm rounds beta to the output type first, baddbmm keeps it in FP32
-            beta_format = get_format(out if call.op == "addmm" else "fp32")
-            scale = 1.0 if bias is not None else float(beta_format.round(np.float64(beta)))
-            values = xp.broadcast_to(fp32.round(c * scale), shape)
-        return get_format(out).to_array(get_format(out).from_float(xp.ascontiguousarray(values)))
+            return interpret.run(Convert(Input("C"), out), {"C": xp.zeros(shape)})
+        c = arrays.float64(bias if bias is not None else C)
+        # measured (H100, torch 2.11): addmm rounds beta to the output type first, baddbmm keeps it in FP32
+        beta_format = get_format(out if call.op == "addmm" else "fp32")
+        scale = 1.0 if bias is not None else float(beta_format.round(np.float64(beta)))
+        node = Convert(Epilogue(Input("C"), (Alpha(scale), RoundTo("fp32"))), out)
+        return interpret.run(node, {"C": xp.ascontiguousarray(xp.broadcast_to(c, shape))})
     return plan, compute
 
 

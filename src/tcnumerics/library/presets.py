@@ -1,6 +1,6 @@
 """Library presets: the kernel structure cuBLAS / cuBLASLt choose for a call, as ``tcnumerics.gemm`` options.
 
-``library_gemm("torch.matmul", arch="hopper", dtype="bf16")`` returns a ``LibraryGemm``: call
+``h200_presets("torch.matmul", arch="hopper", dtype="bf16")`` returns a ``LibraryGemm``: call
 it like the library function (``A @ B`` with numpy/ml_dtypes arrays) or ask ``.plan(M, N, K)``
 which structure it predicts.  Everything here was measured on an NVIDIA H200 with torch 2.11
 (CUDA 13.0, cuBLAS 13.1.0.3); the captures are ``vectors/library/`` and the method is
@@ -29,7 +29,7 @@ choice itself is a rule fitted to the measured shapes.
 
 Example:
     >>> import numpy as np, ml_dtypes
-    >>> mm = library_gemm("torch.matmul", arch="hopper", dtype="bf16")
+    >>> mm = h200_presets("torch.matmul", arch="hopper", dtype="bf16")
     >>> mm.plan(64, 64, 8192).split_k
     [1408, 1408, 1408, 1408, 1408, 1408]
     >>> A = np.ones((4, 32), ml_dtypes.bfloat16); B = np.ones((32, 8), ml_dtypes.bfloat16)
@@ -49,7 +49,7 @@ from ..formats import get_format
 from ..gemm import gemm
 from .gpus import resolve_gpu
 
-__all__ = ["library_gemm", "LibraryGemm", "GemmPlan", "LIBRARY_FUNCTIONS"]
+__all__ = ["h200_presets", "library_gemm", "LibraryGemm", "GemmPlan", "LIBRARY_FUNCTIONS"]
 
 LIBRARY_FUNCTIONS = ("torch.matmul", "torch._scaled_mm")
 PROVENANCE = "measured on NVIDIA H200 (sm_90a), torch 2.11.0+cu130, cuBLAS 13.1.0.3, driver 580.159.04"
@@ -110,7 +110,7 @@ class LibraryGemm:
     def __repr__(self) -> str:
         extra = f", fast_accum={self.fast_accum}" if self.function == "torch._scaled_mm" else ""
         where = "" if self.gpu == PRESETS_GPU else f", gpu={self.gpu!r}"
-        return f"library_gemm({self.function!r}, arch={self.arch!r}, dtype={self.dtype!r}{extra}{where})"
+        return f"h200_presets({self.function!r}, arch={self.arch!r}, dtype={self.dtype!r}{extra}{where})"
 
     def plan(self, M: int, N: int, K: int, *, scales: str = "tensor") -> GemmPlan:
         """The structure cuBLAS is predicted to run for an M x N x K call (``scales``: tensor/rowwise/blockwise);
@@ -287,6 +287,17 @@ def _scale_kind(scale_a, scale_b, M: int, N: int) -> str:
 
 def library_gemm(function: str, *, arch: str = "hopper", dtype: str = "bf16", fast_accum: bool = False,
                  b_dtype: str | None = None, gpu: str | None = None) -> LibraryGemm:
+    """Deprecated alias of ``h200_presets`` (the same presets, the same bits), kept for old callers: it warns
+    ``DeprecationWarning``.  New code: ``tcnumerics.library.matmul`` / ``linear`` / ``addmm`` / ``scaled_mm``
+    (selection per GPU model from the measured tables), or ``h200_presets`` for these presets themselves."""
+    warnings.warn("tcnumerics.library_gemm is deprecated: use tcnumerics.library.matmul / linear / addmm / "
+                  "scaled_mm (planned per GPU model), or tcnumerics.library.presets.h200_presets for the "
+                  "H200 presets it returns", DeprecationWarning, stacklevel=2)
+    return h200_presets(function, arch=arch, dtype=dtype, fast_accum=fast_accum, b_dtype=b_dtype, gpu=gpu)
+
+
+def h200_presets(function: str, *, arch: str = "hopper", dtype: str = "bf16", fast_accum: bool = False,
+                 b_dtype: str | None = None, gpu: str | None = None) -> LibraryGemm:
     """The modelled library GEMM ``function`` ("torch.matmul" or "torch._scaled_mm") on ``arch``.
 
     ``dtype``: torch.matmul -- "bf16", "fp16" or "tf32" (FP32 tensors with TF32 allowed);
@@ -295,9 +306,9 @@ def library_gemm(function: str, *, arch: str = "hopper", dtype: str = "bf16", fa
     presets' kernel choices were captured; ``arch="h200"`` / ``"h100"`` name one too); on any other model
     every plan is flagged not modelled.
 
-    >>> library_gemm("torch._scaled_mm", dtype="e4m3", fast_accum=False).plan(128, 128, 2048).promote_every
+    >>> h200_presets("torch._scaled_mm", dtype="e4m3", fast_accum=False).plan(128, 128, 2048).promote_every
     128
-    >>> library_gemm("torch.matmul", dtype="bf16", gpu="h100").plan(64, 64, 8192).modelled
+    >>> h200_presets("torch.matmul", dtype="bf16", gpu="h100").plan(64, 64, 8192).modelled
     False
     """
     if function not in LIBRARY_FUNCTIONS:

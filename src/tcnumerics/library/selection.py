@@ -30,7 +30,10 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 
-from . import choice, cutlass_half, gpus, launches, measured, simt, streamk, unseen
+import numpy as np
+
+from ..plan.nodes import Plan as PlanTree
+from . import choice, cutlass_half, gpus, launches, measured, simt, streamk, structure, unseen
 from .calls import Call, TableKey, epilogue_of  # noqa: F401 - re-exported: the public names selection always had
 from .choice import SHORT_K, FRONTIER_REASON  # noqa: F401 - re-exported (the value lives in choice)
 from .launches import Launch
@@ -70,6 +73,43 @@ class Plan:
     def describe(self) -> str:
         flag = "modelled" if self.modelled else f"NOT modelled ({self.reason})"
         return f"{self.structure.describe()} -- {flag}"
+
+    def tree(self) -> PlanTree:
+        """The plan tree ``structure.run`` follows for this call (its whole shape; scales and epilogue as the call
+        passes them).  ``explain()`` prints it."""
+        c = self.call
+        if c is None:
+            raise ValueError("tree: this plan has no call (build it with select(call) or an op's .plan())")
+        A = np.broadcast_to(np.zeros((), np.float32), (c.M, c.K))  # shapes only: nothing is computed
+        B = np.broadcast_to(np.zeros((), np.float32), (c.K, c.N))
+        sa, sb = _scales_of(c)
+        p = structure.plan(self.structure, A, B, out_format=c.out, alpha=c.alpha, beta=c.beta, scale_a=sa,
+                           scale_b=sb, bias=np.zeros(c.N) if c.bias else None)
+        title = (f"{c.op} {'%d x ' % c.b if c.b > 1 else ''}{c.M}x{c.N}x{c.K} {c.fmt} -> {c.out} on {c.gpu}: "
+                 f"{self.family}")
+        flag = "modelled" if self.modelled else f"NOT modelled: {self.reason}"
+        return PlanTree(p.root, title=title, notes=(p.title, flag))
+
+    def explain(self) -> str:
+        """What the library predicts cuBLAS computes for this call on its GPU model, one plan node a line.
+
+        >>> from tcnumerics.library import Call
+        >>> print(select(Call("matmul", "bf16", "bf16", 64, 64, 8192, gpu="h100")).explain())  # doctest: +ELLIPSIS
+        matmul 64x64x8192 bf16 -> bf16 on h100: ...splitK...
+        ...
+        """
+        return self.tree().explain()
+
+
+def _scales_of(c: Call):
+    """Stand-in FP32 scales of the shapes a ``scaled_mm`` call passes (for its plan tree), else (None, None)."""
+    if c.op != "scaled_mm":
+        return None, None
+    if c.scales == "rowwise":
+        return np.ones(c.M), np.ones(c.N)
+    if c.scales == "blockwise":
+        return np.ones((c.M, -(-c.K // 128))), np.ones((-(-c.K // 128), -(-c.N // 128)))
+    return np.ones(()), np.ones(())
 
 
 def select(c: Call) -> Plan:

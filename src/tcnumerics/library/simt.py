@@ -81,7 +81,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gemm import _fp32_fma
+from ..plan.rules import fp32_fma as _fp32_fma, fp32_halving_sum, fp32_sum
 
 _SN = re.compile(r"gemmSN_(NN|TN)_kernel<float, (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (true|false)")
 _BLOCK = 1 << 21  # products per column block (float64): bounds the working set of large calls
@@ -229,15 +229,6 @@ def _chains(P: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return acc
 
 
-def _sum32(x: np.ndarray, axis: int) -> np.ndarray:
-    """In-order FP32 sum along ``axis`` (each addition RNE)."""
-    x = np.moveaxis(np.asarray(x, np.float64), axis, -1)
-    acc = x[..., 0].astype(np.float32)
-    for i in range(1, x.shape[-1]):
-        acc = acc + x[..., i].astype(np.float32)
-    return acc.astype(np.float64)
-
-
 def _nn(P: np.ndarray, kern: SimtKernel) -> np.ndarray:
     K = P.shape[2]
     tiles = gemmsn_nn_tiles(K, kern.k_threads, kern.tile)
@@ -248,8 +239,8 @@ def _nn(P: np.ndarray, kern: SimtKernel) -> np.ndarray:
         for j, (s, e) in enumerate(th):
             idx[t, j, : e - s] = np.arange(s, e)
     partial = _chains(P, idx)  # [R, C, threads, tiles]; a missing tile is +0 and adds nothing
-    per_thread = _sum32(np.concatenate([np.zeros(partial.shape[:3] + (1,)), partial], axis=3), 3)
-    return _sum32(per_thread, 2)
+    per_thread = fp32_sum(np.concatenate([np.zeros(partial.shape[:3] + (1,)), partial], axis=3), 3)
+    return fp32_sum(per_thread, 2)
 
 
 def _tn(P: np.ndarray, kern: SimtKernel) -> np.ndarray:
@@ -266,17 +257,6 @@ def _dealt(K: int, lanes: int, run: int, offset: int = 0) -> np.ndarray:
     return idx
 
 
-def _halving(x: np.ndarray, axis: int) -> np.ndarray:
-    """FP32 halving tree along ``axis``: element i + element i + n/2, repeated (n padded with +0 to even)."""
-    x = np.moveaxis(np.asarray(x, np.float64), axis, -1)
-    while x.shape[-1] > 1:
-        if x.shape[-1] % 2:
-            x = np.concatenate([x, np.zeros(x.shape[:-1] + (1,))], axis=-1)
-        h = x.shape[-1] // 2
-        x = (x[..., :h].astype(np.float32) + x[..., h:].astype(np.float32)).astype(np.float64)
-    return x[..., 0]
-
-
 def _lane_groups(P: np.ndarray, lanes: int, group: int) -> np.ndarray:
     """gemmSN_TN / gemv2T: k to lane ``k % lanes``, each lane's consecutive ``group`` elements a fresh chain
     added to the lane's accumulator in order, the lanes summed in lane order."""
@@ -285,8 +265,8 @@ def _lane_groups(P: np.ndarray, lanes: int, group: int) -> np.ndarray:
     k = np.arange(groups * group * lanes).reshape(groups, group, lanes)
     idx = np.where(k < K, k, -1).transpose(2, 0, 1)  # [lane, group, position]
     partial = _chains(P, idx)  # [R, C, lanes, groups]
-    per_lane_acc = _sum32(np.concatenate([np.zeros(partial.shape[:3] + (1,)), partial], axis=3), 3)
-    return _sum32(per_lane_acc, 2)
+    per_lane_acc = fp32_sum(np.concatenate([np.zeros(partial.shape[:3] + (1,)), partial], axis=3), 3)
+    return fp32_sum(per_lane_acc, 2)
 
 
 def _slice_starts(K: int, per: int) -> list[int]:
@@ -313,8 +293,8 @@ def _gemvx_reduce(P: np.ndarray, kernel_name: str, lanes: int, slices: int) -> n
     idx = -np.ones((len(dealt), lanes, L), np.int64)
     for i, d in enumerate(dealt):
         idx[i, :, : d.shape[1]] = d
-    parts = _halving(_chains(P, idx), 3)  # [R, C, slices]: every slice's lanes at once
-    return _sum32(parts, 2)  # splitKreduce: the slices in order
+    parts = fp32_halving_sum(_chains(P, idx), 3)  # [R, C, slices]: every slice's lanes at once
+    return fp32_sum(parts, 2)  # splitKreduce: the slices in order
 
 
 def _largek(P: np.ndarray, slices: int) -> np.ndarray:
@@ -322,7 +302,7 @@ def _largek(P: np.ndarray, slices: int) -> np.ndarray:
     per = -(-(-(-K // slices)) // 8) * 8
     k = np.arange(0, len(_slice_starts(K, per)) * per).reshape(-1, per)
     parts = _chains(P, np.where(k < K, k, -1))  # [R, C, slices], one chain each
-    return _sum32(parts, 2)  # added into the zeroed output in slice order
+    return fp32_sum(parts, 2)  # added into the zeroed output in slice order
 
 
 def _reduce(P: np.ndarray, kernel_name: str, fam: str, lanes: int | None, slices: int) -> np.ndarray:
@@ -335,13 +315,41 @@ def _reduce(P: np.ndarray, kernel_name: str, fam: str, lanes: int | None, slices
         return _gemvx_reduce(P, kernel_name, lanes, slices)
     if fam == "gemvNSP":
         _, nsp_lanes, run, _ = map(int, _NSP.search(kernel_name).groups()[:4])
-        return _halving(_chains(P, _dealt(P.shape[2], nsp_lanes, run)), 2)
+        return fp32_halving_sum(_chains(P, _dealt(P.shape[2], nsp_lanes, run)), 2)
     if fam == "gemv2T":
         lanes2t = int(_G2T.search(kernel_name).group(2))
         return _lane_groups(P, lanes2t, 512 // lanes2t)
     if slices < 1:
         raise ValueError("largek: pass slices= (the launch's grid z)")
     return _largek(P, slices)
+
+
+def order(kernel_name: str, lanes: int | None = None, slices: int = 1) -> str:
+    """The FP32 summation order ``simt_reduce`` follows for this kernel, in words (a plan's ``explain()``).
+
+    >>> order("sgemm_largek_lds64<false, false, 6, 3, 4, 5, 2, 64>", slices=3)
+    'largek: 3 K slices, each one FFMA chain from +0, added in slice order (FP32 RNE)'
+    """
+    fam = family(kernel_name)
+    if fam is None:
+        raise ValueError(f"not a modelled SIMT kernel: {kernel_name[:120]!r}")
+    if fam == "gemmSN_NN":
+        k = parse(kernel_name)
+        return (f"{fam}: K in {k.k_threads} contiguous ranges, each FFMA chains of {k.tile} from +0 added in order, "
+                "the ranges added in order (FP32 RNE)")
+    if fam in ("gemmSN_TN", "gemv2T"):
+        n = parse(kernel_name).k_threads if fam == "gemmSN_TN" else int(_G2T.search(kernel_name).group(2))
+        g = parse(kernel_name).tile if fam == "gemmSN_TN" else 512 // n
+        return (f"{fam}: element k to lane k mod {n}, each lane's FFMA chains of {g} from +0 added in order, "
+                "the lanes added in order (FP32 RNE)")
+    if fam.startswith("gemvx"):
+        split = f"; {slices} K slices added in order (splitKreduce)" if slices > 1 else ""
+        return (f"{fam}: K dealt to {lanes} lanes in runs (the run length from K), an FFMA chain per lane, a halving "
+                f"tree over the lanes{split}")
+    if fam == "gemvNSP":
+        _, n, run, _ = map(int, _NSP.search(kernel_name).groups()[:4])
+        return f"gemvNSP: K dealt to {n} lanes in runs of {run}, an FFMA chain per lane, a halving tree over the lanes"
+    return f"largek: {slices} K slices, each one FFMA chain from +0, added in slice order (FP32 RNE)"
 
 
 def simt_reduce(kernel_name: str, A, B, *, lanes: int | None = None, slices: int = 1) -> np.ndarray:

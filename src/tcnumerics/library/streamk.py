@@ -41,12 +41,12 @@ import numpy as np
 
 from ..formats import get_format
 from ..gemm import gemm
+from ..plan.rules import fp32_tree_sum
 
 __all__ = ["StreamKPlan", "plan", "parse_tile", "schedule_index", "segment_lengths", "pair_tree",
            "streamk_tf32", "tiled_outputs", "swizzle_for", "position_dependent", "swizzle_matters",
            "FITTED_SWIZZLE", "PROBED_SWIZZLE", "BASE_SWIZZLE"]
 
-_FP32 = get_format("fp32")
 _TF32 = get_format("tf32")
 INSTRUCTION = "hopper.wgmma.m64n8k8.f32.tf32.tf32"
 
@@ -231,12 +231,6 @@ def _fold_from_last(s: int):
     return tree
 
 
-def _evaluate(tree, partials: list[np.ndarray]) -> np.ndarray:
-    if isinstance(tree, int):
-        return partials[tree]
-    return _FP32.round(_evaluate(tree[0], partials) + _evaluate(tree[1], partials))
-
-
 def streamk_tf32(A, B, rows, cols, *, M: int, N: int, K: int, ctas: int, tile: tuple[int, int, int],
                  swizzle: int | None = 1, reduce_kernel: bool = False, engine: str = "auto") -> np.ndarray:
     """FP32 outputs of the TF32 stream-K kernel for A rows [R, K] and B columns [K, C] of an M x N x K call.
@@ -279,7 +273,7 @@ def tiled_outputs(A, B, rows, cols, *, tile: tuple[int, int, int], K: int,
         ci = np.unique(np.concatenate([b[1] for b in blocks]))
         parts = [np.asarray(gemm(A[np.ix_(ri, np.arange(a * TK, min(K, b * TK)))], B[a * TK:min(K, b * TK)][:, ci],
                                  instruction=INSTRUCTION, engine=engine), np.float64) for a, b in segs]
-        total = _evaluate(0 if len(segs) == 1 else tree(len(segs)), parts)
+        total = fp32_tree_sum(0 if len(segs) == 1 else tree(len(segs)), parts)
         for r_idx, c_idx in blocks:
             out[np.ix_(r_idx, c_idx)] = total[np.ix_(np.searchsorted(ri, r_idx), np.searchsorted(ci, c_idx))]
     return out.astype(np.float32)

@@ -37,13 +37,18 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
-from ..arrays import DeviceValues, concatenate, float64, namespace, to_host
+from ..arrays import DeviceValues, concatenate, namespace, to_host
 from ..formats import get_format
-from ..gemm import _fp32_fma, _quiet, gemm, split_bounds
-from .simt import simt_reduce
+from ..gemm import gemm, plan_gemm, split_bounds
+from ..plan import interpret
+from ..plan.ffma import float32_patterns as _float32_patterns
+from ..plan.nodes import (AddC, AddExact, Alpha, Convert, Epilogue, FFMAChain, Input, Node, OrderedSum, Plan,
+                          Reduction, RoundEach, RoundTo)
+from .simt import order as simt_order, simt_reduce
 from .streamk import streamk_tf32
 
 _FP32 = get_format("fp32")
@@ -128,15 +133,6 @@ class Structure:
         return ", ".join(parts)
 
 
-def _float32_patterns(x, fmt: str = "fp32", mode: str = "rne"):
-    """``x`` rounded to ``fmt`` (FP32 or TF32) as a float32 array of the patterns themselves: no float cast, so
-    nothing flushes on a GPU (CuPy's ``-ftz=true``)."""
-    if fmt == "fp32" and not isinstance(x, DeviceValues) and x.dtype == np.float32:
-        return x
-    f = get_format(fmt)
-    return f.to_array(f.from_float(float64(x), mode))
-
-
 def _host_only(fn, *arrays):
     """Run a host-only reduction (SIMT, stream-K and FFMA kernels: numba / numpy) on host copies of device
     operands and return its FP32 values where the operands were."""
@@ -149,43 +145,86 @@ def _host_only(fn, *arrays):
 
 def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b=None,
                engine: str = "auto", rows=None, cols=None) -> np.ndarray:
-    """The FP32 accumulator (float64 holding FP32 values) after the K reduction and split-K sum.
+    """The FP32 accumulator (FP32 values) after the K reduction and split-K sum.
 
     ``rows``/``cols``: the positions of A's rows and B's columns in the whole call (default: the first ones);
     only stream-K kernels depend on them."""
+    node = reduction_node(s, A, B, scale_a, scale_b, engine, rows, cols)
+    return interpret.run(node, {"A": A, "B": B}, engine)
+
+
+def reduction_node(s: Structure, A, B, scale_a=None, scale_b=None, engine: str = "auto", rows=None,
+                   cols=None) -> Node:
+    """The plan node of the kernel's K reduction for these operands (shapes, scales, output positions)."""
     if s.stream_k is not None:
         sk = s.stream_k
         r = np.arange(A.shape[0]) if rows is None else np.asarray(to_host(rows))
         c = np.arange(B.shape[1]) if cols is None else np.asarray(to_host(cols))
         host_engine = "auto" if engine == "cuda" else engine
-        return _host_only(lambda a, b: np.asarray(streamk_tf32(
-            a, b, r, c, M=sk.M, N=sk.N, K=sk.K, ctas=sk.ctas, tile=sk.tile, swizzle=sk.swizzle,
-            reduce_kernel=sk.reduce_kernel, engine=host_engine), np.float64), A, B)
+        return Reduction(f"stream-K TF32 reduction (library.streamk) -- {sk.ctas} CTAs, tile {sk.tile}: each output "
+                         f"tile's K iterations in CTA segments, TF32 chains from +0, joined by the "
+                         f"{'reduce kernel, from the last' if sk.reduce_kernel else 'fix-up pair tree'} (FP32 RNE)",
+                         lambda A, B: _host_only(lambda a, b: np.asarray(streamk_tf32(
+                             a, b, r, c, M=sk.M, N=sk.N, K=sk.K, ctas=sk.ctas, tile=sk.tile, swizzle=sk.swizzle,
+                             reduce_kernel=sk.reduce_kernel, engine=host_engine), np.float64), A, B))
     if s.simt_kernel:
-        return _host_only(lambda a, b: simt_reduce(s.simt_kernel, a, b, lanes=s.simt_lanes, slices=s.simt_slices),
-                          A, B)
+        return Reduction(f"SIMT reduction (library.simt) -- {simt_order(s.simt_kernel, s.simt_lanes, s.simt_slices)}",
+                         lambda A, B: _host_only(lambda a, b: simt_reduce(s.simt_kernel, a, b, lanes=s.simt_lanes,
+                                                                          slices=s.simt_slices), A, B))
     if s.instruction is None:
-        return _sum_in_order(ffma_partials(s, A, B))
-    if s.input_rounding:
-        A, B = _float32_patterns(A, "tf32", s.input_rounding), _float32_patterns(B, "tf32", s.input_rounding)
+        chains = [FFMAChain(tuple(int(k) for k in c)) for c in slice_columns(s, A.shape[1])]
+        return chains[0] if len(chains) == 1 else OrderedSum(tuple(chains), "interleaved" if s.split_interleave
+                                                             else "contiguous")
     if s.split_interleave:
         raise ValueError(f"{s.family}: interleaved split-K is modelled for FFMA chains only")
     if s.split_partial_format and s.split_k:
-        fmt = get_format(s.split_partial_format)
-        parts = _slice_partials(s.with_(split_partial_format=None), A, B, engine)
-        return _sum_in_order([fmt.round(p) for p in parts])
-    acc = gemm(A, B, instruction=s.instruction, promote_every=s.promote_every,
-               split_k=list(s.split_k) if s.split_k else None, k_tile=s.k_tile, k_residue=s.k_residue,
-               split_granule=s.split_granule, scale_a=scale_a, scale_b=scale_b, engine=engine)
-    return acc  # FP32 values, as float32: half the memory of float64 (the epilogue widens a block at a time)
+        one = s.with_(split_k=None, split_partial_format=None)
+        return OrderedSum(tuple(RoundEach(_slice_leaf(one, A, B, k0, k1, engine), s.split_partial_format)
+                                for k0, k1 in split_bounds(A.shape[1], list(s.split_k), 1)))
+    return _gemm_leaf(s, A, B, scale_a, scale_b, engine)
 
 
-def _sum_in_order(partials: list[np.ndarray]) -> np.ndarray:
-    """FP32 slice results summed in slice order, each addition RNE (splitKreduce / in-place reduction)."""
-    total = partials[0]
-    for p in partials[1:]:
-        total = _FP32.round(total + p)
-    return total
+def _gemm_leaf(s: Structure, A, B, scale_a, scale_b, engine: str) -> Reduction:
+    """The tensor-core reduction: ``tcnumerics.gemm`` (its own plan, run by the interpreter) on the operands,
+    TF32-rounded first where the kernel rounds them."""
+    options = dict(instruction=s.instruction, promote_every=s.promote_every,
+                   split_k=list(s.split_k) if s.split_k else None, k_tile=s.k_tile, k_residue=s.k_residue,
+                   split_granule=s.split_granule)
+    inner = _plan_gemm(A.shape[0], B.shape[1], A.shape[1], s.instruction, s.promote_every, s.split_k, s.k_tile,
+                       s.k_residue, s.split_granule, scale_kind(scale_a, scale_b, A.shape[0]))
+    rounding = s.input_rounding
+
+    def evaluate(A, B):
+        if rounding:
+            A, B = _float32_patterns(A, "tf32", rounding), _float32_patterns(B, "tf32", rounding)
+        return gemm(A, B, scale_a=scale_a, scale_b=scale_b, engine=engine, **options)
+
+    title = f"tcnumerics.gemm{' on TF32 (' + rounding.upper() + ') operands' if rounding else ''} runs:"
+    return Reduction(title, evaluate, detail=inner.root.term)  # FP32 values: its conversion to FP32 is none
+
+
+@lru_cache(maxsize=1024)
+def _plan_gemm(M: int, N: int, K: int, instruction: str, promote_every, split_k: tuple | None, k_tile, k_residue: str,
+               split_granule, scales: str | None) -> Plan:
+    """``plan_gemm`` for a structure's tensor-core leaf, once per shape (a model repeats its shapes)."""
+    return plan_gemm(M, N, K, instruction=instruction, promote_every=promote_every,
+                     split_k=list(split_k) if split_k else None, k_tile=k_tile, k_residue=k_residue,
+                     split_granule=split_granule, scales=scales)
+
+
+def scale_kind(scale_a, scale_b, M: int) -> str | None:
+    """The kind of ``gemm`` scales these are: None, "tensor" (two scalars), "block" (A's [M, K / block]) or
+    "row" (``gemm`` checks the shapes themselves).
+
+    >>> scale_kind(np.float64(2), np.ones(1), 4), scale_kind(np.ones(4), np.ones(8), 4)
+    ('tensor', 'row')
+    """
+    if scale_a is None and scale_b is None:
+        return None
+    sa, sb = (np.ones(()) if x is None else x for x in (scale_a, scale_b))
+    if np.size(sa) == 1 and np.size(sb) == 1:
+        return "tensor"
+    return "block" if np.ndim(sa) == 2 and np.shape(sa) != (M, 1) else "row"
 
 
 def slice_columns(s: Structure, K: int) -> list[np.ndarray]:
@@ -205,68 +244,28 @@ def slice_columns(s: Structure, K: int) -> list[np.ndarray]:
 
 
 def ffma_partials(s: Structure, A, B) -> list[np.ndarray]:
-    """Each split-K slice's sequential FP32 FMA chain from +0 (SIMT / xmma FFMA kernels), as float64 arrays.
-
-    Device operands run the same chains in the GPU engine's FFMA kernel (``engines.cuda.ffma_chain``: hardware
-    FP32 FMA, IEEE with subnormals), the results staying on the device."""
-    xp = namespace(A, B)
-    if xp is not np:
-        from ..engines import cuda
-
-        a, b_t = _float32_patterns(A), xp.ascontiguousarray(_float32_patterns(B).T)
-        return [float64(cuda.ffma_chain(a, b_t, xp.asarray(cols))) for cols in slice_columns(s, a.shape[1])]
-    A, B = np.asarray(A, np.float32), np.asarray(B, np.float32)
-    a, b = A.astype(np.float64), np.ascontiguousarray(B.astype(np.float64).T)
-    out = []
-    for cols in slice_columns(s, A.shape[1]):
-        a_s, b_s = np.ascontiguousarray(a[:, cols]), np.ascontiguousarray(b[:, cols])
-        if _ffma_numba is not None:
-            acc = _ffma_numba(a_s, b_s)
-        else:
-            acc = np.zeros((A.shape[0], B.shape[1]))
-            for k in range(len(cols)):
-                acc = _fp32_fma(a_s[:, k:k + 1], b_s[None, :, k].reshape(1, -1), acc)
-        out.append(acc)
-    return out
+    """Each split-K slice's sequential FP32 FMA chain from +0 (SIMT / xmma FFMA kernels), as float64 arrays
+    (``plan.ffma``; device operands run the GPU engine's FFMA kernel, the results staying on the device)."""
+    return [interpret.run(FFMAChain(tuple(int(k) for k in c)), {"A": A, "B": B})
+            for c in slice_columns(s, A.shape[1])]
 
 
-def _make_ffma_numba():
-    """The FFMA chain compiled with numba (same arithmetic as ``gemm._fp32_fma``), or None without numba."""
-    try:
-        import numba
-    except ImportError:  # numpy fallback above
-        return None
-
-    @numba.njit(cache=True)
-    def chain(a, bt):  # pragma: no cover - compiled
-        M, K = a.shape
-        N = bt.shape[0]
-        out = np.zeros((M, N))
-        for i in range(M):
-            for j in range(N):
-                acc = 0.0
-                for k in range(K):
-                    p = a[i, k] * bt[j, k]  # exact: 24 + 24 bits
-                    s = p + acc
-                    bp = s - acc
-                    err = (p - bp) + (acc - (s - bp))
-                    if err != 0.0 and np.isfinite(s):
-                        bits = np.array([s]).view(np.uint64)[0]
-                        if bits & np.uint64(1) == np.uint64(0):  # round to odd, then RNE to FP32 is exact
-                            s = np.nextafter(s, np.inf if err > 0 else -np.inf)
-                    acc = np.float64(np.float32(s))
-                out[i, j] = acc
-        return out
-
-    return chain
-
-
-_ffma_numba = _make_ffma_numba()
-
-
-def _values(x, xp) -> "np.ndarray":
-    """float64 values of an addend (C, bias) in the accumulator's namespace."""
-    return float64(x if isinstance(x, DeviceValues) else xp.asarray(x))
+def epilogue_steps(s: Structure, out_format: str, *, alpha: float = 1.0, beta: float = 0.0,
+                   bias_given: bool = False) -> tuple:
+    """The kernel family's epilogue as plan steps (``plan.interpret.epilogue`` runs them)."""
+    out = get_format(out_format).name
+    kind = s.epilogue
+    if kind == "plain":
+        return (Alpha(alpha),)
+    if kind == "bias":
+        return (Alpha(alpha), AddC("bias"))
+    if kind in ("badd", "bias_out"):
+        return (Alpha(alpha), RoundTo(out), AddExact("bias" if kind == "bias_out" and bias_given else "C"))
+    if kind == "bx":
+        return (Alpha(alpha), AddC("C", beta, fused=True))
+    if kind == "bx_mul":  # every operation rounded: R(R(alpha * acc) + R(beta * C)); R(1 * C) = R(C)
+        return (Alpha(alpha), AddC("C", beta, round_operand=float(_FP32.round(np.float64(beta))) == 1))
+    raise ValueError(f"epilogue: expected one of {', '.join(EPILOGUES)}, got {kind!r}")
 
 
 def epilogue(s: Structure, acc: np.ndarray, out_format: str, *, alpha: float = 1.0, beta: float = 0.0,
@@ -275,40 +274,33 @@ def epilogue(s: Structure, acc: np.ndarray, out_format: str, *, alpha: float = 1
 
     ``acc`` holds FP32 values (float32 or float64), on the host (numpy) or a GPU (CuPy); the result is where it
     was."""
-    xp = namespace(acc)
-    acc = float64(acc)
-    out = get_format(out_format)
-    f32 = _FP32.round
-    a = float(f32(np.float64(alpha)))
-    with _quiet(xp):
-        if s.epilogue == "plain":
-            d = acc if a == 1 else f32(acc * a)
-        elif s.epilogue == "bias":
-            d = f32(acc if a == 1 else acc * a)
-            d = f32(d + _values(bias, xp).reshape(1, -1))
-        elif s.epilogue == "badd":
-            d = out.round(acc if a == 1 else f32(acc * a)) + _values(C, xp)
-        elif s.epilogue == "bias_out":
-            row = _values(bias, xp).reshape(1, -1) if bias is not None else _values(C, xp)
-            d = out.round(acc if a == 1 else f32(acc * a)) + row
-        elif s.epilogue == "bx":
-            c = _values(C, xp)
-            d = _fp32_fma(xp.full(c.shape, float(f32(np.float64(beta)))), c, f32(acc * a))
-        elif s.epilogue == "bx_mul":
-            c = _values(C, xp)
-            d = f32(f32(acc * a) + f32(c * float(f32(np.float64(beta)))))
-        else:
-            raise ValueError(f"epilogue: expected one of {', '.join(EPILOGUES)}, got {s.epilogue!r}")
-    return out.to_array(out.from_float(d))
+    steps = epilogue_steps(s, out_format, alpha=alpha, beta=beta, bias_given=bias is not None)
+    return interpret.run(Convert(Epilogue(Input("acc"), steps), get_format(out_format).name),
+                         {"acc": acc, "C": C, "bias": bias})
+
+
+def plan(s: Structure, A, B, *, out_format: str, alpha: float = 1.0, beta: float = 0.0, C=None, bias=None,
+         scale_a=None, scale_b=None, engine: str = "auto", rows=None, cols=None) -> Plan:
+    """The whole plan ``run`` follows for these operands."""
+    steps = epilogue_steps(s, out_format, alpha=alpha, beta=beta, bias_given=bias is not None)
+    out = get_format(out_format).name
+    if s.split_reduce == "serial":
+        slices = _slice_nodes(s, A, B, engine)
+        first = Convert(Epilogue(slices[0], steps), out)
+        return Plan(OrderedSum((first, *slices[1:]), "serial", alpha, out), title=s.describe())
+    acc = reduction_node(s, A, B, scale_a, scale_b, engine, rows, cols)
+    return Plan(Convert(Epilogue(acc, steps), out), title=s.describe())
 
 
 def run(s: Structure, A, B, *, out_format: str, alpha: float = 1.0, beta: float = 0.0, C=None, bias=None,
         scale_a=None, scale_b=None, engine: str = "auto", rows=None, cols=None) -> np.ndarray:
     """Output of the kernel family ``s`` for ``A @ B`` (then alpha/beta/C/bias as its epilogue applies them);
     ``rows``/``cols``: where A's rows and B's columns sit in the whole call (stream-K kernels only)."""
+    p = plan(s, A, B, out_format=out_format, alpha=alpha, beta=beta, C=C, bias=bias, scale_a=scale_a,
+             scale_b=scale_b, engine=engine, rows=rows, cols=cols)
     if s.split_reduce == "serial":
-        return _serial_split(s, _slice_partials(s, A, B, engine), out_format, alpha, beta, C, bias)
-    acc = accumulate(s, A, B, scale_a, scale_b, engine, rows, cols)
+        return interpret.run(p, {"A": A, "B": B, "C": C, "bias": bias}, engine)
+    acc = interpret.run(p.root.term.term, {"A": A, "B": B}, engine)  # the reduction; the epilogue by row blocks
     return _epilogue_in_chunks(s, acc, out_format, alpha=alpha, beta=beta, C=C, bias=bias)
 
 
@@ -330,27 +322,20 @@ def _epilogue_in_chunks(s: Structure, acc, out_format: str, *, C=None, **kw):
     return concatenate(parts)
 
 
-def _slice_partials(s: Structure, A, B, engine: str) -> list[np.ndarray]:
+def _slice_nodes(s: Structure, A, B, engine: str) -> list[Node]:
     """Each split-K slice's FP32 accumulator (FFMA chains, or the instruction chain on contiguous slices)."""
     if s.instruction is None:
-        return _host_only(lambda a, b: ffma_partials(s, a, b), A, B)
+        return [FFMAChain(tuple(int(k) for k in c)) for c in slice_columns(s, A.shape[1])]
     one = s.with_(split_k=None, split_reduce="parallel")
-    return [accumulate(one, A[:, k0:k1], B[k0:k1], engine=engine)
+    return [_slice_leaf(one, A, B, k0, k1, engine)
             for k0, k1 in split_bounds(A.shape[1], list(s.split_k) if s.split_k else None, 1)]
 
 
-def _serial_split(s: Structure, partials, out_format: str, alpha: float, beta: float, C, bias) -> np.ndarray:
-    """CUTLASS in-place split-K: slice 0's epilogue (C or bias included) written to the output in its own
-    type, then each slice k adds ``fma(alpha, acc_k, D)`` to what slice k-1 wrote, rounding to the output
-    type again (BF16/FP16 outputs round between slices: measured, docs/gemm.md)."""
-    out = get_format(out_format)
-    d = epilogue(s.with_(split_reduce="parallel"), partials[0], out_format, alpha=alpha, beta=beta, C=C, bias=bias)
-    d = out.to_float(out.bits_of(d))
-    xp = namespace(d)
-    a = float(_FP32.round(np.float64(alpha)))
-    for p in partials[1:]:
-        d = out.round(_fp32_fma(xp.full(d.shape, a), p, d))
-    return out.to_array(out.from_float(d))
+def _slice_leaf(one: Structure, A, B, k0: int, k1: int, engine: str) -> Reduction:
+    """The unsplit structure ``one`` on the K slice k0:k1 of the call's operands (a split-K slice)."""
+    leaf = _gemm_leaf(one, A[:, k0:k1], B[k0:k1], None, None, engine)
+    return Reduction(f"slice K[{k0}:{k1}) by " + leaf.describe,
+                     lambda A, B: leaf.evaluate(A[:, k0:k1], B[k0:k1]), detail=leaf.detail)
 
 
 def simt_gemm(kernel_name: str, A, B, *, out_format: str, alpha: float = 1.0, beta: float = 0.0, C=None,
@@ -366,10 +351,11 @@ def simt_gemm(kernel_name: str, A, B, *, out_format: str, alpha: float = 1.0, be
     ...           bias=np.array([0.5, 1.0])).tolist()
     [[4.5, 5.0]]
     """
-    acc = simt_reduce(kernel_name, A, B, lanes=lanes, slices=slices)
+    acc = interpret.run(Reduction(f"SIMT reduction of {kernel_name}", lambda a, b: simt_reduce(
+        kernel_name, a, b, lanes=lanes, slices=slices)), {"A": A, "B": B})
     if bias is not None:
         C, beta = np.broadcast_to(np.asarray(bias, np.float64).reshape(1, -1), acc.shape), 1.0
     if C is None or beta == 0:
         return epilogue(Structure("gemmSN"), acc, out_format, alpha=alpha)
     return epilogue(Structure("gemmSN", epilogue="bx"), acc, out_format, alpha=alpha, beta=beta,
-                     C=np.broadcast_to(np.asarray(C, np.float64), acc.shape))
+                    C=np.broadcast_to(np.asarray(C, np.float64), acc.shape))

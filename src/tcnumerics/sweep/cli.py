@@ -28,7 +28,11 @@ def register(subparsers) -> None:
     p.add_argument("--scheduler", default=None,
                    help="Dask scheduler address (tcp://host:8786) or 'local' for a Dask LocalCluster; "
                         "default: a local process pool")
-    p.add_argument("--workers", type=int, default=None, help="worker processes (default: the machine's cores)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="worker processes (default: the machine's cores; 1 with --engine cuda)")
+    p.add_argument("--engine", default=None,
+                   help="where the arithmetic runs: auto, fast, reference, exact or cuda (default: the spec's "
+                        "sweep.engine, else auto); every engine gives the same table")
     p.add_argument("--overwrite", action="store_true", help="replace an existing results table or figure")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", action="store_true", help="validate the spec and print the number of tasks")
@@ -53,7 +57,7 @@ def _cmd_sweep(args) -> int:
         print(f"{args.spec}: {len(expand(spec))} tasks")
         return 0
     table = run_sweep(spec, args.output, scheduler=args.scheduler, workers=args.workers,
-                      progress=not args.quiet, overwrite=args.overwrite)
+                      progress=not args.quiet, overwrite=args.overwrite, engine=args.engine)
     print(f"{args.output}: {len(table)} rows, {len(table.columns)} columns")
     return 0
 

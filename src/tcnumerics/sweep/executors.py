@@ -59,11 +59,19 @@ def _exit_with_parent(pid: int, interval: float = 1.0) -> None:
     threading.Thread(target=watch, name="tcnumerics-parent-watch", daemon=True).start()
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. under ``taskset``), not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 class LocalExecutor:
     """A process pool on this machine (forkserver/spawn workers, rebuilt if a worker dies)."""
 
     def __init__(self, workers: int | None = None, retries: int = 3) -> None:
-        cores = os.cpu_count() or 1
+        cores = usable_cores()
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
             raise ValueError(f"workers: expected a positive integer, got {workers!r}")
         self.workers = workers or cores

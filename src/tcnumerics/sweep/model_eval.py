@@ -53,8 +53,11 @@ def _model(name: str, width: int, seed: int):
     return Encoder()
 
 
-def evaluate(spec, p: dict, seed: int) -> dict:
-    """One row of metrics for unit ``spec`` and parameters ``p`` (model, batch, width, scaling, promote_every)."""
+def evaluate(spec, p: dict, seed: int, device: str = "cpu") -> dict:
+    """One row of metrics for unit ``spec`` and parameters ``p`` (model, batch, width, scaling, promote_every).
+
+    ``device``: where the emulated forward runs ("cuda": on the GPU engine); the float64 reference always runs on
+    the CPU, so that the row does not depend on the device."""
     import torch
     import torch.nn.functional as F
 
@@ -72,12 +75,12 @@ def evaluate(spec, p: dict, seed: int) -> dict:
         with torch.no_grad():
             ref = model.double()(x.double())
             labels = ref.argmax(dim=1)
-            model = model.float()
+            model = model.float().to(device)
             scaling = None if p["scaling"] == "none" else p["scaling"]
             promote = None if p["promote_every"] == "none" else p["promote_every"]
             with tct.emulate(unit=spec, scaling=scaling, promote_every=promote):
-                got = model(x)
-        got = got.double()
+                got = model(x.to(device))
+        got = got.cpu().double()
         diff = (got - ref).abs()
         ref_loss = float(F.cross_entropy(ref, labels))
         loss = float(F.cross_entropy(got, labels))

@@ -19,7 +19,7 @@ import os
 from ..experiments.progress import Progress
 from .executors import make_executor
 from .grid import expand
-from .spec import SweepSpec, load_spec
+from .spec import SweepSpec, check_engine, load_spec
 from .store import ResultStore, read_table
 from .workloads import run_task
 
@@ -27,14 +27,21 @@ __all__ = ["run_sweep"]
 
 
 def run_sweep(spec: "SweepSpec | str | os.PathLike", output: "str | os.PathLike", *, scheduler: str | None = None,
-              workers: int | None = None, executor=None, progress: bool = True, overwrite: bool = False):
+              workers: int | None = None, executor=None, progress: bool = True, overwrite: bool = False,
+              engine: str | None = None):
     """Run every task of ``spec`` not yet in ``output``'s journal; return the finished table (DataFrame).
 
     ``scheduler``: None (a local process pool of ``workers`` processes), ``"local"`` (a Dask
-    LocalCluster) or a Dask scheduler address; or pass a ready ``executor``.
+    LocalCluster) or a Dask scheduler address; or pass a ready ``executor``.  ``engine``: where the
+    arithmetic runs (default: the spec's ``sweep.engine``, else "auto"); every engine gives the same table, so
+    a sweep may be resumed on another.  With "cuda" the local pool defaults to one worker (one GPU).
     """
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec)
+    engine = spec.engine if engine is None else engine
+    check_engine("engine", spec, engine)
+    if engine == "cuda" and workers is None and scheduler is None:
+        workers = 1
     tasks = expand(spec)
     store = ResultStore(output, digest=spec.digest, total=len(tasks), overwrite=overwrite)
     try:
@@ -46,7 +53,7 @@ def run_sweep(spec: "SweepSpec | str | os.PathLike", output: "str | os.PathLike"
         bar.advance(len(tasks) - len(todo))
         if todo:
             try:
-                fn = functools.partial(run_task, threads=executor.threads)
+                fn = functools.partial(run_task, threads=executor.threads, engine=engine)
                 for _task, row in executor.run(fn, todo):
                     store.add(row)
                     bar.advance()

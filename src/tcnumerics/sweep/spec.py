@@ -60,10 +60,12 @@ class SweepSpec:
     units: UnitsSpec
     workloads: tuple[WorkloadSpec, ...]
     source: dict = field(default_factory=dict, compare=False)
+    engine: str = "auto"  # where the arithmetic runs; every engine gives the same bits, so not part of the digest
 
     @property
     def digest(self) -> str:
-        text = json.dumps(self.source, sort_keys=True, separators=(",", ":"))
+        sweep = {k: v for k, v in self.source.get("sweep", {}).items() if k != "engine"}
+        text = json.dumps({**self.source, "sweep": sweep}, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -104,7 +106,7 @@ def parse_spec(data: Any) -> SweepSpec:
     """Validate a spec dictionary (the parsed TOML/JSON) into a ``SweepSpec``."""
     _table("spec", data, {"sweep", "units", "workloads"})
     sweep = data.get("sweep", {})
-    _table("sweep", sweep, {"name", "seeds", "seed"})
+    _table("sweep", sweep, {"name", "seeds", "seed", "engine"})
     name = sweep.get("name", "sweep")
     if not isinstance(name, str) or not name:
         raise SpecError(f"sweep.name: expected a non-empty string, got {name!r}")
@@ -117,7 +119,23 @@ def parse_spec(data: Any) -> SweepSpec:
     if not isinstance(raw_workloads, list) or not raw_workloads:
         raise SpecError("workloads: expected a non-empty list of tables ([[workloads]] in TOML)")
     workloads = tuple(_workload(f"workloads[{i}]", w) for i, w in enumerate(raw_workloads))
-    return SweepSpec(name, seeds, seed, units, workloads, source=data)
+    engine = sweep.get("engine", "auto")
+    spec = SweepSpec(name, seeds, seed, units, workloads, source=data, engine=engine)
+    check_engine("sweep.engine", spec, engine)
+    return spec
+
+
+def check_engine(where: str, spec: SweepSpec, engine: str) -> None:
+    """SpecError unless ``engine`` names an engine every workload of ``spec`` can run on."""
+    from ..engines import ENGINES
+    from .workloads import WORKLOADS
+
+    if engine not in ENGINES:
+        raise SpecError(f"{where}: expected one of {', '.join(ENGINES)}, got {engine!r}")
+    for i, w in enumerate(spec.workloads):
+        if engine == "cuda" and not WORKLOADS[w.kind].on_gpu:
+            raise SpecError(f"{where}: workloads[{i}] ({w.kind}) runs on the CPU engines only; engine 'cuda' "
+                            "serves gemm_error and model_eval")
 
 
 def _units(raw) -> UnitsSpec:

@@ -51,7 +51,8 @@ class Workload:
     name: str
     defaults: dict
     validators: dict  # parameter -> (predicate, description)
-    compute: Callable[[InstructionSpec, dict, int], dict]
+    compute: Callable[[InstructionSpec, dict, int, str], dict]  # (unit, parameters, seed, engine) -> metrics
+    on_gpu: bool = False  # whether engine "cuda" runs it on the GPU (the others run on the CPU engines only)
 
     def check(self, where: str, params: dict, grid: dict) -> None:
         """SpecError naming the first unknown or invalid parameter."""
@@ -65,8 +66,8 @@ class Workload:
                 if not ok(v):
                     raise SpecError(f"{loc}: expected {what}, got {v!r}")
 
-    def run(self, spec: InstructionSpec, params: dict, seed: int) -> dict:
-        return self.compute(spec, {**self.defaults, **params}, seed)
+    def run(self, spec: InstructionSpec, params: dict, seed: int, engine: str = "auto") -> dict:
+        return self.compute(spec, {**self.defaults, **params}, seed, engine)
 
 
 def _pos_int(v) -> bool:
@@ -201,7 +202,8 @@ def error_metrics(got: np.ndarray, exact: np.ndarray, fmt) -> dict:
     }
 
 
-def _gemm_error(spec: InstructionSpec, p: dict, seed: int) -> dict:
+def _gemm_error(spec: InstructionSpec, p: dict, seed: int, engine: str) -> dict:
+    from ..arrays import to_host
     from ..gemm import gemm
 
     fa, fb = spec.a_format, spec.b_format
@@ -216,12 +218,12 @@ def _gemm_error(spec: InstructionSpec, p: dict, seed: int) -> dict:
     out_format = None if p["out_format"] == "none" else p["out_format"]
     kwargs = {}
     if sa is not None:
-        kwargs = {"scale_a": sa, "scale_b": sb, "scale_block": _BLOCK}
+        kwargs = {"scale_a": _placed(sa, None, engine), "scale_b": _placed(sb, None, engine), "scale_block": _BLOCK}
     with np.errstate(all="ignore"):
-        got = gemm(fa.to_array(fa.from_float(qa)), fb.to_array(fb.from_float(qb)), instruction=spec,
+        got = gemm(_placed(fa.from_float(qa), fa, engine), _placed(fb.from_float(qb), fb, engine), instruction=spec,
                    promote_every=promote, split_k=p["split_k"] if p["split_k"] > 1 else None,
-                   out_format=out_format, **kwargs)
-    got = np.asarray(got, np.float64)
+                   out_format=out_format, engine=engine, **kwargs)
+    got = np.asarray(to_host(got), np.float64)
     exact = _exact_scaled(qa, qb, sa, sb, p["scaling"])
     fmt = get_format(out_format) if out_format else spec.model.output_format
     row = error_metrics(got, exact, fmt)
@@ -230,10 +232,22 @@ def _gemm_error(spec: InstructionSpec, p: dict, seed: int) -> dict:
     return row
 
 
+def _placed(values: np.ndarray, fmt: "FloatFormat | None", engine: str):
+    """An operand where ``engine`` computes: on the GPU for "cuda" (bit patterns of ``fmt`` as ``DeviceValues``,
+    or scale factors as a CuPy array), else on the host (typed values of ``fmt``)."""
+    if engine != "cuda":
+        return values if fmt is None else fmt.to_array(values)
+    import cupy
+
+    from ..arrays import DeviceValues
+
+    return cupy.asarray(values) if fmt is None else DeviceValues(cupy.asarray(values), fmt)
+
+
 # ------------------------------------------------------------------------------------------
 # chain, elementwise, model_eval
 
-def _chain(spec: InstructionSpec, p: dict, seed: int) -> dict:
+def _chain(spec: InstructionSpec, p: dict, seed: int, engine: str) -> dict:
     from ..experiments.chain import chain_rows
 
     last = chain_rows(spec, p["init"], trials=p["trials"], length=p["length"], rng="numpy", seed=seed % 2**32)[-1]
@@ -241,7 +255,7 @@ def _chain(spec: InstructionSpec, p: dict, seed: int) -> dict:
             "overflowed_trials": last["overflowed_trials"]}
 
 
-def _elementwise(spec: InstructionSpec, p: dict, seed: int) -> dict:
+def _elementwise(spec: InstructionSpec, p: dict, seed: int, engine: str) -> dict:
     from ..experiments.elementwise import profile
 
     rows = profile(spec, p["operation"], p["init"], samples=p["samples"], rng="numpy", seed=seed % 2**32)
@@ -261,12 +275,12 @@ def torch_available() -> bool:
         return False
 
 
-def _model_eval(spec: InstructionSpec, p: dict, seed: int) -> dict:
+def _model_eval(spec: InstructionSpec, p: dict, seed: int, engine: str) -> dict:
     if not torch_available():
         raise RuntimeError(f"model_eval needs torch, which is not installed: {install_hint('torch')}")
     from .model_eval import evaluate
 
-    return evaluate(spec, p, seed)
+    return evaluate(spec, p, seed, device="cuda" if engine == "cuda" else "cpu")
 
 
 def _needs_torch(v) -> bool:
@@ -289,7 +303,7 @@ WORKLOADS = {
         "scaling": (lambda v: v in SCALINGS, f"one of {', '.join(SCALINGS)}"),
         "promote_every": (_int_or_none, "a positive integer or 'none'"),
         "split_k": (_pos_int, "a positive integer"),
-        "out_format": (_format_or_none, "a format name (fp32, bf16, ...) or 'none'")}, _gemm_error),
+        "out_format": (_format_or_none, "a format name (fp32, bf16, ...) or 'none'")}, _gemm_error, on_gpu=True),
     "chain": Workload("chain", {"init": "fp32", "trials": 20, "length": 10}, {
         "init": (lambda v: v in ("low", "fp32"), "'low' or 'fp32'"),
         "trials": (_pos_int, "a positive integer"), "length": (_pos_int, "a positive integer")}, _chain),
@@ -306,14 +320,15 @@ WORKLOADS = {
         "batch": (_pos_int, "a positive integer"), "width": (_width, "a positive multiple of 4"),
         "scaling": (lambda v: v in ("none", "tensor", "row", "mx", "nvfp4"),
                     "one of none, tensor, row, mx, nvfp4 (tcnumerics.torch's scalings)"),
-        "promote_every": (_int_or_none, "a positive integer or 'none'")}, _model_eval),
+        "promote_every": (_int_or_none, "a positive integer or 'none'")}, _model_eval, on_gpu=True),
 }
 
 
-def run_task(task, threads: int | None = None) -> dict:
+def run_task(task, threads: int | None = None, engine: str = "auto") -> dict:
     """One task's row: the unit's parameters, the workload's parameters, the seed and the metrics.
 
-    ``threads`` caps the compiled engine's threads in this worker (workers x threads = cores).
+    ``threads`` caps the compiled engine's threads in this worker (workers x threads = cores); ``engine`` is where
+    the arithmetic runs (every engine gives the same row).
     """
     from .units import build_unit
 
@@ -322,7 +337,7 @@ def run_task(task, threads: int | None = None) -> dict:
     spec = build_unit(task.entry, task.unit_params)
     workload = WORKLOADS[task.workload]
     params = {**workload.defaults, **task.params}
-    metrics = workload.run(spec, task.params, task.seed)
+    metrics = workload.run(spec, task.params, task.seed, engine)
     row = {"task": task.index, "task_id": task.task_id, "unit": task.unit, "entry": task.entry}
     row.update({f"unit.{k}": _cell(v) for k, v in task.unit_params.items()})
     row.update({"workload": task.workload})

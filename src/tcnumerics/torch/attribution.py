@@ -28,8 +28,10 @@ epilogue, one RNE conversion), every other site as emulated, from the same state
 step's loss, backward sites the loss after the step's update.  ``first_order``: its linear estimate -- forward
 sites ``-<dloss/dy, error>`` (a hook on each recorded output, summed over the backward passes run);
 weight-gradient sites ``lr * <g, error>`` (the loss after one SGD step of learning rate ``lr``, with the GEMM's
-own result ``g`` standing for the gradient); input-gradient sites have none (their error reaches the loss through
-the rest of backward: use the counterfactual).
+own result ``g`` standing for the gradient); input-gradient sites have none (their error reaches the loss only
+through the update of every earlier parameter, one more backward pass per site: use the counterfactual).  The
+counterfactual is measured, the first-order estimate an approximation: each row says so
+(``SiteAttribution.first_order_method``, ``COUNTERFACTUAL_METHOD``).
 
 Example:
     >>> import torch, tcnumerics.torch as tct
@@ -45,9 +47,11 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import threading
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,9 +63,22 @@ from ._tensors import format_name, to_numpy
 from .backends import CallInfo, UnitBackend
 from .calls import GemmCall
 
-__all__ = ["STAGES", "Recorder", "SiteAttribution", "AttributionTable", "counterfactual"]
+__all__ = ["STAGES", "FIRST_ORDER_METHODS", "COUNTERFACTUAL_METHOD", "Recorder", "SiteAttribution", "AttributionTable", "counterfactual"]
 
 STAGES = ("quantisation", "accumulation", "ordering", "epilogue")
+
+# What each loss-effect column is (``SiteAttribution.first_order_method``, the JSON, docs/attribution.md).
+COUNTERFACTUAL_METHOD = ("measured: the loss re-run with the site exact minus the loss as emulated (one sample: it "
+                         "includes the re-rounding of every later site's operands, which the first-order estimate "
+                         "does not see)")
+FIRST_ORDER_METHODS = {
+    "forward": "approximation: -<dloss/dy, error>, the linearisation at the emulated point (straight through "
+               "every later quantisation)",
+    "weight-gradient": "approximation: lr * <g, error> for one SGD step of lr, the GEMM's own result g standing "
+                       "for the gradient after the step (no momentum, Adam or tied weights)",
+    "input-gradient": "none: the error reaches the loss only through the update of every parameter before the "
+                      "site (one more backward pass per site); use the counterfactual",
+}
 
 
 @dataclass
@@ -104,10 +121,17 @@ class SiteAttribution:
     first_order: float | None = None
     counterfactual: float | None = None
 
+    @property
+    def first_order_method(self) -> str:
+        """What ``first_order`` is -- always an approximation (a linearisation), never a measurement."""
+        return FIRST_ORDER_METHODS[self.phase]
+
     def as_dict(self) -> dict:
         return dict(site=self.site, phase=self.phase, ops=self.ops, shape=list(self.shape), rule=self.rule,
                     calls=self.calls, split=self.split, stages={k: v.as_dict() for k, v in self.stages.items()},
-                    total=self.total.as_dict(), first_order=self.first_order, counterfactual=self.counterfactual)
+                    total=self.total.as_dict(), first_order=self.first_order,
+                    first_order_method=self.first_order_method, counterfactual=self.counterfactual,
+                    counterfactual_method=COUNTERFACTUAL_METHOD)
 
 
 class AttributionTable(list):
@@ -118,7 +142,8 @@ class AttributionTable(list):
             return "(no GEMM calls attributed)"
         head = (f"{'site':<28} {'phase':<15} {'calls':>5}  " + "  ".join(f"{s[:5]:>8}" for s in STAGES)
                 + f"  {'total':>8} {'ulp':>7}  {'first-order':>11}  {'counterf.':>10}")
-        lines = [head, "(stage columns: RMS of |error| / (|A| @ |B|); ulp: RMS in ulps of the output format)"]
+        lines = [head, "(stage columns: RMS of |error| / (|A| @ |B|); ulp: RMS in ulps of the output format; "
+                       "first-order: a linear approximation, none for input-gradient sites; counterf.: measured)"]
         for r in self:
             st = "  ".join(f"{r.stages[s].as_dict()['rms_rel']:8.1e}" if r.split == "stages" or s == "accumulation"
                            else f"{'-':>8}" for s in STAGES)
@@ -177,6 +202,7 @@ class Recorder:
         self._shapes: set[tuple] = set()  # their shapes (a weight-gradient GEMM's result has one, transposed or not)
         self._hooks = []
         self._lock = threading.Lock()
+        self.digests: list[bytes] = []  # SHA-256 of each call's result, in call order (the re-runs check against it)
 
     # --- entering: the tracker and the parameter registry ----------------------------------------
 
@@ -220,8 +246,11 @@ class Recorder:
         else:
             backend = backend if rule is None else rule
             result, info = backend.execute(call, backward=backward, index=index, **options)
+        values = _host_values(result)
+        with self._lock:
+            self.digests.append(hashlib.sha256(np.ascontiguousarray(values).tobytes()).digest())
         if self.measure:
-            self._measure(key, backend if rule is None else rule, call, backward, result, info)
+            self._measure(key, backend if rule is None else rule, call, backward, values, info)
         return result, info
 
     def bind(self, out: torch.Tensor) -> None:
@@ -248,10 +277,10 @@ class Recorder:
                 self.first_order[key] -= float(np.sum(_host(grad) * err))
         return hook
 
-    def _measure(self, key, backend, call: GemmCall, backward: bool, result, info: CallInfo) -> None:
+    def _measure(self, key, backend, call: GemmCall, backward: bool, values, info: CallInfo) -> None:
         a, b = _host(call.a), _host(call.b)
         a3, b3 = (a, b) if a.ndim == 3 else (a[None], b[None])
-        out = np.asarray(_host_values(result), np.float64)
+        out = np.asarray(values, np.float64)
         out3 = out if out.ndim == 3 else out[None]
         epi = _Epilogue(call)
         ref = epi(np.matmul(a3, b3))
@@ -304,7 +333,10 @@ def counterfactual(emulation, step, sites, *, state=()) -> dict:
     it runs inside ``emulation`` once as emulated and once per site with that site exact, each time from the same
     ``state`` (objects with ``state_dict``/``load_state_dict``: models, optimizers) and torch's RNG state.  The
     re-runs are not measured (the table keeps the first run's errors); the results go into the table's
-    ``counterfactual`` column.
+    ``counterfactual`` column.  ``state`` must be as it was *before* the attributed run (a step that updated the
+    weights has moved them): the re-run with every site emulated is checked call by call against the attributed
+    run's results, and a ``RuntimeWarning`` says where it departs (its counterfactuals are then of another point
+    than the table's errors and first-order estimates).
     """
     import copy
 
@@ -330,7 +362,11 @@ def counterfactual(emulation, step, sites, *, state=()) -> dict:
         finally:
             rec.measure, rec.overrides = True, dict(rules)
 
+    measured = list(rec.digests)
+    rec.digests = []
     base = run(None)
+    _check_reproduced(measured, rec.digests)
+    rec.digests = measured
     out = {}
     for site in sites:
         which = 0 if site[1] == "forward" else 1
@@ -341,6 +377,16 @@ def counterfactual(emulation, step, sites, *, state=()) -> dict:
     torch.set_rng_state(rng)
     rec.counterfactuals.update(out)
     return out
+
+
+def _check_reproduced(measured: list, rerun: list) -> None:
+    """Warn where the counterfactual's all-emulated re-run departs from the attributed run (same calls, same bits)."""
+    for i, (m, r) in enumerate(zip(measured, rerun)):
+        if m != r:
+            warnings.warn(f"counterfactual: the re-run of step() from state differs from the attributed run at GEMM "
+                          f"call {i} (was the state saved after the step updated it?): its counterfactuals are not "
+                          f"of the errors and first-order estimates in the table", RuntimeWarning, stacklevel=3)
+            return
 
 
 class _Epilogue:

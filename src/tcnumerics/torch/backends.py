@@ -15,15 +15,11 @@ import numpy as np
 import torch
 
 from .. import arrays
-from ..formats import get_format
 from ._tensors import format_name, to_array
 from .calls import GemmCall
 from .unit import UnitRecipe, epilogue
 
 __all__ = ["CallInfo", "UnitBackend", "LibraryBackend", "NotModelledWarning"]
-
-_FP32 = get_format("fp32")
-
 
 class NotModelledWarning(UserWarning):
     """A call ran, but what it computes is not modelled bit for bit (the message says why)."""
@@ -77,22 +73,14 @@ class UnitBackend:
             c = arrays.namespace(c).broadcast_to(c, shape if batched else shape[1:])
             c = c if batched else c[None]
         acc = recipe.matmul_batch(a3, b3, call_index=index * 65536, engine=engine)
-        if call.op == "_scaled_mm":
-            acc = _descale(acc[0], call, engine)[None]
-        # the epilogue is elementwise: one pass over the whole batch
+        scaled = call.op == "_scaled_mm"  # its scales are the epilogue's first step, as cuBLASLt applies them
+        # the epilogue is elementwise: one pass over the whole batch (a plan run by the interpreter)
         out = epilogue(acc, out_fmt, alpha=call.alpha, C=c, beta=call.beta,
-                       bias=None if call.bias is None else to_array(call.bias, engine), acc_format=recipe.acc_format)
+                       bias=None if call.bias is None else to_array(call.bias, engine), acc_format=recipe.acc_format,
+                       scale_a=to_array(call.scale_a, engine) if scaled else None,
+                       scale_b=to_array(call.scale_b, engine) if scaled else None)
         result = out if batched else out[0]
         return result, CallInfo(recipe.spec.name if recipe.describe() == recipe.spec.name else recipe.describe())
-
-
-def _descale(acc: np.ndarray, call: GemmCall, engine: str | None) -> np.ndarray:
-    """``_scaled_mm``'s scales in the epilogue, as the modelled cuBLASLt kernels apply them."""
-    sa = arrays.float64(to_array(call.scale_a, engine))
-    sb = arrays.float64(to_array(call.scale_b, engine))
-    if sa.size == 1 and sb.size == 1:
-        return _FP32.round(acc * _FP32.round(sa.reshape(()) * sb.reshape(())))
-    return _FP32.round(_FP32.round(acc * sb.reshape(1, -1)) * sa.reshape(-1, 1))
 
 
 @functools.lru_cache(maxsize=None)

@@ -36,21 +36,23 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
-from .. import arrays, blockscale
+from .. import arrays
 from ..api import Instruction
 from ..catalog import get_instruction
 from ..formats import FloatFormat, Rounding, get_format
-from ..gemm import gemm
+from ..gemm import gemm, plan_gemm
 from ..model import InstructionSpec, UnitModel
+from ..plan import interpret
+from ..plan.nodes import AddC, Alpha, BlockScaledChain, Convert, Epilogue, Input, Node, Plan, Scale
 
-__all__ = ["UnitRecipe", "epilogue", "SCALINGS"]
+__all__ = ["UnitRecipe", "epilogue", "epilogue_plan", "epilogue_steps", "SCALINGS"]
 
 SCALINGS = (None, "tensor", "row", "mx", "nvfp4")
 _FP32 = get_format("fp32")
-_ROWS_PER_BLOCK_CALL = 1 << 21  # operand elements per block-scaled dot_bits call (bounds memory)
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,38 @@ class UnitRecipe:
         if self.rounding != "rne":
             parts.append(f"rounding={self.rounding} (seed {self.seed})")
         return ", ".join(parts)
+
+    def plan(self, M: int, N: int, K: int, *, out_format: str = "fp32", alpha: float = 1.0, beta: float = 1.0,
+             c_given: bool = False, bias_given: bool = False) -> Plan:
+        """The plan of an [M, K] @ [K, N] call on this recipe: the GEMM (steps 1-2: the operands' quantisation is
+        a note), the epilogue and the conversion (steps 3-4).
+
+        >>> r = UnitRecipe.create(instruction="hopper.wgmma.m64n8k32.f32.e4m3.e4m3", scaling="tensor",
+        ...                       promote_every=128)
+        >>> print(r.plan(64, 64, 256, out_format="bf16", bias_given=True).explain())
+        unit recipe hopper.wgmma.m64n8k32.f32.e4m3.e4m3, scaling=tensor, promote_every=128: 64x64x256
+        note: operands: e4m3 x e4m3, RNE, scaled by fp32(max_finite / amax) per tensor, saturating
+          convert to bf16 (RNE)
+            epilogue in fp32: alpha=1 (no product), + R(bias)
+              scale: acc * fp32(scale_a * scale_b)
+                promote every 128 over K[0:256): chains of hopper.wgmma.m64n8k32.f32.e4m3.e4m3 from +0, main += partial, RNE; main from +0
+        """
+        if self.scaling in ("mx", "nvfp4"):
+            term = self.block_scaled_plan(-(-K // self.spec.k) * self.spec.k, scaled=self.scaling == "nvfp4")
+        else:
+            scales = {"tensor": "tensor", "row": "row"}.get(self.scaling)
+            term = plan_gemm(M, N, K, instruction=self.spec, promote_every=self.promote_every, split_k=self.split_k,
+                             scales=scales).root.term  # the FP32 accumulator (its conversion to FP32 dropped)
+        root = epilogue_plan(out_format, alpha=alpha, beta=beta, c_given=c_given, bias_given=bias_given,
+                             acc_format=self.acc_format, term=term).root
+        return Plan(root, title=f"unit recipe {self.describe()}: {M}x{N}x{K}", notes=(self._quantisation(),))
+
+    def _quantisation(self) -> str:
+        how = {None: "", "tensor": ", scaled by fp32(max_finite / amax) per tensor, saturating",
+               "row": ", scaled by fp32(max_finite / amax) per row of A / column of B, saturating",
+               "mx": ", OCP MX block scales (UE8M0 per 32 elements)",
+               "nvfp4": ", NVFP4 block scales (UE4M3 per 16 elements) under FP32 global scales"}[self.scaling]
+        return f"operands: {self.operand_a.name} x {self.operand_b.name}, {self.rounding.upper()}{how}"
 
     # --- the GEMM --------------------------------------------------------------------------------
 
@@ -237,19 +271,15 @@ class UnitRecipe:
                                          self, rng)
         b_bits, sb, gb = _block_quantize(np.pad(b_t, ((0, 0), (0, k_pad - K))), spec.b_format, model,
                                          self.scaling, self, rng)
-        M, N = a.shape[0], b_t.shape[0]
-        out = np.empty((M, N), np.uint32)
-        rows = max(1, _ROWS_PER_BLOCK_CALL // max(1, N * k_pad))
-        for m0 in range(0, M, rows):
-            m1 = min(M, m0 + rows)
-            n = (m1 - m0) * N
-            out[m0:m1] = blockscale.dot_bits(
-                spec, np.repeat(a_bits[m0:m1], N, axis=0), np.tile(b_bits, (m1 - m0, 1)), np.zeros(n, np.uint32),
-                scale_a=np.repeat(sa[m0:m1], N, axis=0), scale_b=np.tile(sb, (m1 - m0, 1))).reshape(m1 - m0, N)
-        acc = _FP32.to_float(out)
-        if ga != 1.0 or gb != 1.0:
-            acc = _FP32.round(acc * _FP32.round(ga * gb))
-        return acc
+        plan = self.block_scaled_plan(k_pad, scaled=ga != 1.0 or gb != 1.0)
+        return interpret.run(plan, {"A": a_bits, "B": b_bits, "scale_bits_a": sa, "scale_bits_b": sb,
+                                    "scale_a": np.float64(ga), "scale_b": np.float64(gb)})
+
+    def block_scaled_plan(self, k_pad: int, scaled: bool = True) -> Node:
+        """MX / NVFP4: the block-scaled chain over the padded K, then NVFP4's global descales ``acc * fp32(ga *
+        gb)`` (``scaled``)."""
+        chain = BlockScaledChain(self.spec, 0, k_pad)
+        return Scale(chain, "tensor") if scaled else chain
 
 
 def _block_quantize(x: np.ndarray, elem: FloatFormat, model: UnitModel, scaling: str, recipe: UnitRecipe, rng):
@@ -280,28 +310,60 @@ def _block_quantize(x: np.ndarray, elem: FloatFormat, model: UnitModel, scaling:
     return elems, scale_bits.astype(np.uint8), glob
 
 
+def epilogue_steps(*, alpha: float = 1.0, beta: float = 1.0, c_given: bool = False,
+                   bias_given: bool = False) -> tuple:
+    """Step 3 as plan steps: ``alpha *``, ``+ beta * C`` (C rounded to the accumulator format, the product
+    rounded), ``+ bias`` (rounded to the accumulator format), one RNE operation each."""
+    steps = (Alpha(alpha),)
+    if c_given and beta != 0:
+        steps += (AddC("C", beta, round_operand=True),)
+    if bias_given:
+        steps += (AddC("bias", round_operand=True),)
+    return steps
+
+
+@lru_cache(maxsize=256)  # a plan is frozen: one per call kind, shared
+def epilogue_plan(out_format: str, *, alpha: float = 1.0, beta: float = 1.0, c_given: bool = False,
+                  bias_given: bool = False, acc_format: str = "fp32", scales: str | None = None,
+                  term: Node | None = None) -> Plan:
+    """Steps 3 and 4 as a plan on ``term`` (default: the bound accumulator ``acc``), after ``_scaled_mm``'s
+    ``scales`` ("tensor" or "row") where given.
+
+    >>> print(epilogue_plan("bf16", c_given=True, bias_given=True).explain())
+    convert to bf16 (RNE)
+      epilogue in fp32: alpha=1 (no product), + R(C), + R(bias)
+        acc (FP32 values)
+    """
+    term = Input("acc") if term is None else term
+    if scales is not None:
+        term = Scale(term, scales)
+    steps = epilogue_steps(alpha=alpha, beta=beta, c_given=c_given, bias_given=bias_given)
+    return Plan(Convert(Epilogue(term, steps, acc_format), get_format(out_format).name))
+
+
 def epilogue(acc: np.ndarray, out_format: str, *, alpha: float = 1.0, C=None, beta: float = 1.0,
-             bias=None, acc_format: str = "fp32") -> np.ndarray:
-    """Steps 3 and 4: ``alpha``, ``beta * C`` and ``bias`` in ``acc_format`` (FP32; FP64 for FP64 units),
-    one RNE operation each, then one RNE conversion to ``out_format``.
+             bias=None, acc_format: str = "fp32", scale_a=None, scale_b=None) -> np.ndarray:
+    """Steps 3 and 4 (after ``_scaled_mm``'s descales ``scale_a``/``scale_b`` where given): ``alpha``,
+    ``beta * C`` and ``bias`` in ``acc_format`` (FP32; FP64 for FP64 units), one RNE operation each, then one RNE
+    conversion to ``out_format`` -- ``epilogue_plan`` run by the interpreter.
 
     >>> epilogue(np.array([1.0]), "bf16", C=np.array([2.0**-9]), beta=1.0).tolist()   # 1 + 2**-9 ties to 1
     [1.0]
     """
-    fmt = get_format(acc_format)
-    r = arrays.float64(acc)
-    with np.errstate(invalid="ignore", over="ignore"):
-        if alpha != 1:
-            r = fmt.round(float(fmt.round(np.array(alpha))) * r)
-        if C is not None and beta != 0:
-            c = fmt.round(arrays.float64(C))
-            if beta != 1:
-                c = fmt.round(float(fmt.round(np.array(beta))) * c)
-            r = fmt.round(r + c)
-        if bias is not None:
-            r = fmt.round(r + fmt.round(arrays.float64(bias)))
-    out = get_format(out_format)
-    return out.to_array(out.from_float(r, Rounding.RNE))
+    scales = None
+    if scale_a is not None:
+        scale_a, scale_b, scales = _descales(scale_a, scale_b)
+    plan = epilogue_plan(str(out_format), alpha=float(alpha), beta=float(beta), c_given=C is not None,
+                         bias_given=bias is not None, acc_format=str(acc_format), scales=scales)
+    return interpret.run(plan, {"acc": acc, "C": C, "bias": bias, "scale_a": scale_a, "scale_b": scale_b})
+
+
+def _descales(sa, sb):
+    """``_scaled_mm``'s FP32 scales shaped for the ``Scale`` node: two scalars (per tensor) or rows and columns."""
+    sa, sb = arrays.float64(sa), arrays.float64(sb)
+    if sa.size == 1 and sb.size == 1:
+        return sa.reshape(()), sb.reshape(()), "tensor"
+    return sa.reshape(-1, 1), sb.reshape(1, -1), "row"
 
 
 def _spec_of(instruction, unit) -> InstructionSpec:

@@ -46,13 +46,17 @@ import numpy as np
 from ..catalog import get_instruction
 from ..formats import FloatFormat, IntFormat, Rounding, get_format
 from ..model import InstructionSpec, UnitModel
+from .faults import Fault, applies as faults_apply, dot_bits as faulty_dot_bits
 
 __all__ = ["Mutant", "mutants", "evaluate", "KINDS"]
 
 KINDS: tuple[str, ...] = (
     "frac_bits", "group_size", "group_rounding", "output_cut", "c_entry", "k_order", "zero_exponent",
     "flush_inputs", "flush_outputs", "nan_bits", "nan_payload", "inf_minus_inf", "inf_times_zero",
-    "overflow", "signed_zero", "int_saturation", "int_signedness")
+    "overflow", "signed_zero", "int_saturation", "int_signedness",
+    # datapath faults (``faults``) and the exact rewrites that model the RTL bug classes of ``rtlbench.BUGS``
+    "term_alignment", "negation", "emax", "subnormal_exponent", "subnormal_hidden_bit", "product_sign",
+    "output_exponent")
 
 Rewrite = Callable[[InstructionSpec, np.ndarray, np.ndarray, np.ndarray], tuple]
 Post = Callable[[InstructionSpec, np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
@@ -74,6 +78,7 @@ class Mutant:
     pre: Rewrite | None = None
     post: Post | None = None
     equivalent: str = ""
+    fault: Fault | None = None
 
 
 def evaluate(mutant: Mutant, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -91,7 +96,7 @@ def evaluate(mutant: Mutant, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.
     a0, b0, c0 = a, b, c
     if mutant.pre is not None:
         a, b, c = mutant.pre(mutant.spec, a, b, c)
-    d = dot_bits(mutant.spec, a, b, c)
+    d = dot_bits(mutant.spec, a, b, c) if mutant.fault is None else faulty_dot_bits(mutant.spec, a, b, c, mutant.fault)
     if mutant.post is not None:
         d = mutant.post(mutant.spec, a0, b0, c0, d)
     return np.asarray(d).astype(mutant.spec.d_format.container_dtype)
@@ -110,7 +115,7 @@ def mutants(spec_or_name: "str | InstructionSpec | UnitModel", k: int | None = N
         return _integer_mutants(spec)
     if m.algorithm != "fused":
         raise ValueError(f"{spec.name}: mutants cover fused and integer units, not {m.algorithm!r}")
-    out = _parameter_mutants(spec) + _rewrite_mutants(spec)
+    out = _parameter_mutants(spec) + _rewrite_mutants(spec) + _bug_class_mutants(spec)
     return out
 
 
@@ -315,4 +320,120 @@ def _rewrite_mutants(spec: InstructionSpec) -> list[Mutant]:
         out.append(Mutant("nan_payload_from_c", "nan_payload", spec,
                           "a NaN C passes through with its payload (quieted) instead of the canonical NaN",
                           post=_nan_payload))
+    return out
+
+
+# --- the RTL bug classes (``rtlbench.BUGS``): datapath faults and exact rewrites ---------------------------
+
+def _c_always_zero(spec: InstructionSpec) -> bool:
+    """Whether every group's accumulator input is +0: C added after one group that is the whole chunk."""
+    chunk = spec.chunk or spec.k
+    one_group = -(-chunk // spec.model.group_size) == 1
+    return spec.c_entry != "fused" and one_group and (spec.chunk_combine == "ieee_add" or chunk == spec.k)
+
+
+def _group_c_normal_proof(spec: InstructionSpec) -> str:
+    """With C added after the groups, a group's accumulator is +0 or an earlier group's result: a nonzero
+    sum of terms that are multiples of the smallest product, rounded (never below it) -- normal if that is."""
+    if spec.c_entry == "fused":
+        return ""
+    fa, fb, d = spec.a_format, spec.b_format, spec.model.d_format
+    quantum = (fa.min_subnormal if fa.subnormals else fa.min_normal) * (fb.min_subnormal if fb.subnormals
+                                                                          else fb.min_normal)
+    if quantum < d.min_normal:
+        return ""
+    return (f"C enters after the groups: a group's accumulator is +0 or an earlier group's result, a nonzero "
+            f"multiple of the smallest product {quantum:.3g} >= {d.name}'s smallest normal: never subnormal")
+
+
+def _reachable_subnormal(src, dst) -> bool:
+    """Whether a value of format ``src`` can be a subnormal of ``dst`` (after the unit's exact conversion)."""
+    if not isinstance(dst, FloatFormat) or not dst.subnormals:
+        return False
+    smallest = src.min_subnormal if src.subnormals else src.min_normal
+    return smallest < dst.min_normal
+
+
+def _hidden_bit(side: str) -> Rewrite:
+    """Subnormals of one operand read with the hidden bit (exponent field 0 taken as 1): an exact bit rewrite."""
+    def rewrite(spec, a, b, c):
+        ops = {"a": a, "b": b, "c": c}
+        fmt, x = getattr(spec, f"{side}_format"), ops[side]
+        d = fmt.decode(x)
+        sub = (d.kind == 0) & (d.significand != 0) & (d.significand < (1 << fmt.man_bits))
+        ops[side] = np.where(sub, x | x.dtype.type(1 << (fmt.man_bits + fmt.pad_bits)), x).astype(x.dtype)
+        return ops["a"], ops["b"], ops["c"]
+    return rewrite
+
+
+def _sign_from(side: str) -> Rewrite:
+    """The product's sign taken from one operand only: the other operand's sign bit cleared."""
+    def rewrite(spec, a, b, c):
+        other = "b" if side == "a" else "a"
+        x = {"a": a, "b": b}[other]
+        cleared = (x & x.dtype.type(~_sign_bit(getattr(spec, f"{other}_format")) & ((1 << x.dtype.itemsize * 8) - 1)))
+        return (a, cleared, c) if other == "b" else (cleared, b, c)
+    return rewrite
+
+
+def _exponent_low(spec, a, b, c, d):
+    """A normal result written with its exponent field one low (an output bias off by one)."""
+    fmt = spec.d_format
+    shift = fmt.man_bits + fmt.pad_bits
+    field = (d.astype(np.uint64) >> np.uint64(shift)) & np.uint64((1 << fmt.exp_bits) - 1)
+    normal = (field >= 1) & (field < (1 << fmt.exp_bits) - 1)
+    return np.where(normal, d - d.dtype.type(1 << shift), d)
+
+
+def _bug_class_mutants(spec: InstructionSpec) -> list[Mutant]:
+    m = spec.model
+    out: list[Mutant] = []
+    floats = all(isinstance(getattr(spec, f"{s}_format"), FloatFormat) and getattr(spec, f"{s}_format").signed
+                 and getattr(spec, f"{s}_format").specials != "fnuz" for s in "ab")
+    if faults_apply(spec):
+        c_zero = ("C is added after the instruction's single group, whose accumulator input is therefore +0: "
+                  "nothing of C is aligned in a group") if _c_always_zero(spec) else ""
+        lowest = m.a_format.emin + m.b_format.emin
+        emax_zero = c_zero if c_zero and lowest > m.zero_exponent else ""
+        for name, fault, what, proof in (
+                ("products_aligned_low", Fault(product_shift=1), "every product aligned one bit low", ""),
+                ("products_aligned_high", Fault(product_shift=-1), "every product aligned one bit high", ""),
+                ("c_aligned_high", Fault(c_shift=1), "C aligned one bit high", c_zero),
+                ("c_aligned_low", Fault(c_shift=-1), "C aligned one bit low", c_zero)):
+            out.append(Mutant(name, "term_alignment", spec, what + " (emax unchanged)", fault=fault,
+                              equivalent=proof))
+        out.append(Mutant("negation_ones_complement", "negation", spec,
+                          "a negative product enters as the ones' complement of its magnitude (no +1)",
+                          fault=Fault(ones_complement=True)))
+        out.append(Mutant("c_not_in_emax", "emax", spec,
+                          "the group's max exponent taken over the products only (C left out)",
+                          fault=Fault(c_in_emax=False), equivalent=emax_zero))
+        group_c = (spec.c_format, m.d_format)
+        for side, src, dst in (("a", spec.a_format, m.a_format), ("b", spec.b_format, m.b_format)):
+            out.append(Mutant(f"subnormal_exponent_{side}", "subnormal_exponent", spec,
+                              f"a subnormal {side.upper()} aligned one binade low (exponent field 0 read as 0)",
+                              fault=Fault(subnormal_low=(side,)),
+                              equivalent="" if _reachable_subnormal(src, dst) else
+                              f"no {src.name} value is a subnormal {dst.name}: nothing aligns differently"))
+        sub_c = any(isinstance(f, FloatFormat) and f.subnormals for f in group_c)
+        out.append(Mutant("subnormal_exponent_c", "subnormal_exponent", spec,
+                          "a subnormal C aligned one binade low (exponent field 0 read as 0)",
+                          fault=Fault(subnormal_low=("c",)),
+                          equivalent=c_zero or ("" if sub_c else "C's formats have no subnormals")
+                          or _group_c_normal_proof(spec)))
+    for side in "abc":
+        fmt = getattr(spec, f"{side}_format")
+        if isinstance(fmt, FloatFormat):
+            out.append(Mutant(f"subnormal_hidden_bit_{side}", "subnormal_hidden_bit", spec,
+                              f"a subnormal {side.upper()} read with the hidden bit (as exponent field 1)",
+                              pre=_hidden_bit(side),
+                              equivalent="" if fmt.subnormals else f"{fmt.name} has no subnormals"))
+    if floats:
+        for side in "ab":
+            out.append(Mutant(f"product_sign_from_{side}", "product_sign", spec,
+                              f"each product's sign taken from {side.upper()} alone", pre=_sign_from(side)))
+    if isinstance(spec.d_format, FloatFormat):
+        out.append(Mutant("output_exponent_low", "output_exponent", spec,
+                          "a normal result written with its exponent one low (output bias off by one)",
+                          post=_exponent_low))
     return out

@@ -22,7 +22,8 @@ import os
 import shutil
 from pathlib import Path
 
-__all__ = ["RTL_DIR", "PARAMETER_SETS", "BUGS", "available", "source", "mutated_source", "run_rtl"]
+__all__ = ["RTL_DIR", "PARAMETER_SETS", "BUGS", "BUG_MUTANTS", "UNREACHABLE", "available", "source",
+           "mutated_source", "run_rtl"]
 
 RTL_DIR = Path(__file__).with_name("rtl")
 
@@ -59,6 +60,47 @@ BUGS: dict = {
     "product_sign_from_a_only": ("assign pneg[g] = x[IW-1] ^ y[IW-1];", "assign pneg[g] = x[IW-1];"),
     "output_bias_off_by_one": ("d = {neg, 8'(q + msb + 127), frac[22:0]};",
                                "d = {neg, 8'(q + msb + 126), frac[22:0]};"),
+}
+
+
+# bug -> the mutant (``vectors.mutants``) that models its class: the adequate set is selected to kill it
+BUG_MUTANTS: dict = {
+    "product_shift_off_by_one": "products_aligned_low",
+    "c_aligned_one_bit_high": "c_aligned_high",
+    "missing_carry_in_negation": "negation_ones_complement",
+    "negative_zero_from_c": "zero_sign_from_c",
+    "nan_not_canonical": "nan_bits_other",
+    "inf_times_zero_not_nan": "inf_times_zero_is_zero",
+    "inf_minus_inf_not_nan": "inf_minus_inf_is_inf",
+    "overflow_saturates": "overflow_saturate",
+    "zero_exponent_off_by_one": "zero_exponent_+1",
+    "subnormal_results_flushed": "flush_outputs",
+    "subnormal_input_exponent": "subnormal_exponent_a",
+    "rounds_up_not_toward_zero": "group_rounding_ru",
+    "c_subnormal_hidden_bit": "subnormal_hidden_bit_c",
+    "emax_ignores_c": "c_not_in_emax",
+    "product_sign_from_a_only": "product_sign_from_a",
+    "output_bias_off_by_one": "output_exponent_low",
+}
+
+# parameter set -> bug -> why no input can show it there (benchmarks/rtl_unreachable.py searches for one)
+UNREACHABLE: dict = {
+    "volta": {
+        "overflow_saturates": "no sum reaches 2**128: FP16 products are below 2**32, far under FP32 C's "
+                              "ulp at the top binade, and RZ never rounds up past the largest finite",
+        "zero_exponent_off_by_one": "every nonzero term aligns at >= -126 (C) or -28 (products), above "
+                                    "ZERO_EXP + 1 = -130: emax and the window never see a zero term's exponent",
+    },
+    "hopper_bf16": {},
+    "hopper_fp8": {
+        "inf_times_zero_not_nan": "E4M3 has no infinity (FN=1): no operand decodes as inf, so no inf * 0",
+        "inf_minus_inf_not_nan": "only C can be infinite (E4M3 has none): +inf and -inf never meet",
+        "overflow_saturates": "products are below 2**18: no sum reaches 2**128 under RZ",
+        "zero_exponent_off_by_one": "every nonzero term aligns at >= -126 (C) or -12 (products), above "
+                                    "ZERO_EXP + 1 = -132",
+        "rounds_up_not_toward_zero": "the bug is in the branch for sums of >= 24 bits, and with F=13 a sum of "
+                                     "32 products (< 2**15 units each) and C (< 2**14 units) stays below 2**20",
+    },
 }
 
 

@@ -95,6 +95,7 @@ module fedp #(
         neg = sum < 0;
         mag = neg ? -sum : sum;
         msb = 0;
+        frac = 0;  // every path assigns it: no latch
         for (int i = 0; i < 64; i++) if (mag[i]) msb = i;
         q = emax - F;
         if (mag == 0) begin

@@ -1,0 +1,98 @@
+"""A sweep on the GPU engine against the same sweep on CPU cores (issue 29): time ratio and table equality.
+
+Runs one spec twice in this process -- the CPU engines with ``--workers`` processes (default 2, the CI machine's
+cores; each worker gets cores/workers engine threads as in any sweep) and ``engine="cuda"`` with one worker -- and
+prints both times, their ratio and whether the two tables are identical cell for cell.  Workloads the GPU engine
+does not serve are dropped from the spec (named on stdout).
+
+    taskset -c 0,1 python benchmarks/bench_sweep.py examples/sweeps/accumulator-design.toml --workers 2 [--json X]
+
+(``taskset`` pins the run to two cores: the workers' engine threads follow the affinity, not the machine's count.)
+
+``--cpu-only`` times the CPU side alone (no GPU needed): the baseline for a later GPU run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+
+
+def _spec(path: str, seeds: int | None, gpu: bool):
+    from tcnumerics.sweep import load_spec, parse_spec
+    from tcnumerics.sweep.workloads import WORKLOADS
+
+    spec = load_spec(path)
+    source = dict(spec.source)
+    kept = [w for w in source["workloads"] if not gpu or WORKLOADS[w["kind"]].on_gpu]
+    for w in source["workloads"]:
+        if w not in kept:
+            print(f"dropped workload {w['kind']}: runs on the CPU engines only")
+    kept = [w for w in kept if w["kind"] != "model_eval" or _torch_ok()]
+    source["workloads"] = kept
+    if seeds is not None:
+        source["sweep"] = {**source.get("sweep", {}), "seeds": seeds}
+    return parse_spec(source)
+
+
+def _torch_ok() -> bool:
+    from tcnumerics.sweep.workloads import torch_available
+
+    if not torch_available():
+        print("dropped workload model_eval: torch is not installed")
+    return torch_available()
+
+
+def _timed(spec, out: str, **kwargs):
+    from tcnumerics.sweep import run_sweep
+
+    t0 = time.perf_counter()
+    table = run_sweep(spec, out, progress=False, **kwargs)
+    return table, time.perf_counter() - t0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("spec")
+    ap.add_argument("--workers", type=int, default=2, help="CPU worker processes of the baseline (default 2)")
+    ap.add_argument("--seeds", type=int, default=None, help="override the spec's seed count")
+    ap.add_argument("--cpu-only", action="store_true", help="time the CPU side only")
+    ap.add_argument("--json", default=None, help="write the figures to this file")
+    args = ap.parse_args(argv)
+    spec = _spec(args.spec, args.seeds, gpu=not args.cpu_only)
+    from tcnumerics.sweep import expand
+
+    tasks = len(expand(spec))
+    from tcnumerics.sweep.executors import usable_cores
+
+    result = {"spec": args.spec, "tasks": tasks, "cpu_workers": args.workers, "cores": usable_cores(),
+              "host": platform.node()}
+    with tempfile.TemporaryDirectory() as tmp:
+        cpu, result["cpu_s"] = _timed(spec, os.path.join(tmp, "cpu.parquet"), workers=args.workers, engine="fast")
+        print(f"{tasks} tasks, CPU engines, {args.workers} workers: {result['cpu_s']:.1f} s")
+        if not args.cpu_only:
+            import pandas as pd
+
+            gpu, result["gpu_s"] = _timed(spec, os.path.join(tmp, "gpu.parquet"), engine="cuda")
+            try:
+                pd.testing.assert_frame_equal(cpu.reset_index(drop=True), gpu.reset_index(drop=True), check_exact=True)
+                result["identical"] = True
+            except AssertionError as exc:
+                result["identical"] = False
+                print(f"TABLES DIFFER: {str(exc).splitlines()[0]}")
+            result["speedup"] = result["cpu_s"] / result["gpu_s"]
+            print(f"{tasks} tasks, GPU engine, 1 worker: {result['gpu_s']:.1f} s; GPU/CPU speed-up "
+                  f"x{result['speedup']:.1f}; tables identical: {result['identical']}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=1)
+    return 0 if result.get("identical", True) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

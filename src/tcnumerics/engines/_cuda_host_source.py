@@ -1,0 +1,200 @@
+"""The host build's shim and launchers (private): the kernels' CUDA C++ source compiled as plain C++ on a CPU.
+
+``HOST_PRELUDE`` maps CUDA's threads to ``std::thread``s, ``__syncthreads`` to a ``std::barrier``, the intrinsics
+to host functions (the round-toward-zero FMAs exactly, under the thread's rounding mode) and emulates the warp's
+BF16 ``mma.sync`` on the measured unit model; ``HOST_LAUNCHER`` runs a kernel's grid with CUDA's semantics.
+"""
+
+from __future__ import annotations
+
+__all__ = ["HOST_PRELUDE", "HOST_LAUNCHER", "FFMA_HOST_LAUNCHER"]
+
+# The host build: the same source as plain C++ (CI checks the kernels' logic without a GPU).
+HOST_PRELUDE = r"""
+#define TC_HOST 1
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+#include <algorithm>
+#include <limits>
+using std::max;
+using std::min;
+struct tc_dim3 { unsigned x = 0, y = 0, z = 0; };
+static thread_local tc_dim3 threadIdx, blockIdx;
+static tc_dim3 blockDim, gridDim;
+static std::barrier<>* tc_barrier = nullptr;
+static unsigned* tc_host_smem = nullptr;
+#define TC_FN static inline
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__
+#define __launch_bounds__(a, b)
+#define __constant__ static const
+#define __syncthreads() tc_barrier->arrive_and_wait()
+#define extern_shared_smem
+static inline unsigned TC_SHR(unsigned x, unsigned d) { return d >= 32 ? 0u : x >> d; }
+#define TC_CLZLL(x) ((x) == 0 ? 64 : __builtin_clzll(x))
+#define TC_CLZ(x) ((x) == 0 ? 32 : __builtin_clz(x))
+#define TC_POPC(x) __builtin_popcount(x)
+#define TC_LDG(p) (*(p))
+#define TC_ADDMAX(a, b, c) max((a) + (b), (c))
+#define TC_NAN std::numeric_limits<double>::quiet_NaN()
+#define TC_INF std::numeric_limits<double>::infinity()
+#define TC_SIGNBIT(x) std::signbit(x)
+#include <cfenv>
+// the device's round-toward-zero FMAs, exactly: the host FMA (correctly rounded in every IEEE mode;
+// the build passes -frounding-math) under this thread's rounding mode set to toward zero
+template <class T> static inline T tc_fma_rz_host(T a, T b, T c) {
+    std::fesetround(FE_TOWARDZERO);
+    volatile T r = std::fma(a, b, c);
+    std::fesetround(FE_TONEAREST);
+    return r;
+}
+#define TC_FMA_RZ(a, b, c) tc_fma_rz_host((a), (b), (c))
+static inline float tc_pow2f(int e) { return std::ldexp(1.0f, e); }
+static inline double tc_pow2d(int e) { return std::ldexp(1.0, e); }
+#include <bit>
+#define TC_F2U(x) std::bit_cast<unsigned>((float)(x))
+#define TC_U2F(x) std::bit_cast<float>((unsigned)(x))
+#define TC_LDS2(p, x, y) do { (x) = TC_U2F((p)[0]); (y) = TC_U2F((p)[1]); } while (0)
+// mma.sync m16n8k16 BF16 x BF16 + FP32 -> FP32 for the whole warp, on the unit model Hopper measured for it
+// (NUMERICS.md: products exact with exponent ea + eb and significand in [1, 4), C one more term, every term
+// truncated toward zero to 25 fraction bits below the largest exponent, the exact sum rounded toward zero to FP32).
+// Every thread of the block calls it at the same point (the kernel's pass is uniform): registers are published,
+// the block waits, each lane gathers its warp's 16 x 16 A and 16 x 8 B through the fragment layout, waits again.
+static unsigned tc_mma_regs[1024][6];
+static float tc_mma_c[1024][4];
+static inline void tc_bf16_term(unsigned short bits, int& sig, int& exp) {  // value = sig * 2**(exp - 7), sig >= 0
+    const int fe = (bits >> 7) & 0xFF, fr = bits & 0x7F;
+    sig = fe ? (fr | 0x80) : fr;
+    exp = fe ? fe - 127 : -126;
+    if (bits >> 15) sig = -sig;
+}
+static inline float tc_mma_element(const unsigned short* a, const unsigned short* b, float c) {
+    long long sig[17];
+    int exp[17];  // term = sig * 2**(exp - 14) for products, c's exponent normalised the same way
+    int emax = -100000;
+    for (int k = 0; k < 16; ++k) {
+        int sa, ea, sb, eb;
+        tc_bf16_term(a[k], sa, ea);
+        tc_bf16_term(b[k], sb, eb);
+        sig[k] = (long long)sa * sb;
+        exp[k] = ea + eb;
+        if (sig[k] != 0 && exp[k] > emax) emax = exp[k];
+    }
+    int ce;
+    std::frexp((double)c, &ce);                       // |c| in [2**(ce - 1), 2**ce); a subnormal c takes -126
+    exp[16] = ce - 1 > -126 ? ce - 1 : -126;
+    sig[16] = (long long)std::ldexp((double)c, 23 - exp[16]);  // c = sig * 2**(exp - 23), exactly
+    if (c != 0.0f && exp[16] > emax) emax = exp[16];
+    if (emax == -100000) return 0.0f;
+    long long total = 0;  // in units of 2**(emax - 25), each term truncated toward zero
+    for (int t = 0; t < 17; ++t) {
+        const int lsb = t < 16 ? exp[t] - 14 : exp[t] - 23;  // exponent of the term's last significand bit
+        const int d = lsb - (emax - 25);
+        const long long m = sig[t] < 0 ? -sig[t] : sig[t];
+        const long long q = d >= 0 ? m << d : (d > -63 ? m >> -d : 0);
+        total += sig[t] < 0 ? -q : q;
+    }
+    const double v = std::ldexp((double)total, emax - 25);  // |total| < 2**32: exact in double
+    if (std::fabs(v) >= 0x1p128) return v < 0 ? -INFINITY : INFINITY;  // measured: inf even under RZ
+    std::fesetround(FE_TOWARDZERO);
+    volatile float r = (float)v;
+    std::fesetround(FE_TONEAREST);
+    return r;
+}
+static inline void tc_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
+    const int t = (int)threadIdx.x, w0 = t & ~31, lane = t & 31;
+    for (int r = 0; r < 4; ++r) { tc_mma_regs[t][r] = a[r]; tc_mma_c[t][r] = d[r]; }
+    tc_mma_regs[t][4] = b[0]; tc_mma_regs[t][5] = b[1];
+    __syncthreads();
+    float out[4];
+    for (int e = 0; e < 4; ++e) {
+        const int row = (lane >> 2) + 8 * (e >> 1), col = 2 * (lane & 3) + (e & 1);
+        unsigned short av[16], bv[16];
+        for (int k = 0; k < 16; ++k) {
+            const int pair = (k & 7) >> 1, half = k & 1;
+            const unsigned ra = tc_mma_regs[w0 + (row & 7) * 4 + pair][(row >> 3) + 2 * (k >> 3)];
+            const unsigned rb = tc_mma_regs[w0 + col * 4 + pair][4 + (k >> 3)];
+            av[k] = (unsigned short)(half ? ra >> 16 : ra & 0xFFFF);
+            bv[k] = (unsigned short)(half ? rb >> 16 : rb & 0xFFFF);
+        }
+        out[e] = tc_mma_element(av, bv, tc_mma_c[t][e]);
+    }
+    __syncthreads();
+    for (int e = 0; e < 4; ++e) d[e] = out[e];
+}
+"""
+
+# extern "C" entry points of the host build: run a kernel's grid with CUDA's semantics
+HOST_LAUNCHER = r"""
+#if SCALED || SUBGROUP
+#define HOST_SCALE_ARGS , const unsigned char* sa, const unsigned char* sb, const int* ts
+#define HOST_SCALE_PASS , sa, sb, ts
+#else
+#define HOST_SCALE_ARGS , const unsigned char*, const unsigned char*, const int*
+#define HOST_SCALE_PASS
+#endif
+extern "C" void host_dot(const void* a, const void* b, const void* c, void* d, const int* ta, const int* tb,
+                         long long n, int k HOST_SCALE_ARGS) {
+    blockDim.x = 64;
+    for (long long blk = 0; blk * 64 < n; ++blk)
+        for (unsigned t = 0; t < 64; ++t) {
+            blockIdx.x = (unsigned)blk; threadIdx.x = t;
+            dot_kernel((const A_T*)a, (const B_T*)b, (const C_T*)c, (D_T*)d, ta, tb, n, k HOST_SCALE_PASS);
+        }
+}
+extern "C" void host_gemm_scalar(const void* a, long long lda, const void* b, long long ldb, const int* ta,
+                                 const int* tb, unsigned* acc, int M, int N, int k0, int k1, int promote,
+                                 int promote_start HOST_SCALE_ARGS) {
+    blockDim.x = 64;
+    long long total = (long long)M * N;
+    for (long long blk = 0; blk * 64 < total; ++blk)
+        for (unsigned t = 0; t < 64; ++t) {
+            blockIdx.x = (unsigned)blk; threadIdx.x = t;
+            gemm_scalar((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, promote, promote_start
+                        HOST_SCALE_PASS);
+        }
+}
+#if TILED
+extern "C" int host_gemm_tiled(const void* a, long long lda, const void* b, long long ldb, const int* ta,
+                               const int* tb, unsigned* acc, int M, int N, int k0, int k1, int promote,
+                               int promote_start, long long smem_words HOST_SCALE_ARGS) {
+    std::vector<unsigned> smem((size_t)smem_words);
+    blockDim.x = NT;
+    for (unsigned by = 0; by * BM < (unsigned)M; ++by)
+        for (unsigned bx = 0; bx * BN < (unsigned)N; ++bx) {
+            std::barrier<> bar(NT);
+            tc_barrier = &bar;
+            tc_host_smem = smem.data();
+            std::vector<std::thread> threads;
+            for (unsigned t = 0; t < NT; ++t)
+                threads.emplace_back([=] {
+                    blockIdx.x = bx; blockIdx.y = by; threadIdx.x = t;
+                    gemm_tiled((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, promote, promote_start
+                               HOST_SCALE_PASS);
+                });
+            for (auto& th : threads) th.join();
+        }
+    return 0;
+}
+#endif
+"""
+
+FFMA_HOST_LAUNCHER = r"""
+extern "C" void host_ffma_chain(const float* a, long long lda, const float* bt, long long ldb, const long long* cols,
+                                int ncols, float* out, int M, int N) {
+    blockDim.x = 64;
+    const long long total = (long long)M * N;
+    for (long long blk = 0; blk * 64 < total; ++blk)
+        for (unsigned t = 0; t < 64; ++t) {
+            blockIdx.x = (unsigned)blk; threadIdx.x = t;
+            ffma_chain(a, lda, bt, ldb, cols, ncols, out, M, N);
+        }
+}
+"""

@@ -1,0 +1,264 @@
+"""The one interpreter: runs any plan over the array namespace of its operands (numpy on the host, CuPy on a GPU).
+
+Engines are reached through one small protocol (``accumulate_bits``, ``gemm_bits``, ``dot_bits``,
+``promotion_reason``, ``ffma_chain``); the arithmetic between them is ``plan.rules``.  Run with numpy and the
+reference engine this is the readable specification; every engine is proven equal to it bit for bit.
+
+Operands are bound by name: ``A`` ([M, Kp] bits, K laid out as the plan's K positions), ``B`` ([N, Kp] bits,
+B's columns as rows), ``C_acc`` (C as accumulator bits), and FP32 values for ``C``, ``bias``, ``scale_a``,
+``scale_b``, ``block_a``, ``block_b``.
+
+>>> import numpy as np, ml_dtypes
+>>> from tcnumerics.catalog import get_instruction
+>>> from tcnumerics.plan import Plan, Chain, Convert
+>>> spec = get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")
+>>> ones = np.ones((2, 16), ml_dtypes.bfloat16).view(np.uint16)
+>>> run(Plan(Convert(Chain(spec, 0, 16))), {"A": ones, "B": ones[:1]}).tolist()
+[[16.0], [16.0]]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import blockscale
+from ..api import Instruction
+from ..arrays import DeviceValues, float64, namespace
+from ..engines import get_engine, grid_dot_bits
+from ..formats import Format, IntFormat, Rounding, get_format
+from .nodes import (AddC, AddExact, Alpha, BlockScaledChain, Chain, Convert, Epilogue, FFMAChain, Input, Node,
+                    OrderedSum, PairedChain, Plan, Promote, Reduction, RoundEach, RoundTo, Scale)
+from .rules import FP32, fp32_add, fp32_fma, fp32_partial, quiet
+
+__all__ = ["run", "evaluate", "Bits", "epilogue", "convert"]
+
+_WORKING_SET = 1 << 22  # elements per operand block of the dot_bits fallback
+_BLOCK_SCALED_ELEMENTS = 1 << 21  # operand elements per block-scaled dot_bits call (bounds memory)
+
+
+@dataclass
+class Bits:
+    """A chain's result as accumulator patterns of ``format`` (kept as bits so a plain conversion is exact)."""
+
+    format: Format
+    bits: object
+
+    def values(self):
+        return self.format.to_float(self.bits)
+
+
+def run(plan: "Plan | Node", operands: dict, engine: str = "auto"):
+    """The plan's output for the bound ``operands`` (an array of the output format, or FP32 values)."""
+    root = plan.root if isinstance(plan, Plan) else plan
+    out = evaluate(root, operands, engine)
+    return out.values() if isinstance(out, Bits) else out
+
+
+def evaluate(node: Node, env: dict, engine: str):
+    """One node's value: ``Bits`` for a bare chain, else an array."""
+    handler = _HANDLERS.get(type(node))
+    if handler is None:
+        raise TypeError(f"plan: no rule for node {type(node).__name__}")
+    return handler(node, env, engine)
+
+
+def _values(x):
+    return x.values() if isinstance(x, Bits) else x
+
+
+def _chain(node: Chain, env, engine):
+    spec = node.instruction
+    a, b = env["A"], env["B"]
+    acc = env["C_acc"] if node.start == "C" else _zero(spec, a, b)
+    return Bits(spec.d_format, _chain_bits(spec, engine, a, b, acc, node.k0, node.k1))
+
+
+def _zero(spec, a, b):
+    return namespace(a, b).zeros((a.shape[0], b.shape[0]), spec.c_format.container_dtype)
+
+
+def _chain_bits(spec, engine, a, b, acc, k0, k1):
+    """The engine protocol: ``accumulate_bits`` over a K range, else ``gemm_bits`` / ``dot_bits`` on its columns."""
+    eng = get_engine(engine)
+    if getattr(eng, "accumulate_bits", None) is not None:
+        return eng.accumulate_bits(spec, a, b, acc, k0, k1)
+    if getattr(eng, "gemm_bits", None) is not None:
+        return eng.gemm_bits(spec, a[:, k0:k1], b[:, k0:k1], acc)
+    return grid_dot_bits(eng.dot_bits, spec, a[:, k0:k1], b[:, k0:k1], acc, _WORKING_SET)
+
+
+def _paired(node: PairedChain, env, engine):
+    return Bits(node.instruction.d_format, Instruction(node.instruction, engine).dot_bits(env["A"], env["B"],
+                                                                                      env["C_acc"]))
+
+
+def _block_scaled(node: BlockScaledChain, env, engine):
+    """Every (row, column) pair's block-scaled chain, a block of rows at a time (``blockscale.dot_bits`` takes
+    paired rows).  The host reference engine, as ``blockscale`` evaluates block scaling on the CPU."""
+    spec = node.instruction
+    a, b = env["A"][:, node.k0:node.k1], env["B"][:, node.k0:node.k1]
+    blk = spec.model.scale_block
+    sa = env["scale_bits_a"][:, node.k0 // blk:node.k1 // blk]
+    sb = env["scale_bits_b"][:, node.k0 // blk:node.k1 // blk]
+    M, N, k = a.shape[0], b.shape[0], a.shape[1]
+    out = np.empty((M, N), np.uint32)
+    rows = max(1, _BLOCK_SCALED_ELEMENTS // max(1, N * k))
+    for m0 in range(0, M, rows):
+        m1 = min(M, m0 + rows)
+        n = (m1 - m0) * N
+        out[m0:m1] = blockscale.dot_bits(
+            spec, np.repeat(a[m0:m1], N, axis=0), np.tile(b, (m1 - m0, 1)), np.zeros(n, np.uint32),
+            scale_a=np.repeat(sa[m0:m1], N, axis=0), scale_b=np.tile(sb, (m1 - m0, 1))).reshape(m1 - m0, N)
+    return Bits(spec.d_format, out)
+
+
+def _promote(node: Promote, env, engine):
+    spec, a, b = node.instruction, env["A"], env["B"]
+    start = None if node.start is None else env[node.start]
+    zero = _zero(spec, a, b)
+    eng = get_engine(engine)
+    reason = getattr(eng, "promotion_reason", None)
+    if node.block_scale is None and reason is not None and reason(spec) is None:
+        # the loop below in one engine call (bit for bit: tests/test_promotion.py)
+        acc = zero if start is None else FP32.from_float(start).astype(spec.c_format.container_dtype)
+        return fp32_partial(spec.d_format, eng.accumulate_bits(spec, a, b, acc, node.k0, node.k1,
+                                                               promote_every=node.every,
+                                                               promote_from_acc=start is not None))
+    part = start
+    for b0 in range(node.k0, node.k1, node.every):
+        b1 = min(node.k1, b0 + node.every)
+        p = fp32_partial(spec.d_format, _chain_bits(spec, engine, a, b, zero, b0, b1))
+        if node.block_scale:
+            # measured (cuBLASLt 13.1, H200): main = fma(partial, fp32(sa * sb), main)
+            kb = (node.origin + b0 - node.k0) // node.block_scale
+            factor = FP32.round(env["block_a"][:, kb][:, None] * env["block_b"][kb][None, :])
+            part = fp32_fma(p, factor, namespace(p).zeros_like(p) if part is None else part)
+        else:
+            part = p if part is None else fp32_add(part, p)
+    return part
+
+
+def _ffma(node: FFMAChain, env, engine):
+    from .ffma import ffma_chain  # numba compiles on first use only
+
+    return ffma_chain(env["A"], env["B"], node.columns)
+
+
+def _reduction(node: Reduction, env, engine):
+    return node.evaluate(env["A"], env["B"])
+
+
+def _input(node: Input, env, engine):
+    return env[node.name]
+
+
+def _ordered_sum(node: OrderedSum, env, engine):
+    if node.kind == "serial":
+        return _serial(node, env, engine)
+    total = None
+    for t in node.terms:
+        v = _values(evaluate(t, env, engine))
+        total = v if total is None else fp32_add(total, v)
+    return total
+
+
+def _serial(node: OrderedSum, env, engine):
+    """CUTLASS in-place split-K: the first term is converted to the output already; each later slice adds
+    ``fma(alpha, acc_k, D)`` to what the previous one wrote, rounded to the output format again."""
+    out = get_format(node.out_format)
+    d = evaluate(node.terms[0], env, engine)
+    d = out.to_float(out.bits_of(d))
+    xp = namespace(d)
+    a = float(FP32.round(np.float64(node.alpha)))
+    for t in node.terms[1:]:
+        d = out.round(fp32_fma(xp.full(d.shape, a), _values(evaluate(t, env, engine)), d))
+    return out.to_array(out.from_float(d))
+
+
+def _round_each(node: RoundEach, env, engine):
+    return get_format(node.format).round(_values(evaluate(node.term, env, engine)))
+
+
+def _scale(node: Scale, env, engine):
+    acc = _values(evaluate(node.term, env, engine))
+    sa, sb = env["scale_a"], env["scale_b"]
+    if node.kind == "tensor":
+        return FP32.round(acc * FP32.round(sa * sb))
+    return FP32.round(FP32.round(acc * sb) * sa)
+
+
+def _epilogue(node: Epilogue, env, engine):
+    return epilogue(_values(evaluate(node.term, env, engine)), node.steps, env, node.acc_format)
+
+
+def epilogue(acc, steps, operands: dict, acc_format: str = "fp32"):
+    """The one epilogue: ``steps`` (Alpha, AddC, RoundTo, AddExact) applied in order to the accumulator values,
+    every operation rounded to ``acc_format`` (RNE) unless a step says otherwise; ``operands`` binds C and bias."""
+    fmt = get_format(acc_format)
+    d = float64(acc)  # exact (from the patterns on a GPU: a float32 operation there flushes subnormals)
+    xp = namespace(d)
+    with quiet(xp):
+        for step in steps:
+            if isinstance(step, Alpha):
+                a = float(fmt.round(np.float64(step.value)))
+                if a != 1:
+                    d = fmt.round(float64(d) * a)
+            elif isinstance(step, AddC):
+                d = _add_c(fmt, d, _operand(operands, step.operand, xp), step)
+            elif isinstance(step, RoundTo):
+                d = get_format(step.format).round(float64(d), step.rounding)
+            elif isinstance(step, AddExact):
+                d = float64(d) + _operand(operands, step.operand, xp)
+            else:
+                raise TypeError(f"epilogue: unknown step {step!r}")
+    return d
+
+
+def _add_c(fmt, d, c, step: AddC):
+    beta = float(fmt.round(np.float64(step.beta)))
+    if step.round_operand:
+        c = fmt.round(c)
+    if step.fused:
+        return fp32_fma(namespace(c).full(c.shape, beta), c, fmt.round(float64(d)))
+    if beta != 1:
+        c = fmt.round(c * beta)
+    return fp32_add(d, c) if fmt == FP32 else fmt.round(float64(d) + c)
+
+
+def _operand(operands: dict, name: str, xp):
+    x = operands[name]
+    v = float64(x if isinstance(x, DeviceValues) else xp.asarray(x))
+    return v.reshape(1, -1) if name == "bias" else v
+
+
+def _convert(node: Convert, env, engine):
+    return convert(evaluate(node.term, env, engine), node.format, node.rounding)
+
+
+def convert(x, out_format: str | None, rounding="rne"):
+    """The one conversion of a result to ``out_format``: accumulator ``Bits`` (None keeps them; an integer
+    accumulator is read exactly) or FP32 values (None: FP32)."""
+    rounding = Rounding.parse(rounding)
+    if isinstance(x, Bits):
+        d_format = x.format
+        d = d_format.to_array(x.bits)
+        if out_format is None:
+            return d
+        out = get_format(out_format)
+        if out == d_format:
+            return d
+        if isinstance(out, IntFormat):
+            raise ValueError(f"out_format: cannot convert {d_format.name} results to integer format {out.name}")
+        values = d.astype(np.float64) if isinstance(d_format, IntFormat) else d_format.to_float(x.bits)
+        return out.to_array(out.from_float(values, rounding))
+    out = FP32 if out_format is None else get_format(out_format)
+    if isinstance(out, IntFormat):
+        raise ValueError(f"out_format: cannot convert floating-point results to integer format {out.name}")
+    return out.to_array(out.from_float(x, rounding))
+
+
+_HANDLERS = {Chain: _chain, PairedChain: _paired, BlockScaledChain: _block_scaled, Promote: _promote, FFMAChain: _ffma, Reduction: _reduction, Input: _input,
+             OrderedSum: _ordered_sum, RoundEach: _round_each, Scale: _scale, Epilogue: _epilogue,
+             Convert: _convert}
