@@ -8,7 +8,7 @@ import pytest
 
 from tcnumerics.catalog import instruction_names, natural_key
 from tcnumerics.cli import main
-from tcnumerics.engines import _fast_numba
+from tcnumerics.engines import _numba_launch
 
 
 def test_instructions_list_shapes_in_numeric_order(capsys):
@@ -35,12 +35,12 @@ def _kernel(tmp_path, cached: bool, compiled: bool = False):
 @pytest.mark.parametrize("cached, compiled, says", [(False, False, True), (True, False, False), (False, True, False)])
 def test_a_cold_compile_is_announced_once_on_stderr(tmp_path, monkeypatch, cached, compiled, says):
     err = io.StringIO()
-    monkeypatch.setattr(_fast_numba.sys, "stderr", err)
-    monkeypatch.setattr(_fast_numba, "_compile_notice_given", False)
-    _fast_numba._compile_notice(_kernel(tmp_path, cached, compiled))
+    monkeypatch.setattr(_numba_launch.sys, "stderr", err)
+    monkeypatch.setattr(_numba_launch, "_compile_notice_given", False)
+    _numba_launch._compile_notice(_kernel(tmp_path, cached, compiled))
     assert ("compiling the fast engine's numba kernels" in err.getvalue()) is says
     assert err.getvalue().count("\n") == (1 if says else 0)
-    assert _fast_numba._compile_notice_given  # asked once per process, whatever the answer
+    assert _numba_launch._compile_notice_given  # asked once per process, whatever the answer
 
 
 def test_plot_refusal_says_how_to_proceed(tmp_path, capsys):

@@ -64,7 +64,7 @@ def test_sweep_model_eval_without_torch_gives_the_install_hint(monkeypatch):
 
     monkeypatch.setattr(workloads, "torch_available", lambda: False)
     with pytest.raises(RuntimeError, match=r'pip install "tcnumerics\[torch\]"'):
-        workloads._model_eval(None, {}, 0)
+        workloads._model_eval(None, {}, 0, "auto")
     with pytest.raises(workloads.SpecError, match=r'pip install "tcnumerics\[torch\]"'):
         workloads._needs_torch("mlp")
 

@@ -17,7 +17,8 @@ from numba import njit, prange
 
 from ._fast_f64 import (_accumulators, _add_c, _bits_value, _constants, _fallback, _group_begin, _group_round,
                         _group_scale, _lane_scratch, _value_bits)
-from ._fast_numba import FLAG_SPECIAL, FLAG_ZERO, fork_safe
+from ._fast_numba import FLAG_SPECIAL, FLAG_ZERO
+from ._numba_launch import fork_safe
 from ._fast_plan import ZERO_EXP
 
 __all__ = ["dot_fused_f64"]

@@ -46,7 +46,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ._fast_numba import FLAG_SPECIAL, FLAG_ZERO, _decode, _fused_one, _ieee_add, _round, fork_safe
+from ._fast_numba import FLAG_SPECIAL, FLAG_ZERO, _decode, _fused_one, _ieee_add, _round
+from ._numba_launch import fork_safe
 from ._fast_plan import ZERO_EXP
 from ._lanes import add16 as _add16
 from ._lanes import bits_f32 as _bits_f32

@@ -16,7 +16,8 @@ import numpy as np
 from numba import njit, prange
 
 from ._fast_f64 import BLOCK_N, EXP16_ZERO, FLAG_WIDE, SCALE32_BIAS
-from ._fast_numba import FLAG_SPECIAL, FLAG_ZERO, _load, fork_safe
+from ._fast_numba import FLAG_SPECIAL, FLAG_ZERO, _load
+from ._numba_launch import fork_safe
 from ._fast_plan import ZERO_EXP
 from ._lanes import bits_f64 as _bits_f64
 
