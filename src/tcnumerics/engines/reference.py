@@ -498,12 +498,15 @@ def _convert(bits: np.ndarray, src: Format, dst: Format) -> np.ndarray:
 
 
 def instruction_step(spec: InstructionSpec, a: np.ndarray, b: np.ndarray, c: np.ndarray,
-                     scale_a: np.ndarray | None = None, scale_b: np.ndarray | None = None) -> np.ndarray:
+                     scale_a: np.ndarray | None = None, scale_b: np.ndarray | None = None, *,
+                     group_datapath=None) -> np.ndarray:
     """One instruction on [N, spec.k] operands and [N] accumulator bits (block-scaled
-    instructions: per-element scale bits [N, spec.k])."""
+    instructions: per-element scale bits [N, spec.k]).  ``group_datapath``: the groups' datapath over one chunk,
+    called as ``datapath`` is (default ``datapath``; ``vectors.faults`` passes a faulty one)."""
+    datapath_ = datapath if group_datapath is None else group_datapath
     model = spec.model
     if model.is_block_scaled:
-        return datapath(model, a, b, c, spec.c_format, scale_a, scale_b)
+        return datapath_(model, a, b, c, spec.c_format, scale_a, scale_b)
     a = _convert(a, spec.a_format, model.a_format)
     b = _convert(b, spec.b_format, model.b_format)
     if spec.k_order is not None:
@@ -515,14 +518,14 @@ def instruction_step(spec: InstructionSpec, a: np.ndarray, b: np.ndarray, c: np.
     else:
         acc, acc_fmt = np.zeros(len(c), dtype=model.c_format.container_dtype), model.c_format
     if spec.chunk_combine == "ieee_add":  # every chunk from +0, the results summed in K order by IEEE additions
-        parts = [datapath(model, a[:, s:s + chunk], b[:, s:s + chunk], acc, acc_fmt) for s in range(0, spec.k, chunk)]
+        parts = [datapath_(model, a[:, s:s + chunk], b[:, s:s + chunk], acc, acc_fmt) for s in range(0, spec.k, chunk)]
         acc = parts[0]
         for part in parts[1:]:
             acc = ieee_add(acc, model.d_format, part, model.d_format, model.d_format, spec.c_add_rounding,
                            model.nan_bits)
     else:
         for start in range(0, spec.k, chunk):
-            acc = datapath(model, a[:, start:start + chunk], b[:, start:start + chunk], acc, acc_fmt)
+            acc = datapath_(model, a[:, start:start + chunk], b[:, start:start + chunk], acc, acc_fmt)
             acc_fmt = model.d_format
     if spec.c_entry == "ieee_add":
         acc = ieee_add(acc, model.d_format, c, spec.c_format, model.d_format, spec.c_add_rounding, model.nan_bits)

@@ -31,11 +31,12 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..engines.reference import _special_mask, _truncated, ieee_add, round_signed_sum
+from ..engines.reference import _special_mask, _truncated, instruction_step, round_signed_sum
 from ..formats import Decoded, FloatFormat, Format
 from ..model import InstructionSpec, UnitModel
 
@@ -109,42 +110,11 @@ def _trunc_int(sig, shift, negative) -> int:
     return -mag if negative else mag
 
 
-def _convert(bits: np.ndarray, src: Format, dst: Format) -> np.ndarray:
-    return bits if src == dst else dst.from_float(src.to_float(bits))
-
-
 def _groups(model: UnitModel, a, b, acc, acc_fmt, fault: Fault):
     for start in range(0, a.shape[1], model.group_size):
         acc = fused_group(model, a[:, start:start + model.group_size], b[:, start:start + model.group_size],
                           acc, acc_fmt, fault)
         acc_fmt = model.d_format
-    return acc
-
-
-def _instruction_step(spec: InstructionSpec, a, b, c, fault: Fault):
-    """``engines.reference.instruction_step`` with every group faulty."""
-    model = spec.model
-    a, b = _convert(a, spec.a_format, model.a_format), _convert(b, spec.b_format, model.b_format)
-    if spec.k_order is not None:
-        a, b = a[:, np.asarray(spec.k_order)], b[:, np.asarray(spec.k_order)]
-    chunk = spec.chunk or spec.k
-    if spec.c_entry == "fused":
-        acc, acc_fmt = c, spec.c_format
-    else:
-        acc, acc_fmt = np.zeros(len(c), dtype=model.c_format.container_dtype), model.c_format
-    if spec.chunk_combine == "ieee_add":
-        parts = [_groups(model, a[:, s:s + chunk], b[:, s:s + chunk], acc, acc_fmt, fault)
-                 for s in range(0, spec.k, chunk)]
-        acc = parts[0]
-        for part in parts[1:]:
-            acc = ieee_add(acc, model.d_format, part, model.d_format, model.d_format, spec.c_add_rounding,
-                           model.nan_bits)
-    else:
-        for s in range(0, spec.k, chunk):
-            acc = _groups(model, a[:, s:s + chunk], b[:, s:s + chunk], acc, acc_fmt, fault)
-            acc_fmt = model.d_format
-    if spec.c_entry == "ieee_add":
-        acc = ieee_add(acc, model.d_format, c, spec.c_format, model.d_format, spec.c_add_rounding, model.nan_bits)
     return acc
 
 
@@ -154,5 +124,6 @@ def dot_bits(spec: InstructionSpec, a: np.ndarray, b: np.ndarray, c: np.ndarray,
         raise ValueError(f"{spec.name}: datapath faults cover fused, unscaled units with F and a zero exponent")
     acc = c
     for start in range(0, a.shape[1], spec.k):
-        acc = _instruction_step(spec, a[:, start:start + spec.k], b[:, start:start + spec.k], acc, fault)
+        acc = instruction_step(spec, a[:, start:start + spec.k], b[:, start:start + spec.k], acc,
+                               group_datapath=functools.partial(_groups, fault=fault))
     return acc
