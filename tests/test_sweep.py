@@ -287,3 +287,30 @@ def test_the_cuda_engine_gives_the_cpu_table(tmp_path):
     cpu = run_sweep(parse_spec(GEMM_ONLY), tmp_path / "cpu.parquet", workers=1, progress=False, engine="fast")
     gpu = run_sweep(parse_spec(GEMM_ONLY), tmp_path / "gpu.parquet", progress=False, engine="cuda")
     _same(gpu, cpu)
+
+
+
+def test_model_eval_rows_do_not_depend_on_the_engine(monkeypatch):
+    # the model's own arithmetic stays on the CPU; only its GEMMs move to the GPU engine (here the strict fake
+    # device, in this process: a host array handed to it fails).  On an H200 the model on CUDA tensors moved the
+    # loss column of the accumulator-design sweep.
+    pytest.importorskip("torch")
+    import fake_cupy
+
+    from tcnumerics.sweep.units import build_unit
+    from tcnumerics.sweep.workloads import WORKLOADS
+
+    spec = build_unit(BASE, {"group_size": 8, "frac_bits": 13})
+    params = {"model": "mlp", "batch": 8, "width": 32}
+    cpu = WORKLOADS["model_eval"].run(spec, params, 4, "fast")
+    fake_cupy.install(monkeypatch)
+    calls = []
+    real = fake_cupy.sys.modules["tcnumerics.engines.cuda"].accumulate_bits
+
+    def host_in_host_out(spec, a, b, acc, *args, **kw):  # as the real engine: host operands copied in and out
+        calls.append(a.shape)
+        return real(spec, fake_cupy.ndarray(a), fake_cupy.ndarray(b), fake_cupy.ndarray(acc), *args, **kw).get()
+
+    monkeypatch.setattr("tcnumerics.engines.cuda.accumulate_bits", host_in_host_out)
+    assert WORKLOADS["model_eval"].run(spec, params, 4, "cuda") == cpu
+    assert calls  # the GEMMs did run on the (fake) GPU engine

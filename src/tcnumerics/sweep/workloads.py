@@ -280,7 +280,7 @@ def _model_eval(spec: InstructionSpec, p: dict, seed: int, engine: str) -> dict:
         raise RuntimeError(f"model_eval needs torch, which is not installed: {install_hint('torch')}")
     from .model_eval import evaluate
 
-    return evaluate(spec, p, seed, device="cuda" if engine == "cuda" else "cpu")
+    return evaluate(spec, p, seed, engine=engine)
 
 
 def _needs_torch(v) -> bool:
