@@ -314,3 +314,18 @@ def test_model_eval_rows_do_not_depend_on_the_engine(monkeypatch):
     monkeypatch.setattr("tcnumerics.engines.cuda.accumulate_bits", host_in_host_out)
     assert WORKLOADS["model_eval"].run(spec, params, 4, "cuda") == cpu
     assert calls  # the GEMMs did run on the (fake) GPU engine
+
+
+def test_a_csv_table_reads_back_every_double_exactly(tmp_path):
+    # the resumed-sweep test failed on the device's pandas 2.x: CSV floats came back 16 digits short
+    pytest.importorskip("pandas")
+    from tcnumerics.sweep.store import read_table, write_table
+
+    rng = np.random.default_rng(7)
+    values = np.concatenate([rng.standard_normal(200) * 10.0 ** rng.integers(-300, 300, 200),
+                             [0.0005194167545011712, 5e-324, 1.7976931348623157e308, -0.0, np.nan]])
+    path = str(tmp_path / "t.csv")
+    write_table(path, [{"x": float(v)} for v in values])
+    back = read_table(path)["x"].to_numpy()
+    np.testing.assert_array_equal(back, values)  # every double, NaN where NaN
+    assert np.array_equal(np.signbit(back), np.signbit(values))

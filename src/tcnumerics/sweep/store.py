@@ -126,7 +126,7 @@ def write_table(path: str, rows: list[dict]) -> None:
             frame.to_parquet(fh, index=False)
     else:
         with atomic_write(path, "w", encoding="utf-8", newline="") as fh:
-            frame.to_csv(fh, index=False)
+            frame.to_csv(fh, index=False, float_format="%.17g")  # 17 digits: every double reads back exactly
 
 
 def read_table(path: "str | os.PathLike"):
@@ -139,5 +139,5 @@ def read_table(path: "str | os.PathLike"):
     if path.endswith(".parquet"):
         return pd.read_parquet(path)
     if path.endswith(".csv"):
-        return pd.read_csv(path)
+        return pd.read_csv(path, float_precision="round_trip")  # pandas 2.x's default parser may miss the last bits
     raise StoreError(f"{path}: expected a .parquet or .csv results table")
