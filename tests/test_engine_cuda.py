@@ -505,3 +505,64 @@ def test_device_source_compiles_for_hopper(exp_pass, tmp_path):
                            str(tmp_path / "k.cubin"), str(path)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "0 bytes spill stores" in proc.stdout + proc.stderr, proc.stderr[-2000:]
+
+
+# --- the FP32 group end of the tiled kernel's FP32 FMA pass (FAST_END; host build) ---
+
+FP8_FAST = ["hopper.wgmma.m64n8k32.f32.e4m3.e4m3", "hopper.wgmma.m64n8k32.f32.e5m2.e4m3",
+            "hopper.wgmma.m64n8k32.f32.e4m3.e5m2", "hopper.wgmma.m64n8k32.f32.e5m2.e5m2"]
+_EDGE_C = np.array([0x7F7FFFFF, 0xFF7FFFFF, 0x7F000000, 0x00000001, 0x80000001, 0x00800000, 0x807FFFFF,
+                    0x00000000, 0x80000000, 0x3F800000, 0x4B800000, 0xCB7FFFFF], np.uint32)  # max, subnormal, +-0, ...
+
+
+def test_fast_end_is_built_for_the_fp8_chains_only():
+    for name in FP8_FAST:
+        spec = get_instruction(name)
+        header = _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE, align="fma")
+        assert "#define FAST_END 1" in header, name
+        assert "FAST_END" not in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE,
+                                                           align="int"), name
+    for name in ("hopper.wgmma.m64n8k16.f32.bf16.bf16", "hopper.mma.m16n8k32.f32.e4m3.e4m3.f32"):  # FP64 / C added last
+        spec = get_instruction(name)
+        assert "FAST_END" not in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE,
+                                                           align="fma"), name
+
+
+@needs_cxx
+@pytest.mark.parametrize("name", FP8_FAST)
+def test_fast_end_equals_reference(name):
+    """Every family, a chain of four instructions, C at the edges of FP32 (largest finite, subnormal, signed zeros,
+    2**24 and beyond the FMA window): the FP32 end, or the general one where it steps aside, gives the reference's
+    bits."""
+    spec = get_instruction(name)
+    rng = np.random.default_rng(SEED + 7)
+    k = 4 * spec.k
+    parts = [generate(spec, fam, 6, rng, k=k) for fam in families_for(spec)]
+    a, b = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    c = np.concatenate([np.concatenate([p[2] for p in parts]), _EDGE_C.astype(spec.c_format.container_dtype)])
+    M, N = 13, 21
+    A, B = a[rng.integers(0, len(a), M)], b[rng.integers(0, len(b), N)]
+    C = c[rng.integers(0, len(c), (M, N))]
+    C[0, :len(_EDGE_C)] = _EDGE_C  # every edge value at least once
+    want = grid_dot_bits(reference.dot_bits, spec, A, B, C)
+    _assert_same(cuda.host_accumulate_bits(spec, A, B, C, kernel="tiled", align="fma"), want, f"{name} FP32 end")
+
+
+@needs_cxx
+@pytest.mark.parametrize("name", FP8_FAST[:2] + ["hopper.wgmma.m64n8k16.f32.bf16.bf16"])
+def test_fma_pass_row_branch_equals_reference(name):
+    """A warp as one thread row (tx = 32): the FMA pass routes each product by a's sign with a branch and two FMAs
+    (FP32 for FP8, FP64 for BF16); same bits as the reference on every family, zeros and specials included."""
+    spec = get_instruction(name)
+    tile = _cuda_build.Tile(tx=32, ty=2, tm=2, tn=2)
+    assert "#define TX 32" in _cuda_build.config_header(spec, cuda._plan(spec), tile, align="fma")
+    rng = np.random.default_rng(SEED + 9)
+    k = 3 * spec.k
+    parts = [generate(spec, fam, 8, rng, k=k) for fam in families_for(spec)]
+    a, b, c = (np.concatenate([p[i] for p in parts]) for i in range(3))
+    M, N = 9, 70  # partial blocks in both directions (the block is 4 x 128)
+    A, B = a[rng.integers(0, len(a), M)], b[rng.integers(0, len(b), N)]
+    C = c[rng.integers(0, len(c), (M, N))]
+    want = grid_dot_bits(reference.dot_bits, spec, A, B, C)
+    _assert_same(cuda.host_accumulate_bits(spec, A, B, C, kernel="tiled", align="fma", tile=tile), want,
+                 f"{name} row branch")

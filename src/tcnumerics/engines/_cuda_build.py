@@ -37,7 +37,7 @@ from ._cuda_source import FFMA_HOST_LAUNCHER, FFMA_SOURCE, HOST_LAUNCHER, HOST_P
 from ._fast_plan import ZERO_EXP, Plan
 
 __all__ = ["Tile", "DEVICE_TILE", "HOST_TILE", "SubgroupPlan", "subgroup_plan", "config_header", "tiled_reason",
-           "promotion_reason", "tables", "smem_words", "FmaAlign", "fma_align", "ExpMma", "exp_mma", "MMA_TILE",
+           "promotion_reason", "tables", "smem_words", "FmaAlign", "fma_align", "fast_end", "ExpMma", "exp_mma", "MMA_TILE",
            "env_align", "env_exp_pass", "env_tile", "device_module", "host_library", "host_compiler", "ffma_host_library", "ffma_device_kernel"]
 
 
@@ -176,6 +176,30 @@ def fma_align(plan: Plan, spec: InstructionSpec | None = None) -> FmaAlign | Non
         if fits:
             return FmaAlign(width, lo, hi)
     return None
+
+
+_FP32_PARAMS = (0, 0, 32, 8, 23, 127, 1, 0, 1)  # format_params' head for IEEE FP32: pad, width, exp, man, bias, ...
+
+
+def fast_end(plan: Plan, spec: InstructionSpec, fa: FmaAlign) -> bool:
+    """Whether the tiled kernel ends a group in FP32 (``tc_fast_end``, the argument in its comment): the FP32 FMA
+    pass, C and D in IEEE FP32, an output of FP32's layout cut to fewer significand bits (or none) rounded toward
+    zero with overflow to infinity, no IEEE C addition, F <= 22 (C's anchor binade) -- the group's sum bound is
+    ``fma_align``'s (below 2**23 units), so the total stays below 2**24 units.
+
+    >>> from tcnumerics.catalog import get_instruction
+    >>> from tcnumerics.engines import cuda
+    >>> spec = get_instruction("hopper.wgmma.m64n8k32.f32.e4m3.e4m3")
+    >>> fast_end(cuda._plan(spec), spec, fma_align(cuda._plan(spec), spec))
+    True
+    """
+    out = [int(x) for x in plan.out_params]
+    fp32_cut = (out[0] == 0 and out[3] == 8 and out[5] == 127 and 0 < out[4] <= 23 and out[1] == 23 - out[4]
+                and out[1] + out[2] == 32 and out[6] == 1 and out[7] == 0)
+    return (fa.width == 1 and tuple(int(x) for x in plan.c_params[:9]) == _FP32_PARAMS
+            and tuple(int(x) for x in plan.d_params[:9]) == _FP32_PARAMS and fp32_cut
+            and plan.rounding == 2 and plan.overflow == 1 and not plan.ieee_add and plan.frac_bits <= 22
+            and spec.model.algorithm == "fused")
 
 
 MMA_TILE = Tile(tx=16, ty=16, tm=4, tn=4)  # the tile the tensor-core exponent pass is written for (8 warps, 64 x 64)
@@ -394,6 +418,8 @@ def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 
     if fa is not None:
         lines += [f"#define FMA_ALIGN {fa.width}", f"#define FMA_LO ({fa.lo})", f"#define FMA_HI ({fa.hi})",
                   f"#define FMA_P {fa.precision}"]
+    if fa is not None and fast_end(plan, spec, fa):
+        lines.append("#define FAST_END 1")
     em = exp_choice(plan, spec, tile, exp_pass) if tiled and not subgroup else None
     if em is not None:
         lines += ["#define EXP_MMA 1", f"#define MMA_M {em.m}", f"#define XBIAS_A ({em.bias_a})",

@@ -56,6 +56,13 @@ template <class T> static inline T tc_fma_rz_host(T a, T b, T c) {
     return r;
 }
 #define TC_FMA_RZ(a, b, c) tc_fma_rz_host((a), (b), (c))
+static inline float tc_fadd_rz_host(float a, float b) {  // the device's __fadd_rz, exactly (as the FMAs above)
+    std::fesetround(FE_TOWARDZERO);
+    volatile float r = a + b;
+    std::fesetround(FE_TONEAREST);
+    return r;
+}
+#define TC_FADD_RZ(a, b) tc_fadd_rz_host((a), (b))
 static inline float tc_pow2f(int e) { return std::ldexp(1.0f, e); }
 static inline double tc_pow2d(int e) { return std::ldexp(1.0, e); }
 #include <bit>

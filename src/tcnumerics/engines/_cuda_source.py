@@ -71,6 +71,7 @@ __device__ __forceinline__ unsigned tc_shr_dev(unsigned x, unsigned d) {
 // 2**e as a normal float / double built from its bits (callers keep e in the normal range)
 __device__ __forceinline__ float tc_pow2f(int e) { return __int_as_float((e + 127) << 23); }
 __device__ __forceinline__ double tc_pow2d(int e) { return __longlong_as_double((long long)(e + 1023) << 52); }
+#define TC_FADD_RZ(a, b) __fadd_rz((a), (b))
 #define TC_F2U(x) __float_as_uint(x)
 #define TC_U2F(x) __uint_as_float(x)
 // two FP32 words from shared memory in one 64-bit load (p 8-byte aligned)
@@ -82,6 +83,11 @@ __device__ __forceinline__ double tc_pow2d(int e) { return __longlong_as_double(
 #ifndef EXP_MMA
 #define EXP_MMA 0
 #endif
+#ifndef FAST_END
+#define FAST_END 0
+#endif
+// the FMA pass's sign routing by a branch: only where a warp is one thread row (otherwise it would diverge)
+#define ROW_BRANCH (FMA_ALIGN != 0 && TX == 32 && !EXP_MMA)
 #if EXP_MMA && !defined(TC_HOST)
 // D += A * B on the tensor core, m16n8k16, BF16 operands, FP32 accumulator (fragments as the PTX ISA lays them out:
 // a[0..3] rows g, g+8 x k pairs t, t+4; b[0..1] k pairs t, t+4 x column g; d rows g, g+8 x columns 2t, 2t+1)

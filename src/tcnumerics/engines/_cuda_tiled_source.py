@@ -90,6 +90,30 @@ TC_FN int tc_row(int t, int i) { return i < TM / 2 ? t * (TM / 2) + i : BM / 2 +
 TC_FN int tc_col(int t, int j) { return j < TN / 2 ? t * (TN / 2) + j : BN / 2 + t * (TN / 2) + (j - TN / 2); }
 #endif
 
+#if FAST_END
+// The group's end in FP32 for FP32 C/D and an FP32-cut output rounded toward zero (_cuda_build.fast_end says when):
+// s = P + N is the truncated products' exact sum in FMA units, whose grid is 2**g, g = emax + RS_AB (unclamped here);
+// a value v is v * 2**(RS_AB + F_BITS) in those units.  C's term: cs = c in FMA units (exact: a power-of-two scaling,
+// |cs| < 2**(g + F_BITS + 1), normal or subnormal, no overflow below FMA_HI), truncated toward zero onto the grid by
+// adding a same-signed anchor 2**(g + 23) under round-toward-zero (cs + anchor lies in the binade whose ulp is 2**g,
+// as F_BITS <= 22) and subtracting it again (exact).  The total s + ct is a multiple of 2**g below 2**(g + 24) (the
+// build checks the group's bound), so the FP32 addition is exact, and so is its scaling back to a value unless the
+// result is subnormal (the general end then) or reaches 2**128 (inf: the unit's overflow).  Rounding toward zero to
+// FmtOut's significand is clearing the low bits of the magnitude; a zero total is +0.  False: use the general end.
+TC_FN bool tc_fast_end(unsigned c_bits, int emax, int flags, float s, unsigned& out) {
+    const int g = emax + RS_AB;
+    if ((flags & 2) || (c_bits & 0x7F800000u) == 0x7F800000u || g < FMA_LO || g > FMA_HI) return false;
+    const float cs = TC_U2F(c_bits) * tc_pow2f(RS_AB + F_BITS);
+    const float anchor = TC_U2F((c_bits & 0x80000000u) | TC_F2U(tc_pow2f(g + 23)));
+    const float total = s + (TC_FADD_RZ(cs, anchor) - anchor);
+    if (total == 0.0f) { out = 0u; return true; }
+    const unsigned r = TC_F2U(total * tc_pow2f(-(RS_AB + F_BITS)));
+    if ((r & 0x7F800000u) == 0u) return false;
+    out = (r & 0x7F800000u) == 0x7F800000u ? r : r & ~((1u << (23 - FmtOut::man_bits)) - 1u);
+    return true;
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(NT, 1)
 gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, long long ldb,
            const int* __restrict__ TA, const int* __restrict__ TB, unsigned* __restrict__ ACC,
@@ -307,6 +331,27 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                     bp[j] = ng ? (FT)0 : x; bn[j] = ng ? -x : (FT)0;
                 }
 #endif
+#if ROW_BRANCH
+                // a warp is one thread row (TX == 32): a's sign is the same in every lane, so a branch on it routes
+                // each product with two FMAs and no divergence -- a < 0: a * bn >= 0 into P, a * bp <= 0 into N;
+                // a >= 0 the other way (a = 0 adds exact zeros)
+#pragma unroll
+                for (int i = 0; i < TM; ++i) {
+                    if (an[i] != (FT)0) {
+#pragma unroll
+                        for (int j = 0; j < TN; ++j) {
+                            accP[i][j] = TC_FMA_RZ(an[i], bn[j], accP[i][j]);
+                            accN[i][j] = TC_FMA_RZ(an[i], bp[j], accN[i][j]);
+                        }
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < TN; ++j) {
+                            accP[i][j] = TC_FMA_RZ(ap[i], bp[j], accP[i][j]);
+                            accN[i][j] = TC_FMA_RZ(ap[i], bn[j], accN[i][j]);
+                        }
+                    }
+                }
+#else
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -316,6 +361,7 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                         accN[i][j] = TC_FMA_RZ(ap[i], bn[j], accN[i][j]);
                         accN[i][j] = TC_FMA_RZ(an[i], bp[j], accN[i][j]);
                     }
+#endif
             }
 #pragma unroll
             for (int i = 0; i < TM; ++i)
@@ -323,8 +369,12 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                 for (int j = 0; j < TN; ++j) {
                     const int at = (i * TN + j) * NT + tid;
                     ES[at] = E[i][j];
+#if FAST_END  // the exact sum P + N itself (grid units 2**g): the group's end works on it in FP32
+                    SUM[at] = (int)TC_F2U(accP[i][j] + accN[i][j]);
+#else
                     const int g = min(max(E[i][j] + RS_AB, FMA_LO), FMA_HI);
                     SUM[at] = (int)((accP[i][j] + accN[i][j]) * TC_POW2(FT, -g));
+#endif
                     if (SPLIT_SUM) SUM_HALF[at] = 0;
                 }
 #else
@@ -387,10 +437,21 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                 const int q = tc_col(tx, j);
                 const int fl = fa | fbv[j];
                 const unsigned bits = CB[at];
-                int cexp, ckind;
-                const int csig = first ? tc_decode32<FmtC>(bits, cexp, ckind) : tc_decode32<FmtD>(bits, cexp, ckind);
                 const int emax = ES[at];
                 long long res;
+#if FAST_END
+                unsigned fast_bits;
+                if (tc_fast_end(bits, emax, fl, TC_U2F((unsigned)SUM[at]), fast_bits)) {
+                    CB[at] = fast_bits;
+                    continue;
+                }
+                {  // the general end: the sum in grid units, as the integer pass keeps it
+                    const int g = min(max(emax + RS_AB, FMA_LO), FMA_HI);
+                    SUM[at] = (int)(TC_U2F((unsigned)SUM[at]) * TC_POW2(FT, -g));
+                }
+#endif
+                int cexp, ckind;
+                const int csig = first ? tc_decode32<FmtC>(bits, cexp, ckind) : tc_decode32<FmtD>(bits, cexp, ckind);
                 if ((fl & 2) || ckind != 0) {
                     int nan = ckind == 3, pos = ckind == 1, neg = ckind == 2;
                     for (int kk = 0; kk < GL; ++kk) {

@@ -546,10 +546,11 @@ def host_dot_bits(spec: "str | InstructionSpec", a: np.ndarray, b: np.ndarray, c
 def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: np.ndarray, acc: np.ndarray,
                          k_start: int = 0, k_stop: int | None = None, kernel: str = "auto", *, scale_a=None,
                          scale_b=None, promote_every: int | None = None, promote_from_acc: bool = False,
-                         align: str = "auto", exp_pass: str = "alu") -> np.ndarray:
+                         align: str = "auto", exp_pass: str = "alu", tile: "build.Tile | None" = None) -> np.ndarray:
     """``accumulate_bits`` through the host build (``kernel``: "tiled", "scalar" or "auto"; ``align``: the tiled
     kernel's truncating pass, "auto", "fma" or "int" as ``TCNUMERICS_CUDA_ALIGN``; ``exp_pass``: its exponent pass,
-    "alu" or "mma" as ``TCNUMERICS_CUDA_EXP`` -- "mma" builds the device tile, 256 host threads per block)."""
+    "alu" or "mma" as ``TCNUMERICS_CUDA_EXP`` -- "mma" builds the device tile, 256 host threads per block; ``tile``:
+    the tiled kernel's shape, default the small host tile -- tx = 32 builds the FMA pass's warp-row branch)."""
     import ctypes
 
     spec = _spec(spec)
@@ -564,7 +565,7 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
     work = np.ascontiguousarray(np.asarray(acc).astype(spec.c_format.container_dtype).astype(np.uint32))
     k_stop = a.shape[1] if k_stop is None else k_stop
     _check_range(spec, a.shape[1], k_start, k_stop)
-    tile = build.MMA_TILE if exp_pass == "mma" else build.HOST_TILE
+    tile = tile or (build.MMA_TILE if exp_pass == "mma" else build.HOST_TILE)
     tiled = build.tiled_reason(plan) is None if kernel == "auto" else kernel == "tiled"
     header = build.config_header(spec, plan, tile, promote=promote and tiled, align=align, exp_pass=exp_pass)
     lib = build.host_library(header)
