@@ -334,8 +334,13 @@ def test_fma_pass_is_chosen_per_unit():
                           "blackwell.tcgen05.mma.kind::f8f6f4.f32.e2m1.e2m1")}
     assert list(width.values()) == [1, 1, 2, 2, None], width
     spec = get_instruction("hopper.wgmma.m64n128k32.f32.e4m3.e4m3")
-    # the default ("auto") is the silicon-checked integer pass until the paired FP32 stage has run on a GPU
-    assert "FMA_ALIGN" not in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE)
+    # the default ("auto"): the FP32 FMA pass with its FP32 end for the FP8 chains (equal bits on an H200, faster)
+    assert "#define FMA_ALIGN 1\n#define FMA_LO" in _cuda_build.config_header(spec, cuda._plan(spec),
+                                                                             _cuda_build.DEVICE_TILE)
+    assert "#define FAST_END 1" in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE)
+    assert _cuda_build.device_tiles(cuda._plan(spec), spec, "auto", "alu") == [_cuda_build.ROW_TILE,
+                                                                               _cuda_build.DEVICE_TILE]
+    assert _cuda_build.device_tiles(cuda._plan(spec), spec, "int", "alu") == [_cuda_build.DEVICE_TILE]
     assert "#define FMA_ALIGN 1" in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE,
                                                               align="fma")
     assert "FMA_ALIGN" not in _cuda_build.config_header(spec, cuda._plan(spec), _cuda_build.DEVICE_TILE,

@@ -36,7 +36,7 @@ from ..model import InstructionSpec
 from ._cuda_source import FFMA_HOST_LAUNCHER, FFMA_SOURCE, HOST_LAUNCHER, HOST_PRELUDE, KERNEL_SOURCE
 from ._fast_plan import ZERO_EXP, Plan
 
-__all__ = ["Tile", "DEVICE_TILE", "HOST_TILE", "SubgroupPlan", "subgroup_plan", "config_header", "tiled_reason",
+__all__ = ["Tile", "DEVICE_TILE", "ROW_TILE", "HOST_TILE", "device_tiles", "env_tile_override", "SubgroupPlan", "subgroup_plan", "config_header", "tiled_reason",
            "promotion_reason", "tables", "smem_words", "FmaAlign", "fma_align", "fast_end", "ExpMma", "exp_mma", "MMA_TILE",
            "env_align", "env_exp_pass", "env_tile", "device_module", "host_library", "host_compiler", "ffma_host_library", "ffma_device_kernel"]
 
@@ -64,6 +64,7 @@ class Tile:
 
 
 DEVICE_TILE = Tile(tx=16, ty=16, tm=4, tn=4)  # H100: +13% (FP8) / +20% (BF16) over 16x16x8x4 at 8192^3
+ROW_TILE = Tile(tx=32, ty=16, tm=4, tn=4)  # a warp per thread row: the FP32 FMA pass's sign branch (H200: FP8 +5%)
 HOST_TILE = Tile(tx=4, ty=2, tm=2, tn=4)  # small blocks: several per test matrix, edges exercised
 
 _CTYPES = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int"}
@@ -310,16 +311,18 @@ EXP_PASSES = ("alu", "mma")
 
 def _align_choice(plan: Plan, spec: InstructionSpec, align: str) -> FmaAlign | None:
     """The truncating pass a build uses: "fma" the FMA pass wherever ``fma_align`` allows (FP32 or FP64), "int"
-    the integer pass, "auto" the integer pass for now.  On an H100 the FP32 FMA pass was the faster by 2% for FP8
-    units (1.64e12 against 1.61e12 MAC/s at 8192^3) and the integer pass for BF16 (1.30e12 against 0.92e12;
-    benchmarks/RESULTS.md); the FMA pass's stage has since changed (each value's positive and negative part side
-    by side) and is checked by the host build and an sm_90a compile only, so the silicon-checked integer pass
-    stays the default until a device run (``bench_gpu.py --only align``) shows both passes' bits equal there."""
+    the integer pass, "auto" the FP32 FMA pass where its FP32 group end applies (``fast_end``: the FP8 chains) and
+    the integer pass elsewhere.  Measured on an H200 (benchmarks/RESULTS.md, every output of the two passes equal at
+    2048x5760x1920, 4096^3 and 8192^3): FP8 E4M3 1.93e12 MAC/s (FMA, ``ROW_TILE``) against 1.61e12 (integer); BF16
+    1.30e12 (integer) against 0.97e12 (FP64 FMA)."""
     if align not in ALIGNS:
         raise ValueError(f"align must be one of {ALIGNS}, not {align!r}")
-    if align != "fma":
+    if align == "int":
         return None
-    return fma_align(plan, spec)
+    fa = fma_align(plan, spec)
+    if align == "auto" and (fa is None or fa.width != 1 or not fast_end(plan, spec, fa)):
+        return None
+    return fa
 
 
 def exp_choice(plan: Plan, spec: InstructionSpec, tile: Tile, exp_pass: str) -> ExpMma | None:
@@ -334,8 +337,8 @@ def exp_choice(plan: Plan, spec: InstructionSpec, tile: Tile, exp_pass: str) -> 
 
 def env_align() -> str:
     """The tiled kernel's truncating pass (``TCNUMERICS_CUDA_ALIGN``, for timing one against another): "auto" (the
-    default: the integer pass, see ``_align_choice``), "fma" (FP32 or FP64 FMA where either fits) or "int" (the
-    integer pass everywhere); every choice gives the same bits."""
+    default: FP32 FMA for the FP8 chains, the integer pass elsewhere, see ``_align_choice``), "fma" (FP32 or FP64
+    FMA where either fits) or "int" (the integer pass everywhere); every choice gives the same bits."""
     value = os.environ.get("TCNUMERICS_CUDA_ALIGN", "auto")
     if value not in ALIGNS:
         raise ValueError(f"TCNUMERICS_CUDA_ALIGN must be one of {ALIGNS}, not {value!r}")
@@ -350,6 +353,23 @@ def env_exp_pass() -> str:
     if value not in EXP_PASSES:
         raise ValueError(f"TCNUMERICS_CUDA_EXP must be one of {EXP_PASSES}, not {value!r}")
     return value
+
+
+def device_tiles(plan: Plan, spec: InstructionSpec, align: str, exp_pass: str) -> list[Tile]:
+    """The tiled kernel's shapes for a build, best first (the caller takes the first whose shared memory fits):
+    ``ROW_TILE`` for the FP32 FMA pass with its FP32 end (a warp per thread row routes by a's sign; H200, FP8
+    E4M3 8192^3: 1.93e12 against 1.84e12 MAC/s at ``DEVICE_TILE`` and 1.22e12 at 32 x 8 -- benchmarks/RESULTS.md),
+    then ``DEVICE_TILE``."""
+    fa = _align_choice(plan, spec, align) if tiled_reason(plan) is None and not isinstance(plan, SubgroupPlan) \
+        else None
+    row = fa is not None and fa.width == 1 and fast_end(plan, spec, fa) and exp_pass == "alu"
+    return [ROW_TILE, DEVICE_TILE] if row else [DEVICE_TILE]
+
+
+def env_tile_override() -> Tile | None:
+    """``TCNUMERICS_CUDA_TILE="tx,ty,tm,tn"`` as a ``Tile`` (tm, tn even; for timing other shapes -- every shape
+    gives the same bits), or None when unset."""
+    return env_tile() if os.environ.get("TCNUMERICS_CUDA_TILE") else None
 
 
 def env_tile() -> Tile:

@@ -481,15 +481,19 @@ def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote
     a model's thousands of chain launches skip the header generation and module lookup.  ``promote``: the tiled
     kernel's build with promotion inside (its own shared memory for the main accumulator; the per-output kernel
     promotes in every build)."""
-    align, tile, exp_pass = build.env_align(), build.env_tile(), build.env_exp_pass()
-    key = (id(plan), device, tiled, promote, align, tile, exp_pass)
+    align, chosen, exp_pass = build.env_align(), build.env_tile_override(), build.env_exp_pass()
+    key = (id(plan), device, tiled, promote, align, chosen, exp_pass)
     if key not in _KERNELS:
         import cupy
 
         if int(cupy.cuda.Device(device).compute_capability) < 80:
             exp_pass = "alu"  # mma.sync with BF16 operands needs sm_80
         tiles = tiled and build.tiled_reason(plan) is None
-        stage_k = _stage_k(spec, plan, tile, promote, align, exp_pass) if tiles else 0
+        stage_k, tile = 0, chosen or build.DEVICE_TILE
+        for tile in [chosen] if chosen else build.device_tiles(plan, spec, align, exp_pass):
+            stage_k = _stage_k(spec, plan, tile, promote, align, exp_pass) if tiles else 0
+            if stage_k:  # the first shape whose shared memory fits this GPU
+                break
         if stage_k:
             header = build.config_header(spec, plan, tile, stage_k, promote, align, exp_pass)
             kernel = build.device_module(header, "gemm_tiled").get_function("gemm_tiled")
