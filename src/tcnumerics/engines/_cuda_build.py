@@ -348,7 +348,7 @@ def env_align() -> str:
 def env_exp_pass() -> str:
     """The tiled kernel's exponent pass (``TCNUMERICS_CUDA_EXP``): "alu" (default: the CUDA-core max) or "mma" (the
     tensor-core power sum where ``_cuda_build.exp_mma`` allows, with its 16,16,4,4 tile; same bits, host-checked;
-    not yet timed or run on a GPU -- docs/gpu.md)."""
+    same bits on an H200 but 0.7x the CUDA-core pass there -- docs/gpu.md)."""
     value = os.environ.get("TCNUMERICS_CUDA_EXP", "alu")
     if value not in EXP_PASSES:
         raise ValueError(f"TCNUMERICS_CUDA_EXP must be one of {EXP_PASSES}, not {value!r}")
