@@ -284,8 +284,15 @@ def test_the_cuda_engine_gives_the_cpu_table(tmp_path):
         cupy.cuda.runtime.getDeviceCount()
     except Exception:  # noqa: BLE001 - a CuPy without a usable GPU
         pytest.skip("no CUDA device")
-    cpu = run_sweep(parse_spec(GEMM_ONLY), tmp_path / "cpu.parquet", workers=1, progress=False, engine="fast")
-    gpu = run_sweep(parse_spec(GEMM_ONLY), tmp_path / "gpu.parquet", progress=False, engine="cuda")
+    spec = GEMM_ONLY
+    try:  # with torch, a model too: its rows must not depend on the engine either (the model stays on the CPU)
+        import torch  # noqa: F401
+        spec = {**GEMM_ONLY, "workloads": GEMM_ONLY["workloads"] + [
+            {"kind": "model_eval", "model": "mlp", "batch": 8, "width": 32}]}
+    except ImportError:
+        pass
+    cpu = run_sweep(parse_spec(spec), tmp_path / "cpu.parquet", workers=1, progress=False, engine="fast")
+    gpu = run_sweep(parse_spec(spec), tmp_path / "gpu.parquet", progress=False, engine="cuda")
     _same(gpu, cpu)
 
 
