@@ -100,9 +100,14 @@ TC_FN int tc_col(int t, int j) { return j < TN / 2 ? t * (TN / 2) + j : BN / 2 +
 // build checks the group's bound), so the FP32 addition is exact, and so is its scaling back to a value unless the
 // result is subnormal (the general end then) or reaches 2**128 (inf: the unit's overflow).  Rounding toward zero to
 // FmtOut's significand is clearing the low bits of the magnitude; a zero total is +0.  False: use the general end.
+// CuPy compiles every kernel with -ftz=true (FP32 subnormals read and written as zero), so no FP32 operation here
+// may see or make one: a subnormal C takes the general end, 2**g is normal (so is every nonzero multiple of it), and
+// a subnormal (flushed) result has a zero exponent field, which sends it to the general end too.
 TC_FN bool tc_fast_end(unsigned c_bits, int emax, int flags, float s, unsigned& out) {
     const int g = emax + RS_AB;
-    if ((flags & 2) || (c_bits & 0x7F800000u) == 0x7F800000u || g < FMA_LO || g > FMA_HI) return false;
+    const unsigned c_exp = c_bits & 0x7F800000u;
+    if ((flags & 2) || c_exp == 0x7F800000u || (c_exp == 0u && (c_bits & 0x007FFFFFu) != 0u) || g < FMA_LO ||
+        g > FMA_HI || g < -126) return false;
     const float cs = TC_U2F(c_bits) * tc_pow2f(RS_AB + F_BITS);
     const float anchor = TC_U2F((c_bits & 0x80000000u) | TC_F2U(tc_pow2f(g + 23)));
     const float total = s + (TC_FADD_RZ(cs, anchor) - anchor);
