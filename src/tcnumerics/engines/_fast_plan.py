@@ -304,3 +304,44 @@ def build_plan(spec: InstructionSpec | UnitModel) -> Plan | str:
                 overflow=OVERFLOW_CODES[model.output_overflow], nan_bits=int(model.nan_bits),
                 ieee_add=spec.c_entry == "ieee_add", add_rounding=ROUNDING_CODES.get(spec.c_add_rounding, 0),
                 saturate=False, **common)
+
+
+def cached_planner(builder):
+    """``builder(spec)`` memoised per (hashable) spec -- an engine's plan lookup: a model's thousands of calls on one
+    unit plan it once.  A spec with an unhashable field is planned every time.
+
+    >>> from tcnumerics.catalog import get_instruction
+    >>> plan_of = cached_planner(build_plan)
+    >>> plan_of(get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")).kind
+    'fused'
+    """
+    from functools import lru_cache
+
+    cached = lru_cache(maxsize=256)(builder)
+
+    def plan(spec: InstructionSpec) -> "Plan | str":
+        try:
+            return cached(spec)
+        except TypeError:  # an unhashable field added to the spec: plan without the cache
+            return builder(spec)
+
+    plan.cache_clear = cached.cache_clear
+    return plan
+
+
+def check_k_range(spec: InstructionSpec, K: int, k_start: int, k_stop: int) -> None:
+    """The engines' one check of an accumulation's K columns ``k_start:k_stop`` of ``K``: in range, on instruction
+    boundaries, and a chain only where C and D share a format.
+
+    >>> from tcnumerics.catalog import get_instruction
+    >>> check_k_range(get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16"), 64, 16, 48)
+    """
+    if not (0 <= k_start <= k_stop <= K):
+        raise ValueError(f"k_start, k_stop: need 0 <= k_start <= k_stop <= {K}, got {k_start}, {k_stop}")
+    for name, value in (("k_start", k_start), ("k_stop", k_stop)):
+        if value % spec.k:
+            raise ValueError(f"{name}: {value} is not a multiple of {spec.name}'s K={spec.k}")
+    if k_stop - k_start > spec.k and spec.c_format != spec.d_format:
+        raise ValueError(f"a_rows: K range {k_start}:{k_stop} chains instructions, but {spec.name} takes C as "
+                         f"{spec.c_format.name} and writes D as {spec.d_format.name}")
+

@@ -43,7 +43,7 @@ import numpy as np
 from .._extras import install_hint
 from ..model import InstructionSpec
 from . import _cuda_build as build
-from ._fast_plan import Plan, build_plan
+from ._fast_plan import Plan, build_plan, cached_planner, check_k_range
 
 __all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "promotion_reason", "ffma_chain",
            "available"]
@@ -80,16 +80,7 @@ def _build(spec: InstructionSpec) -> Plan | str:
     return build_plan(spec)
 
 
-@lru_cache(maxsize=256)
-def _cached_plan(spec: InstructionSpec) -> Plan | str:
-    return _build(spec)
-
-
-def _plan(spec: InstructionSpec) -> Plan | str:
-    try:
-        return _cached_plan(spec)
-    except TypeError:  # an unhashable field: plan without the cache
-        return _build(spec)
+_plan = cached_planner(_build)
 
 
 def unsupported_reason(spec: "str | InstructionSpec") -> str | None:
@@ -430,15 +421,7 @@ def host_ffma_chain(a: np.ndarray, b_t: np.ndarray, cols=None) -> np.ndarray:
     return out
 
 
-def _check_range(spec: InstructionSpec, K: int, k_start: int, k_stop: int) -> None:
-    if not (0 <= k_start <= k_stop <= K):
-        raise ValueError(f"k_start, k_stop: need 0 <= k_start <= k_stop <= {K}, got {k_start}, {k_stop}")
-    for name, value in (("k_start", k_start), ("k_stop", k_stop)):
-        if value % spec.k:
-            raise ValueError(f"{name}: {value} is not a multiple of {spec.name}'s K={spec.k}")
-    if k_stop - k_start > spec.k and spec.c_format != spec.d_format:
-        raise ValueError(f"a_rows: K range {k_start}:{k_stop} chains instructions, but {spec.name} takes C as "
-                         f"{spec.c_format.name} and writes D as {spec.d_format.name}")
+_check_range = check_k_range
 
 
 def _stage_k(spec: InstructionSpec, plan: Plan, tile, promote: bool, align: str, exp_pass: str) -> int:

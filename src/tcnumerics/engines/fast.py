@@ -41,13 +41,12 @@ Example:
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 
 import numpy as np
 
 from ..model import InstructionSpec
 from . import reference
-from ._fast_plan import Plan, build_plan
+from ._fast_plan import Plan, build_plan, cached_planner, check_k_range
 
 __all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "backend", "kernel_threads",
            "PANEL_BYTES"]
@@ -89,16 +88,7 @@ def _spec(spec) -> InstructionSpec:
     return get_instruction(spec)
 
 
-@lru_cache(maxsize=256)
-def _cached_plan(spec: InstructionSpec) -> Plan | str:
-    return build_plan(spec)
-
-
-def _plan(spec: InstructionSpec) -> Plan | str:
-    try:
-        return _cached_plan(spec)
-    except TypeError:  # an unhashable field added to the spec: plan without the cache
-        return build_plan(spec)
+_plan = cached_planner(build_plan)
 
 
 def unsupported_reason(spec: "str | InstructionSpec") -> str | None:
@@ -220,14 +210,7 @@ def accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_cols: n
         raise ValueError(f"c: expected shape {(M, N)}, got {acc.shape}")
     acc = _bits("c", acc, spec.c_format)
     k_stop = K if k_stop is None else k_stop
-    if not (0 <= k_start <= k_stop <= K):
-        raise ValueError(f"k_start, k_stop: need 0 <= k_start <= k_stop <= {K}, got {k_start}, {k_stop}")
-    for name, value in (("k_start", k_start), ("k_stop", k_stop)):
-        if value % spec.k:
-            raise ValueError(f"{name}: {value} is not a multiple of {spec.name}'s K={spec.k}")
-    if k_stop - k_start > spec.k and spec.c_format != spec.d_format:
-        raise ValueError(f"a_rows: K range {k_start}:{k_stop} chains instructions, but {spec.name} takes C as "
-                         f"{spec.c_format.name} and writes D as {spec.d_format.name}")
+    check_k_range(spec, K, k_start, k_stop)
     d_dtype = spec.d_format.container_dtype
     if k_stop == k_start:
         return acc.astype(d_dtype)
