@@ -103,7 +103,7 @@ __device__ __forceinline__ void tc_mma_bf16(float* d, const unsigned* a, const u
 typedef float FT;
 #define TC_POW2(T, e) tc_pow2f(e)
 #ifndef TC_HOST
-#define TC_FMA_RZ(a, b, c) __fmaf_rz((a), (b), (c))
+#define TC_FMA_RZ(a, b, c) __fmaf_ieee_rz((a), (b), (c))  // IEEE subnormals whatever -ftz says (CuPy sets it)
 #endif
 #else
 #define MAGW 1
