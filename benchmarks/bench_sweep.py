@@ -7,7 +7,8 @@ does not serve are dropped from the spec (named on stdout).
 
     taskset -c 0,1 python benchmarks/bench_sweep.py examples/sweeps/accumulator-design.toml --workers 2 [--json X]
 
-(``taskset`` pins the run to two cores: the workers' engine threads follow the affinity, not the machine's count.)
+(``taskset`` pins the run to two cores: the workers' engine threads follow the affinity, not the machine's count.
+``--cpu-cores 2`` pins only the CPU run, so that ``--gpu-workers N`` can use the machine's other cores.)
 
 ``--cpu-only`` times the CPU side alone (no GPU needed): the baseline for a later GPU run.
 
@@ -79,6 +80,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=None, help="override the spec's seed count")
     ap.add_argument("--cpu-only", action="store_true", help="time the CPU side only")
     ap.add_argument("--gpu-runs", type=int, default=2, help="GPU runs timed (the first compiles the kernels)")
+    ap.add_argument("--cpu-cores", type=int, default=None,
+                    help="pin the CPU run (only) to this many cores, e.g. 2 for the CI machine's count (Linux)")
     ap.add_argument("--gpu-workers", type=int, default=1,
                     help="worker processes sharing the GPU (default 1; the tasks are small, so their host-side work "
                          "can be the bound)")
@@ -94,8 +97,17 @@ def main(argv=None) -> int:
               "cores": usable_cores(),
               "host": platform.node()}
     _warm_cpu_engine()
+    everything = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     with tempfile.TemporaryDirectory() as tmp:
-        cpu, result["cpu_s"] = _timed(spec, os.path.join(tmp, "cpu.parquet"), workers=args.workers, engine="fast")
+        if args.cpu_cores:  # the CPU side on N cores; its workers inherit the mask, the GPU side gets all back
+            os.sched_setaffinity(0, sorted(everything)[:args.cpu_cores])
+            result["cores"] = usable_cores()
+        try:
+            cpu, result["cpu_s"] = _timed(spec, os.path.join(tmp, "cpu.parquet"), workers=args.workers,
+                                          engine="fast")
+        finally:
+            if args.cpu_cores:
+                os.sched_setaffinity(0, everything)
         print(f"{tasks} tasks, CPU engines, {args.workers} workers: {result['cpu_s']:.1f} s")
         if not args.cpu_only:
             import pandas as pd
