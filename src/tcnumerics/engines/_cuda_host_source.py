@@ -63,6 +63,16 @@ static inline float tc_fadd_rz_host(float a, float b) {  // the device's __fadd_
     return r;
 }
 #define TC_FADD_RZ(a, b) tc_fadd_rz_host((a), (b))
+// The device build is compiled with -ftz=true (CuPy adds it): an FP32 operation there reads and writes subnormals
+// as zero.  The kernels keep every FP32 value they compute with normal (or zero); the host build checks it, and
+// host_gemm_tiled returns 2 if any value it was shown was a subnormal.
+static std::atomic<int> tc_subnormal_seen{0};
+static inline float tc_normal32(float x) {
+    if (std::fpclassify(x) == FP_SUBNORMAL) tc_subnormal_seen = 1;
+    return x;
+}
+static inline double tc_normal32(double x) { return x; }  // FP64 ignores the flag
+#define TC_NORMAL32(x) tc_normal32(x)
 static inline float tc_pow2f(int e) { return std::ldexp(1.0f, e); }
 static inline double tc_pow2d(int e) { return std::ldexp(1.0, e); }
 #include <bit>
@@ -188,7 +198,7 @@ extern "C" int host_gemm_tiled(const void* a, long long lda, const void* b, long
                 });
             for (auto& th : threads) th.join();
         }
-    return 0;
+    return tc_subnormal_seen.exchange(0) ? 2 : 0;
 }
 #endif
 """

@@ -57,7 +57,7 @@ template <class T> TC_FN void tc_load_stage(const T* __restrict__ X, long long l
 #if FMA_ALIGN == 1
             {  // the FP32 FMA pass reads the signed value x = +-(|sig| << lshift) * 2**e (exact: _cuda_build)
                 const unsigned mag = (unsigned)(sig < 0 ? -sig : sig) << lshift;
-                const float x = mag ? (float)mag * tc_pow2f(e) : 0.0f;
+                const float x = mag ? TC_NORMAL32((float)mag * tc_pow2f(e)) : 0.0f;
                 MAG[2 * at] = TC_F2U(sig < 0 ? 0.0f : x);  // its positive part, then its negative part
                 MAG[2 * at + 1] = TC_F2U(sig < 0 ? -x : 0.0f);
             }
@@ -108,11 +108,12 @@ TC_FN bool tc_fast_end(unsigned c_bits, int emax, int flags, float s, unsigned& 
     const unsigned c_exp = c_bits & 0x7F800000u;
     if ((flags & 2) || c_exp == 0x7F800000u || (c_exp == 0u && (c_bits & 0x007FFFFFu) != 0u) || g < FMA_LO ||
         g > FMA_HI || g < -126) return false;
-    const float cs = TC_U2F(c_bits) * tc_pow2f(RS_AB + F_BITS);
+    const float cs = TC_NORMAL32(TC_NORMAL32(TC_U2F(c_bits)) * tc_pow2f(RS_AB + F_BITS));
     const float anchor = TC_U2F((c_bits & 0x80000000u) | TC_F2U(tc_pow2f(g + 23)));
-    const float total = s + (TC_FADD_RZ(cs, anchor) - anchor);
+    const float ct = TC_NORMAL32(TC_NORMAL32(TC_FADD_RZ(cs, anchor)) - anchor);
+    const float total = TC_NORMAL32(TC_NORMAL32(s) + ct);
     if (total == 0.0f) { out = 0u; return true; }
-    const unsigned r = TC_F2U(total * tc_pow2f(-(RS_AB + F_BITS)));
+    const unsigned r = TC_F2U(total * tc_pow2f(-(RS_AB + F_BITS)));  // subnormal (host) or flushed (device): below
     if ((r & 0x7F800000u) == 0u) return false;
     out = (r & 0x7F800000u) == 0x7F800000u ? r : r & ~((1u << (23 - FmtOut::man_bits)) - 1u);
     return true;
@@ -375,10 +376,10 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                     const int at = (i * TN + j) * NT + tid;
                     ES[at] = E[i][j];
 #if FAST_END  // the exact sum P + N itself (grid units 2**g): the group's end works on it in FP32
-                    SUM[at] = (int)TC_F2U(accP[i][j] + accN[i][j]);
+                    SUM[at] = (int)TC_F2U(TC_NORMAL32(accP[i][j] + accN[i][j]));
 #else
                     const int g = min(max(E[i][j] + RS_AB, FMA_LO), FMA_HI);
-                    SUM[at] = (int)((accP[i][j] + accN[i][j]) * TC_POW2(FT, -g));
+                    SUM[at] = (int)TC_NORMAL32(TC_NORMAL32(accP[i][j] + accN[i][j]) * TC_POW2(FT, -g));
 #endif
                     if (SPLIT_SUM) SUM_HALF[at] = 0;
                 }
@@ -452,7 +453,7 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                 }
                 {  // the general end: the sum in grid units, as the integer pass keeps it
                     const int g = min(max(emax + RS_AB, FMA_LO), FMA_HI);
-                    SUM[at] = (int)(TC_U2F((unsigned)SUM[at]) * TC_POW2(FT, -g));
+                    SUM[at] = (int)TC_NORMAL32(TC_U2F((unsigned)SUM[at]) * TC_POW2(FT, -g));
                 }
 #endif
                 int cexp, ckind;

@@ -566,7 +566,9 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
     if k_stop > k_start and M and N:
         if tiled:
             words = build.smem_words(plan, tile, promote=promote, header=header)
-            lib.host_gemm_tiled(*args, ctypes.c_longlong(words), *scale_args)
+            if lib.host_gemm_tiled(*args, ctypes.c_longlong(words), *scale_args) == 2:
+                raise RuntimeError(f"{spec.name}: the tiled kernel computed with a subnormal FP32 value, which the "
+                                   "device (compiled with -ftz=true) would read as zero: its bits could differ there")
         else:
             lib.host_gemm_scalar(*args, *scale_args)
     del keep
