@@ -38,7 +38,7 @@ from ._fast_plan import ZERO_EXP, Plan
 
 __all__ = ["Tile", "DEVICE_TILE", "ROW_TILE", "HOST_TILE", "device_tiles", "env_tile_override", "SubgroupPlan", "subgroup_plan", "config_header", "tiled_reason",
            "promotion_reason", "tables", "smem_words", "FmaAlign", "fma_align", "fast_end", "ExpMma", "exp_mma", "MMA_TILE",
-           "env_align", "env_exp_pass", "env_tile", "device_module", "host_library", "host_compiler", "ffma_host_library", "ffma_device_kernel"]
+           "env_align", "env_exp_pass", "device_module", "host_library", "host_compiler", "ffma_host_library", "ffma_device_kernel"]
 
 
 @dataclass(frozen=True)
@@ -368,16 +368,10 @@ def device_tiles(plan: Plan, spec: InstructionSpec, align: str, exp_pass: str) -
 
 def env_tile_override() -> Tile | None:
     """``TCNUMERICS_CUDA_TILE="tx,ty,tm,tn"`` as a ``Tile`` (tm, tn even; for timing other shapes -- every shape
-    gives the same bits), or None when unset."""
-    return env_tile() if os.environ.get("TCNUMERICS_CUDA_TILE") else None
-
-
-def env_tile() -> Tile:
-    """The tiled kernel's shape: ``DEVICE_TILE``, or ``TCNUMERICS_CUDA_TILE="tx,ty,tm,tn"`` (tm, tn even; for
-    timing other shapes -- every shape gives the same bits)."""
+    gives the same bits), or None when unset (``device_tiles`` chooses)."""
     value = os.environ.get("TCNUMERICS_CUDA_TILE")
     if not value:
-        return DEVICE_TILE
+        return None
     try:
         tx, ty, tm, tn = (int(v) for v in value.split(","))
     except ValueError:

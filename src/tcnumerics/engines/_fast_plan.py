@@ -325,7 +325,6 @@ def cached_planner(builder):
         except TypeError:  # an unhashable field added to the spec: plan without the cache
             return builder(spec)
 
-    plan.cache_clear = cached.cache_clear
     return plan
 
 
