@@ -7,7 +7,7 @@ BF16 ``mma.sync`` on the measured unit model; ``HOST_LAUNCHER`` runs a kernel's 
 
 from __future__ import annotations
 
-__all__ = ["HOST_PRELUDE", "HOST_LAUNCHER", "FFMA_HOST_LAUNCHER"]
+__all__ = ["HOST_PRELUDE", "HOST_LAUNCHER", "FCHAIN_HOST_LAUNCHER", "FFMA_HOST_LAUNCHER"]
 
 # The host build: the same source as plain C++ (CI checks the kernels' logic without a GPU).
 HOST_PRELUDE = r"""
@@ -200,6 +200,31 @@ extern "C" int host_gemm_tiled(const void* a, long long lda, const void* b, long
         }
     return tc_subnormal_seen.exchange(0) ? 2 : 0;
 }
+#endif
+"""
+
+FCHAIN_HOST_LAUNCHER = r"""
+#if FCHAIN
+extern "C" int host_gemm_fchain(const void* a, long long lda, const void* b, long long ldb, const int* ta,
+                                const int* tb, unsigned* acc, int M, int N, int k0, int k1, long long smem_words) {
+    std::vector<unsigned> smem((size_t)smem_words);
+    blockDim.x = FC_NT;
+    for (unsigned by = 0; by * FC_BM < (unsigned)M; ++by)
+        for (unsigned bx = 0; bx * FC_BN < (unsigned)N; ++bx) {
+            std::barrier<> bar(FC_NT);
+            tc_barrier = &bar;
+            tc_host_smem = smem.data();
+            std::vector<std::thread> threads;
+            for (unsigned t = 0; t < FC_NT; ++t)
+                threads.emplace_back([=] {
+                    blockIdx.x = bx; blockIdx.y = by; threadIdx.x = t;
+                    gemm_fchain((const unsigned char*)a, lda, (const unsigned char*)b, ldb, ta, tb, acc, M, N, k0, k1, 0, 0);
+                });
+            for (auto& th : threads) th.join();
+        }
+    return tc_subnormal_seen.exchange(0) ? 2 : 0;
+}
+extern "C" int host_fchain_slow_blocks() { return tc_fchain_slow_blocks.exchange(0); }  // since the last call
 #endif
 """
 

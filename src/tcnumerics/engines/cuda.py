@@ -428,10 +428,7 @@ def _stage_k(spec: InstructionSpec, plan: Plan, tile, promote: bool, align: str,
     """K per shared stage that fits this GPU's shared memory (32, else one group; 0: none fits)."""
     import cupy
 
-    try:  # cudaDevAttrMaxSharedMemoryPerBlockOptin (97): 227 KB on Hopper, 163 KB on A100, 99 KB on Ada
-        limit = cupy.cuda.runtime.deviceGetAttribute(97, cupy.cuda.Device().id)
-    except Exception:  # unknown: assume the Hopper limit the default configuration was sized for
-        limit = 227 * 1024
+    limit = _smem_limit(cupy.cuda.Device().id)
     for stage_k in (32, 1):
         header = build.config_header(spec, plan, tile, stage_k, promote, align, exp_pass)
         if 4 * build.smem_words(plan, tile, stage_k, promote, header) <= limit:
@@ -472,6 +469,11 @@ def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote
         if int(cupy.cuda.Device(device).compute_capability) < 80:
             exp_pass = "alu"  # mma.sync with BF16 operands needs sm_80
         tiles = tiled and build.tiled_reason(plan) is None
+        if tiles and not promote and chosen is None and exp_pass == "alu" and build.env_fchain():
+            fchain = _fchain_kernel(spec, plan, device, align)
+            if fchain is not None:
+                _KERNELS[key] = (plan,) + fchain
+                return fchain
         stage_k, tile = 0, chosen or build.DEVICE_TILE
         for tile in [chosen] if chosen else build.device_tiles(plan, spec, align, exp_pass):
             stage_k = _stage_k(spec, plan, tile, promote, align, exp_pass) if tiles else 0
@@ -488,6 +490,27 @@ def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote
             kernel, smem = build.device_module(header, "gemm_scalar").get_function("gemm_scalar"), 0
         _KERNELS[key] = (plan, kernel, smem, tile)  # the plan kept alive: its id is the key
     return _KERNELS[key][1:]
+
+
+def _smem_limit(device: int) -> int:
+    import cupy
+
+    try:  # cudaDevAttrMaxSharedMemoryPerBlockOptin (97): 227 KB on Hopper, 163 KB on A100, 99 KB on Ada
+        return int(cupy.cuda.runtime.deviceGetAttribute(97, device))
+    except Exception:  # unknown: assume the Hopper limit the default configuration was sized for
+        return 227 * 1024
+
+
+def _fchain_kernel(spec: InstructionSpec, plan: Plan, device: int, align: str):
+    """(``gemm_fchain`` compiled for ``spec``, its shared memory bytes, its tile), or None where it does not apply
+    (``_cuda_build.fchain_reason``, the build's truncating pass, or this GPU's shared memory)."""
+    header = build.config_header(spec, plan, build.FCHAIN_TILE, align=align)
+    smem = 4 * build.fchain_smem_words(plan)
+    if "#define FCHAIN 1\n" not in header or smem > _smem_limit(device):
+        return None
+    kernel = build.device_module(header, "gemm_fchain").get_function("gemm_fchain")
+    kernel.max_dynamic_shared_size_bytes = smem
+    return kernel, smem, build.FCHAIN_TILE
 
 
 # --- the same kernels built for the CPU (tests) ---------------------------------------------------
@@ -534,7 +557,8 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
                          k_start: int = 0, k_stop: int | None = None, kernel: str = "auto", *, scale_a=None,
                          scale_b=None, promote_every: int | None = None, promote_from_acc: bool = False,
                          align: str = "auto", exp_pass: str = "alu", tile: "build.Tile | None" = None) -> np.ndarray:
-    """``accumulate_bits`` through the host build (``kernel``: "tiled", "scalar" or "auto"; ``align``: the tiled
+    """``accumulate_bits`` through the host build (``kernel``: "tiled", "scalar", "fchain" (``gemm_fchain``) or
+    "auto"; ``align``: the tiled
     kernel's truncating pass, "auto", "fma" or "int" as ``TCNUMERICS_CUDA_ALIGN``; ``exp_pass``: its exponent pass,
     "alu" or "mma" as ``TCNUMERICS_CUDA_EXP`` -- "mma" builds the device tile, 256 host threads per block; ``tile``:
     the tiled kernel's shape, default the small host tile -- tx = 32 builds the FMA pass's warp-row branch)."""
@@ -552,8 +576,13 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
     work = np.ascontiguousarray(np.asarray(acc).astype(spec.c_format.container_dtype).astype(np.uint32))
     k_stop = a.shape[1] if k_stop is None else k_stop
     _check_range(spec, a.shape[1], k_start, k_stop)
+    if kernel == "fchain":
+        reason = build.fchain_reason(plan, spec)
+        if reason is not None or promote:
+            raise ValueError(f"{spec.name}: gemm_fchain does not run it: {reason or 'promotion'}")
+        tile = build.FCHAIN_TILE
     tile = tile or (build.MMA_TILE if exp_pass == "mma" else build.HOST_TILE)
-    tiled = build.tiled_reason(plan) is None if kernel == "auto" else kernel == "tiled"
+    tiled = build.tiled_reason(plan) is None if kernel == "auto" else kernel in ("tiled", "fchain")
     header = build.config_header(spec, plan, tile, promote=promote and tiled, align=align, exp_pass=exp_pass)
     lib = build.host_library(header)
     ta, tb = build.tables(plan)
@@ -564,7 +593,10 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
             ctypes.c_int(promote_every or 0), ctypes.c_int(int(bool(promote_from_acc)))]
     scale_args, keep = _host_scales(spec, scale_a, M, scale_b, N, a.shape[1])
     if k_stop > k_start and M and N:
-        if tiled:
+        if kernel == "fchain":
+            if lib.host_gemm_fchain(*args[:-2], ctypes.c_longlong(build.fchain_smem_words(plan))) == 2:
+                raise RuntimeError(f"{spec.name}: gemm_fchain computed with a subnormal FP32 value")
+        elif tiled:
             words = build.smem_words(plan, tile, promote=promote, header=header)
             if lib.host_gemm_tiled(*args, ctypes.c_longlong(words), *scale_args) == 2:
                 raise RuntimeError(f"{spec.name}: the tiled kernel computed with a subnormal FP32 value, which the "

@@ -1,0 +1,277 @@
+"""CUDA C++ source of ``gemm_fchain``: the register-resident fused-chain GEMM for units whose group ends in FP32
+(private, part of ``_cuda_source.KERNEL_SOURCE``, compiled only under ``BUILD_FCHAIN``; ``_cuda_build.fchain_reason``
+says which plans it runs: the FP8 chains of Hopper-class units).
+
+Method.  A block is 8 warps; warp w owns 8 rows (warp-uniform), lane L the 4 columns L + 32 j; a K-group is staged
+in shared memory as FP32 values x = +-(|sig| << LS) * 2**e (A signed, B as its positive and negative part) and as
+exponents packed two per word.  Per group and output: pass 1 takes E = max(C's exponent, max_k ea + eb) two outputs
+per instruction (``__viaddmax_s16x2``); the two accumulators start at +-2**(23 + g) (g = E + RS, the unit's grid
+2**(E - F) in these units) with C's term already truncated onto the grid by the same directed-rounding FMA that
+pass 2 then uses for every product -- exact by the argument of the tiled kernel's FMA pass: P only grows within the
+binade whose ulp is 2**g, so fma_rz truncates each non-negative term onto the grid, N mirrors it for the
+non-positive terms.  Which of b's parts pairs with which accumulator depends on a's sign: it is warp-uniform, so a
+jump table over four rows' signs (16 cases, 32 FMAs each) routes every product with two FMAs and no divergence.
+P + N is the exact group sum (a multiple of 2**g below 2**(g + 24)); scaled back and cut to the output's
+significand toward zero it is the unit's result (``tc_fast_end``'s argument, C's term now inside the sum).
+
+Whatever the fast path cannot take -- a special operand, a C or result outside [2**E0, 2**(EMAX + 1)) that would
+move the grid out of the checked range -- marks the block, which then recomputes its outputs from the original C
+with the per-output chain (``chain_one``): slow, rare, and the same bits as every other path.
+"""
+
+from __future__ import annotations
+
+__all__ = ["FCHAIN_SOURCE", "rows4_dispatch"]
+
+
+def rows4_dispatch(tn: int = 4) -> str:
+    """The device body of ``fc_rows4``: one ``brx.idx`` jump table over the 16 sign patterns of four rows, each case
+    the 2 x 4 x ``tn`` round-toward-zero FMAs that route the rows' products by a's sign (a uniform branch: the
+    pattern is the same in every lane of the warp)."""
+    def acc(kind: str, i: int, j: int) -> str:
+        return f"%{(0 if kind == 'P' else 4 * tn) + i * tn + j}"
+
+    a0, bp0, bn0, code = 8 * tn, 8 * tn + 4, 8 * tn + 4 + tn, 8 * tn + 4 + 2 * tn
+    lines = ["{", "TBL%=: .branchtargets " + ", ".join(f"L{s}_%=" for s in range(16)) + ";",
+             f"brx.idx.uni %{code}, TBL%=;"]
+    for s in range(16):
+        lines.append(f"L{s}_%=:")
+        for i in range(4):
+            neg = (s >> i) & 1
+            for j in range(tn):
+                bp, bn = f"%{bp0 + j}", f"%{bn0 + j}"
+                pos_b, neg_b = (bn, bp) if neg else (bp, bn)
+                lines.append(f"fma.rz.f32 {acc('P', i, j)}, %{a0 + i}, {pos_b}, {acc('P', i, j)};")
+                lines.append(f"fma.rz.f32 {acc('N', i, j)}, %{a0 + i}, {neg_b}, {acc('N', i, j)};")
+        lines.append("bra.uni DONE%=;")
+    lines += ["DONE%=:", "}"]
+    body = "\\n\\t".join(lines)
+    outs = ", ".join(f'"+f"(P[{i}][{j}])' for i in range(4) for j in range(tn)) + ", " + \
+        ", ".join(f'"+f"(N[{i}][{j}])' for i in range(4) for j in range(tn))
+    ins = ", ".join(f'"f"(a[{i}])' for i in range(4)) + ", " + ", ".join(f'"f"(bp[{j}])' for j in range(tn)) + \
+        ", " + ", ".join(f'"f"(bn[{j}])' for j in range(tn)) + ', "r"(code)'
+    return f'    asm volatile("{body}"\n                 : {outs}\n                 : {ins});\n'
+
+
+FCHAIN_SOURCE = r"""
+#if BUILD_FCHAIN && FCHAIN
+#define FC_W 8                  // warps per block
+#define FC_NT (32 * FC_W)
+#define FC_TM 8                 // rows per warp (two jump tables of four)
+#define FC_TN 4                 // columns per lane: L + 32 j
+#define FC_BM (FC_W * FC_TM)
+#define FC_BN (32 * FC_TN)
+#define FC_SA (FC_BM + 4)       // A's row stride in words (16-byte rows for the broadcast loads; 4-way store conflicts)
+#define FC_SB (FC_BN + 1)       // B's row stride in pairs (odd: the loader's stores along K do not conflict)
+#define FC_SE (FC_BN / 2 + 1)   // packed B exponents' row stride in words
+
+#ifdef TC_HOST
+struct float2 { float x, y; };
+static inline float2 make_float2(float x, float y) { return float2{x, y}; }
+static std::atomic<int> tc_or_flag{0};
+static std::atomic<int> tc_fchain_slow_blocks{0};  // blocks that took the slow path (the host build's tests count them)
+static inline int tc_sync_or(int x) {  // __syncthreads_or: every thread of the block calls it
+    if (x) tc_or_flag = 1;
+    __syncthreads();
+    const int r = tc_or_flag;
+    __syncthreads();
+    if (threadIdx.x == 0) tc_or_flag = 0;
+    __syncthreads();
+    return r;
+}
+TC_FN unsigned fc_addmax2(unsigned a, unsigned b, unsigned c) {  // per signed 16-bit half: max(a + b, c)
+    unsigned r = 0;
+    for (int h = 0; h < 32; h += 16) {
+        const int x = (short)(a >> h) + (short)(b >> h), y = (short)(c >> h);
+        r |= (unsigned)(unsigned short)(x > y ? x : y) << h;
+    }
+    return r;
+}
+TC_FN void fc_rows4(unsigned code, const float* a, const float* bp, const float* bn, float (&P)[4][FC_TN],
+                    float (&N)[4][FC_TN]) {
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < FC_TN; ++j) {
+            const bool neg = (code >> i) & 1;
+            P[i][j] = TC_FMA_RZ(a[i], neg ? bn[j] : bp[j], P[i][j]);
+            N[i][j] = TC_FMA_RZ(a[i], neg ? bp[j] : bn[j], N[i][j]);
+        }
+}
+#define FC_SYNC_OR(x) tc_sync_or(x)
+#else
+#define fc_addmax2(a, b, c) __viaddmax_s16x2((a), (b), (c))
+__device__ __forceinline__ void fc_rows4(unsigned code, const float* a, const float* bp, const float* bn,
+                                         float (&P)[4][FC_TN], float (&N)[4][FC_TN]) {
+@ROWS4@}
+#define FC_SYNC_OR(x) __syncthreads_or(x)
+#endif
+
+extern "C" __global__ void __launch_bounds__(FC_NT, 2)
+gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned char* __restrict__ B, long long ldb,
+            const int* __restrict__ TA, const int* __restrict__ TB, unsigned* __restrict__ ACC, int M, int N, int k0,
+            int k1, int, int) {  // (gemm_tiled's arguments: the promotion ones unused -- no promotion here)
+#ifdef TC_HOST
+    unsigned* tc_smem = tc_host_smem;
+#else
+    extern __shared__ unsigned tc_smem[];
+#endif
+    float2* XB = (float2*)tc_smem;                        // [GL][FC_SB]: b's positive and negative part
+    float* XA = (float*)(XB + GL * FC_SB);                // [GL][FC_SA]: a, signed
+    unsigned* EA = (unsigned*)(XA + GL * FC_SA);          // [GL][FC_SA]: (ea, ea)
+    float2* TXB = (float2*)(EA + GL * FC_SA);             // per code: b's parts, a, the exponents
+    float* TXA = (float*)(TXB + 256);
+    int* TEA = (int*)(TXA + 256);
+    int* TEB = TEA + 256;
+    unsigned short* EB = (unsigned short*)(TEB + 256);    // [GL][FC_SE] words: (eb(L + 64 jj), eb(L + 64 jj + 32))
+    unsigned* CODE = (unsigned*)(EB + 2 * GL * FC_SE);    // [GL][FC_W]: signs of the warp's rows 0-3, 4-7 (bits)
+    unsigned* CS = CODE + GL * FC_W;                      // [32][FC_NT]: each output's C (FP32 bits)
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    const int m0 = blockIdx.y * FC_BM, n0 = blockIdx.x * FC_BN;
+    int bad = 0;
+    {   // per code: x = +-(|sig| << LS) * 2**e (exact: _cuda_build.fchain_reason checks the ranges) and e
+        const int wa = TC_LDG(TA + ((unsigned)tid >> A_SHIFT)), wb = TC_LDG(TB + ((unsigned)tid >> B_SHIFT));
+        const int sa = wa >> 16, sb = wb >> 16, ea = (int)(short)(wa & 0xFFFF), eb = (int)(short)(wb & 0xFFFF);
+        const unsigned ma = (unsigned)(sa < 0 ? -sa : sa) << LS_AB, mb = (unsigned)(sb < 0 ? -sb : sb);
+        const float xa = ma ? TC_NORMAL32((float)ma * tc_pow2f(ea)) : 0.0f;
+        const float xb = mb ? TC_NORMAL32((float)mb * tc_pow2f(eb)) : 0.0f;
+        TXA[tid] = sa < 0 ? -xa : xa;
+        TXB[tid] = make_float2(sb < 0 ? 0.0f : xb, sb < 0 ? -xb : 0.0f);
+        TEA[tid] = ea;
+        TEB[tid] = eb;
+    }
+    unsigned umax = 0u, umin = 0xFFFFFFFFu;  // over every C a group starts from: |C| bits, and |C| bits - 1
+#pragma unroll 1
+    for (int o = 0; o < FC_TM * FC_TN; ++o) {
+        const int m = m0 + w * FC_TM + o / FC_TN, n = n0 + lane + 32 * (o % FC_TN);
+        const unsigned c = m < M && n < N ? ACC[(long long)m * N + n] : 0u;
+        CS[o * FC_NT + tid] = c;
+        umax = max(umax, c & 0x7FFFFFFFu);
+        umin = min(umin, (c & 0x7FFFFFFFu) - 1u);
+    }
+    const int groups = (k1 - k0) / GL;
+#pragma unroll 1
+    for (int g = 0; g < groups; ++g) {
+        const int kb = k0 + g * GL;
+        __syncthreads();  // the tables are written; the previous group's stage is read
+        // stage A: thread (w, lane) decodes column kb + lane of the warp's 8 rows and their sign pattern
+        if (lane < GL) {
+            int col = kb + lane;
+#if !NATURAL
+            { const int kp = (col - k0) % K_INST; col = col - kp + PERM[kp]; }
+#endif
+            unsigned code = 0;
+#pragma unroll
+            for (int i = 0; i < FC_TM; ++i) {
+                const int row = m0 + w * FC_TM + i;
+                const unsigned v = row < M ? A[(long long)row * lda + col] : 0u;
+                const float x = TXA[v];
+                const int e = row < M ? TEA[v] : ZERO_EXP;
+                bad |= e < ZERO_EXP;
+                XA[lane * FC_SA + w * FC_TM + i] = x;
+                EA[lane * FC_SA + w * FC_TM + i] = (unsigned)(e & 0xFFFF) * 0x10001u;
+                code |= (x < 0.0f ? 1u : 0u) << i;
+            }
+            CODE[lane * FC_W + w] = code;
+        }
+        // stage B: thread (w, lane) decodes column kb + lane of B columns w + 8 t
+        if (lane < GL) {
+            int col = kb + lane;
+#if !NATURAL
+            { const int kp = (col - k0) % K_INST; col = col - kp + PERM[kp]; }
+#endif
+#pragma unroll 4
+            for (int t = 0; t < FC_BN / FC_W; ++t) {
+                const int c = w + FC_W * t, n = n0 + c;
+                const unsigned v = n < N ? B[(long long)n * ldb + col] : 0u;
+                const int e = n < N ? TEB[v] : ZERO_EXP;
+                bad |= e < ZERO_EXP;
+                XB[lane * FC_SB + c] = n < N ? TXB[v] : make_float2(0.0f, 0.0f);
+                EB[2 * (lane * FC_SE + (c >> 6) * 32 + (c & 31)) + ((c >> 5) & 1)] = (unsigned short)(e & 0xFFFF);
+            }
+        }
+        __syncthreads();
+        // pass 1: E per output, two per word (low half: column L + 64 jj, high half: L + 64 jj + 32), from C's
+        // exponent raised to E0 (a zero C, or one below E0 -- the latter sends the block to the slow path)
+        unsigned E2[FC_TM][FC_TN / 2];
+#pragma unroll
+        for (int i = 0; i < FC_TM; ++i)
+#pragma unroll
+            for (int jj = 0; jj < FC_TN / 2; ++jj) {
+                const unsigned lo = CS[(i * FC_TN + 2 * jj) * FC_NT + tid], hi = CS[(i * FC_TN + 2 * jj + 1) * FC_NT + tid];
+                const int elo = max((int)((lo >> 23) & 0xFF) - 127, FC_E0), ehi = max((int)((hi >> 23) & 0xFF) - 127, FC_E0);
+                E2[i][jj] = (unsigned)(elo & 0xFFFF) | ((unsigned)ehi << 16);
+            }
+#pragma unroll 4
+        for (int k = 0; k < GL; ++k) {
+            unsigned ea[FC_TM], eb[FC_TN / 2];
+#pragma unroll
+            for (int i = 0; i < FC_TM; ++i) ea[i] = EA[k * FC_SA + w * FC_TM + i];
+#pragma unroll
+            for (int jj = 0; jj < FC_TN / 2; ++jj) {
+                const unsigned* row = (const unsigned*)EB + k * FC_SE;
+                eb[jj] = row[jj * 32 + lane];
+            }
+#pragma unroll
+            for (int i = 0; i < FC_TM; ++i)
+#pragma unroll
+                for (int jj = 0; jj < FC_TN / 2; ++jj) E2[i][jj] = fc_addmax2(ea[i], eb[jj], E2[i][jj]);
+        }
+        // the accumulators: +-2**(23 + g), C's term truncated onto the grid 2**g by the first FMA of each
+        float P[2][4][FC_TN], N[2][4][FC_TN];
+#pragma unroll
+        for (int i = 0; i < FC_TM; ++i)
+#pragma unroll
+            for (int j = 0; j < FC_TN; ++j) {
+                const unsigned e2 = E2[i][j >> 1];
+                const int e = min((j & 1) ? (int)e2 >> 16 : (int)(short)(e2 & 0xFFFF), FC_EMAX);  // (above: slow path)
+                const float anchor = TC_U2F((unsigned)(e + RS_AB + 150) << 23);
+                const float c = TC_U2F(CS[(i * FC_TN + j) * FC_NT + tid]);
+                P[i >> 2][i & 3][j] = TC_FMA_RZ(c > 0.0f ? c : 0.0f, FC_SCALE, anchor);
+                N[i >> 2][i & 3][j] = TC_FMA_RZ(c < 0.0f ? c : 0.0f, FC_SCALE, -anchor);
+            }
+        // pass 2: every product, routed by a's (warp-uniform) sign
+#pragma unroll 1
+        for (int k = 0; k < GL; ++k) {
+            float a[FC_TM], bp[FC_TN], bn[FC_TN];
+#pragma unroll
+            for (int i = 0; i < FC_TM; ++i) a[i] = XA[k * FC_SA + w * FC_TM + i];
+#pragma unroll
+            for (int j = 0; j < FC_TN; ++j) { const float2 v = XB[k * FC_SB + lane + 32 * j]; bp[j] = v.x; bn[j] = v.y; }
+            const unsigned code = CODE[k * FC_W + w];
+            fc_rows4(code & 15u, a, bp, bn, P[0], N[0]);
+            fc_rows4((code >> 4) & 15u, a + 4, bp, bn, P[1], N[1]);
+        }
+        // the group's end: the exact sum, scaled back, cut toward zero to the output's significand
+        const bool more = g + 1 < groups;
+#pragma unroll
+        for (int i = 0; i < FC_TM; ++i)
+#pragma unroll
+            for (int j = 0; j < FC_TN; ++j) {
+                const float total = TC_NORMAL32(P[i >> 2][i & 3][j] + N[i >> 2][i & 3][j]);
+                const unsigned r = TC_F2U(total * FC_UNSCALE) & FC_MASK;
+                CS[(i * FC_TN + j) * FC_NT + tid] = r;
+                if (more) { umax = max(umax, r & 0x7FFFFFFFu); umin = min(umin, (r & 0x7FFFFFFFu) - 1u); }
+            }
+    }
+    // a C outside [2**E0, 2**(EMAX + 1)) (infinities and NaNs above, subnormals below) or a special operand
+    bad |= umax >= FC_UMAX || umin < FC_UMIN - 1u;  // umin: |C| - 1, so a zero C (all ones) never counts
+    if (FC_SYNC_OR(bad)) {  // the slow path from the original C, output by output
+#ifdef TC_HOST
+        if (tid == 0) ++tc_fchain_slow_blocks;
+#endif
+#pragma unroll 1
+        for (int o = 0; o < FC_TM * FC_TN; ++o) {
+            const int m = m0 + w * FC_TM + o / FC_TN, n = n0 + lane + 32 * (o % FC_TN);
+            if (m < M && n < N)
+                ACC[(long long)m * N + n] = (unsigned)chain_one(A + (long long)m * lda, B + (long long)n * ldb, TA, TB,
+                                                                (long long)ACC[(long long)m * N + n], k0, k1);
+        }
+        return;
+    }
+#pragma unroll 1
+    for (int o = 0; o < FC_TM * FC_TN; ++o) {
+        const int m = m0 + w * FC_TM + o / FC_TN, n = n0 + lane + 32 * (o % FC_TN);
+        if (m < M && n < N) ACC[(long long)m * N + n] = CS[o * FC_NT + tid];
+    }
+}
+#endif
+""".replace("@ROWS4@", rows4_dispatch(4))
