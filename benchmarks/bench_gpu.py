@@ -488,10 +488,12 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
             dc = cupy.zeros((M, N), spec.c_format.container_dtype)
             row = dict(label=label, entry=spec.name, shape=[M, N, K], fma_width=fa and fa.width)
             out = {}
+            fchain = _cuda_build.fchain_reason(cuda._plan(spec), spec) is None
             for tile in tiles or [""]:
                 os.environ["TCNUMERICS_CUDA_TILE"] = tile
-                for align in ("fma", "int"):
-                    os.environ["TCNUMERICS_CUDA_ALIGN"] = align
+                for align in (("fchain",) if fchain and not tile else ()) + ("fma", "int"):
+                    os.environ["TCNUMERICS_CUDA_ALIGN"] = "fma" if align == "fchain" else align
+                    os.environ["TCNUMERICS_CUDA_FCHAIN"] = "auto" if align == "fchain" else "off"
                     t = best(lambda: cuda.gemm_bits(spec, da, db, dc))
                     got = cuda.gemm_bits(spec, da, db, dc).get()
                     key = f"{align}_macs_per_s" + (f"@{tile}" if tile else "")
@@ -505,13 +507,19 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
                           f"{row['int_macs_per_s@' + tile]:9.3e} MAC/s", flush=True)
             os.environ.pop("TCNUMERICS_CUDA_ALIGN", None)
             os.environ.pop("TCNUMERICS_CUDA_TILE", None)
+            os.environ.pop("TCNUMERICS_CUDA_FCHAIN", None)
             if tiles:
                 row["fma_macs_per_s"] = max(v for k, v in row.items() if k.startswith("fma_macs_per_s@"))
                 row["int_macs_per_s"] = max(v for k, v in row.items() if k.startswith("int_macs_per_s@"))
             row["fma_equals_int_all_outputs"] = bool(np.array_equal(out["fma"], out["int"]))
+            if "fchain" in out:
+                row["fchain_equals_int_all_outputs"] = bool(np.array_equal(out["fchain"], out["int"]))
+                print(f"    gemm_fchain {row['fchain_macs_per_s']:9.3e} MAC/s, equal to the integer pass on every "
+                      f"output: {row['fchain_equals_int_all_outputs']}", flush=True)
             if _cuda_build.exp_mma(cuda._plan(spec), spec) is not None:  # the tensor-core exponent pass, same bits
                 os.environ["TCNUMERICS_CUDA_EXP"] = "mma"
                 os.environ["TCNUMERICS_CUDA_ALIGN"] = "fma"
+                os.environ["TCNUMERICS_CUDA_FCHAIN"] = "off"
                 try:
                     row["exp_mma_macs_per_s"] = M * N * K / best(lambda: cuda.gemm_bits(spec, da, db, dc))
                     row["exp_mma_equals_alu_all_outputs"] = bool(np.array_equal(
@@ -519,6 +527,7 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
                 finally:
                     os.environ.pop("TCNUMERICS_CUDA_EXP", None)
                     os.environ.pop("TCNUMERICS_CUDA_ALIGN", None)
+                    os.environ.pop("TCNUMERICS_CUDA_FCHAIN", None)
                 print(f"    exponent pass on the tensor core: {row['exp_mma_macs_per_s']:9.3e} MAC/s, equal to the "
                       f"CUDA-core pass on every output: {row['exp_mma_equals_alu_all_outputs']}", flush=True)
             r = min(check_rows, M)
