@@ -213,6 +213,7 @@ FCHAIN_TILE = Tile(tx=32, ty=8, tm=8, tn=4)  # gemm_fchain's fixed shape: 8 warp
 class _FchainBounds:
     e0: int     # the least exponent of a nonzero product (a zero C starts its group there)
     emax: int   # the largest exponent a C may have on the fast path
+    cmin: int   # the least exponent a nonzero C may have on it: C's term and the results stay normal FP32
 
 
 def _fchain_bounds(plan: Plan, spec: InstructionSpec) -> "_FchainBounds | str":
@@ -240,7 +241,7 @@ def _fchain_bounds(plan: Plan, spec: InstructionSpec) -> "_FchainBounds | str":
         "groups longer than 32": gl <= 32,
     }
     failed = [name for name, ok in checks.items() if not ok]
-    return failed[0] if failed else _FchainBounds(e0, emax)
+    return failed[0] if failed else _FchainBounds(e0, emax, max(f - 126, -126 - rs - f, -126))
 
 
 def fchain_reason(plan: Plan, spec: InstructionSpec) -> str | None:
@@ -264,7 +265,7 @@ def _fchain_defines(plan: Plan, spec: InstructionSpec) -> list[str]:
     scale = int(plan.rshift_ab) + int(plan.frac_bits)
     man = int(plan.out_params[4])
     return ["#define FCHAIN 1", f"#define FC_E0 ({b.e0})", f"#define FC_EMAX ({b.emax})",
-            f"#define FC_UMIN {(b.e0 + 127) << 23}u", f"#define FC_UMAX {(b.emax + 1 + 127) << 23}u",
+            f"#define FC_UMIN {(b.cmin + 127) << 23}u", f"#define FC_UMAX {(b.emax + 1 + 127) << 23}u",
             f"#define FC_SCALE 0x1p{scale}f",
             f"#define FC_UNSCALE 0x1p{-scale}f", f"#define FC_MASK {(0xFFFFFFFF << (23 - man)) & 0xFFFFFFFF}u"]
 

@@ -14,8 +14,8 @@ jump table over four rows' signs (16 cases, 32 FMAs each) routes every product w
 P + N is the exact group sum (a multiple of 2**g below 2**(g + 24)); scaled back and cut to the output's
 significand toward zero it is the unit's result (``tc_fast_end``'s argument, C's term now inside the sum).
 
-Whatever the fast path cannot take -- a special operand, a C or result outside [2**E0, 2**(EMAX + 1)) that would
-move the grid out of the checked range -- marks the block, which then recomputes its outputs from the original C
+Whatever the fast path cannot take -- a special operand, a nonzero C outside [2**CMIN, 2**(EMAX + 1)) (its grid
+or its results could leave FP32's normal range) -- marks the block, which then recomputes its outputs from the original C
 with the per-output chain (``chain_one``): slow, rare, and the same bits as every other path.
 """
 
@@ -190,14 +190,15 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
         }
         __syncthreads();
         // pass 1: E per output, two per word (low half: column L + 64 jj, high half: L + 64 jj + 32), from C's
-        // exponent raised to E0 (a zero C, or one below E0 -- the latter sends the block to the slow path)
+        // exponent (a zero C starts at E0: every nonzero product's exponent is at least E0, so the max is the unit's)
         unsigned E2[FC_TM][FC_TN / 2];
 #pragma unroll
         for (int i = 0; i < FC_TM; ++i)
 #pragma unroll
             for (int jj = 0; jj < FC_TN / 2; ++jj) {
                 const unsigned lo = CS[(i * FC_TN + 2 * jj) * FC_NT + tid], hi = CS[(i * FC_TN + 2 * jj + 1) * FC_NT + tid];
-                const int elo = max((int)((lo >> 23) & 0xFF) - 127, FC_E0), ehi = max((int)((hi >> 23) & 0xFF) - 127, FC_E0);
+                const int flo = (int)((lo >> 23) & 0xFF), fhi = (int)((hi >> 23) & 0xFF);
+                const int elo = flo ? flo - 127 : FC_E0, ehi = fhi ? fhi - 127 : FC_E0;
                 E2[i][jj] = (unsigned)(elo & 0xFFFF) | ((unsigned)ehi << 16);
             }
 #pragma unroll 4
@@ -252,7 +253,7 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
                 if (more) { umax = max(umax, r & 0x7FFFFFFFu); umin = min(umin, (r & 0x7FFFFFFFu) - 1u); }
             }
     }
-    // a C outside [2**E0, 2**(EMAX + 1)) (infinities and NaNs above, subnormals below) or a special operand
+    // a nonzero C outside [2**CMIN, 2**(EMAX + 1)) (infinities and NaNs above, subnormals below) or a special operand
     bad |= umax >= FC_UMAX || umin < FC_UMIN - 1u;  // umin: |C| - 1, so a zero C (all ones) never counts
     if (FC_SYNC_OR(bad)) {  // the slow path from the original C, output by output
 #ifdef TC_HOST

@@ -462,7 +462,7 @@ def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote
     kernel's build with promotion inside (its own shared memory for the main accumulator; the per-output kernel
     promotes in every build)."""
     align, chosen, exp_pass = build.env_align(), build.env_tile_override(), build.env_exp_pass()
-    key = (id(plan), device, tiled, promote, align, chosen, exp_pass)
+    key = (id(plan), device, tiled, promote, align, chosen, exp_pass, build.env_fchain())
     if key not in _KERNELS:
         import cupy
 

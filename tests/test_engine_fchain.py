@@ -1,0 +1,95 @@
+"""gemm_fchain (the GPU engine's register-resident kernel for FP8 chains) through its host build: every output equal
+to the CPU fast engine, on its fast path and on the slow path it takes for blocks outside its checked range."""
+
+import numpy as np
+import pytest
+
+from tcnumerics.catalog import get_instruction
+from tcnumerics.engines import _cuda_build as build
+from tcnumerics.engines import cuda, fast
+from tcnumerics.model import InstructionSpec, UnitModel
+
+pytestmark = pytest.mark.skipif(build.host_compiler() is None, reason="no host C++ compiler for the kernels' host build")
+
+E4M3 = "hopper.wgmma.m64n128k32.f32.e4m3.e4m3"
+E5M2 = "hopper.wgmma.m64n128k32.f32.e5m2.e5m2"
+MIXED = "hopper.wgmma.m64n128k32.f32.e4m3.e5m2"
+
+
+def _custom(group_size: int, frac_bits: int) -> InstructionSpec:
+    return InstructionSpec(name=f"custom.e4m3xe5m2.L{group_size}.F{frac_bits}.rz", k=32, model=UnitModel(
+        a_format="e4m3", b_format="e5m2", c_format="fp32", d_format="fp32", group_size=group_size,
+        frac_bits=frac_bits, output_rounding="rz"))
+
+
+def _finite_codes(spec: InstructionSpec, shape, rng, fmt) -> np.ndarray:
+    """Uniform codes of ``fmt`` (every exponent, subnormals and zeros) with its NaN and infinity codes replaced."""
+    codes = rng.integers(0, 256, shape, dtype=np.uint8)
+    plan = cuda._plan(spec)
+    table = plan.a_exp if fmt == "a" else plan.b_exp
+    special = np.flatnonzero(np.asarray(table) < -16384)
+    codes[np.isin(codes, special)] = 0x38
+    return codes
+
+
+def _slow_blocks(spec: InstructionSpec) -> int:
+    lib = build.host_library(build.config_header(spec, cuda._plan(spec), build.FCHAIN_TILE))
+    return int(lib.host_fchain_slow_blocks())
+
+
+def _check(spec, a, b, c, k0=0, k1=None) -> int:
+    """gemm_fchain's bits == the fast engine's on every output; returns how many blocks took the slow path."""
+    k1 = a.shape[1] if k1 is None else k1
+    _slow_blocks(spec)  # reset the host build's counter
+    got = cuda.host_accumulate_bits(spec, a, b, c.copy(), k0, k1, kernel="fchain")
+    slow = _slow_blocks(spec)
+    want = fast.accumulate_bits(spec, a, b, c.copy(), k0, k1)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    return slow
+
+
+@pytest.mark.parametrize("name", [E4M3, E5M2, MIXED, "custom16", "custom4"])
+def test_fchain_fast_path_equals_fast_engine(name):
+    spec = {"custom16": _custom(16, 10), "custom4": _custom(4, 6)}.get(name) or get_instruction(name)
+    assert build.fchain_reason(cuda._plan(spec), spec) is None
+    rng = np.random.default_rng(7)
+    M, N, K = 70, 135, 96  # partial blocks in both directions, three groups of 32
+    a, b = _finite_codes(spec, (M, K), rng, "a"), _finite_codes(spec, (N, K), rng, "b")
+    c = (rng.standard_normal((M, N)) * 50).astype(np.float32)
+    c[0, :4] = [0.0, -0.0, 1e-30, -3e-20]  # zeros and tiny C still on the fast path (above 2**CMIN)
+    assert _check(spec, a, b, c.view(np.uint32)) == 0
+
+
+def test_fchain_slow_path_blocks_equal_fast_engine():
+    """One block each with a NaN operand, a subnormal C, a C too large for the grid's range and an infinite C:
+    exactly those four blocks take the slow path, and every output (theirs and the others') is the unit's."""
+    spec = get_instruction(E4M3)
+    rng = np.random.default_rng(3)
+    M, N, K = 128, 384, 64  # 2 x 3 blocks of 64 x 128
+    a, b = _finite_codes(spec, (M, K), rng, "a"), _finite_codes(spec, (N, K), rng, "b")
+    c = rng.standard_normal((M, N)).astype(np.float32)
+    a[5, 7] = 0x7F                  # block (0, *): a NaN operand row -> blocks (0, 0), (0, 1), (0, 2)
+    c[70, 10] = np.float32(1e-40)   # block (1, 0): subnormal C
+    c[100, 200] = np.float32(1e30)  # block (1, 1): above the grid's range
+    b[300, 40] = 0x38               # block (1, 2) stays on the fast path
+    assert _check(spec, a, b, c.view(np.uint32)) == 5
+    c[70, 10] = c[100, 200] = 1.0
+    c[64, 300] = np.inf             # block (1, 2): an infinite C
+    a[5, 7] = 0x38
+    assert _check(spec, a, b, c.view(np.uint32)) == 1
+
+
+def test_fchain_k_range_and_groups_of_16():
+    spec = _custom(16, 10)
+    rng = np.random.default_rng(11)
+    a, b = _finite_codes(spec, (64, 160), rng, "a"), _finite_codes(spec, (96, 160), rng, "b")
+    c = rng.standard_normal((64, 96)).astype(np.float32).view(np.uint32)
+    assert _check(spec, a, b, c, k0=32, k1=128) == 0
+
+
+def test_fchain_reason_names_the_units_it_leaves():
+    bf16 = get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")
+    assert "fast_end" in build.fchain_reason(cuda._plan(bf16), bf16)
+    with pytest.raises(ValueError, match="gemm_fchain does not run it"):
+        cuda.host_accumulate_bits(bf16, np.zeros((2, 16), np.uint16), np.zeros((2, 16), np.uint16),
+                                  np.zeros((2, 2), np.uint32), kernel="fchain")
