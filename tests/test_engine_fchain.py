@@ -93,3 +93,15 @@ def test_fchain_reason_names_the_units_it_leaves():
     with pytest.raises(ValueError, match="gemm_fchain does not run it"):
         cuda.host_accumulate_bits(bf16, np.zeros((2, 16), np.uint16), np.zeros((2, 16), np.uint16),
                                   np.zeros((2, 2), np.uint32), kernel="fchain")
+
+
+def test_fchain_special_operands_of_either_side_take_the_slow_path():
+    spec = get_instruction(MIXED)  # E4M3 x E5M2: each side its own special codes
+    rng = np.random.default_rng(5)
+    a, b = _finite_codes(spec, (64, 64), rng, "a"), _finite_codes(spec, (256, 64), rng, "b")
+    c = np.zeros((64, 256), np.uint32)
+    b[200, 3] = 0x7C  # E5M2 infinity in the second block's columns
+    assert _check(spec, a, b, c) == 1
+    b[200, 3] = 0x7B
+    a[0, 0] = 0xFF    # E4M3 NaN: both blocks
+    assert _check(spec, a, b, c) == 2

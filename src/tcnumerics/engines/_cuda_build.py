@@ -239,6 +239,7 @@ def _fchain_bounds(plan: Plan, spec: InstructionSpec) -> "_FchainBounds | str":
         "a result or C's term could be subnormal in FP32": e0 - f >= -126 and e0 + rs + f >= -126,
         "C's term could overflow FP32": emax + 1 + rs + f <= 127 and emax + rs + 24 <= 127,
         "groups longer than 32": gl <= 32,
+        "code 0 is not a zero": plan.a_exp[0] == ZERO_EXP and plan.b_exp[0] == ZERO_EXP,
     }
     failed = [name for name, ok in checks.items() if not ok]
     return failed[0] if failed else _FchainBounds(e0, emax, max(f - 126, -126 - rs - f, -126))

@@ -105,6 +105,15 @@ __device__ __forceinline__ void fc_rows4(unsigned code, const float* a, const fl
 #define FC_SYNC_OR(x) __syncthreads_or(x)
 #endif
 
+TC_FN int fc_col(int col, int k0) {  // the K column a group's position reads (the unit's K order)
+#if !NATURAL
+    const int kp = (col - k0) % K_INST;
+    col = col - kp + PERM[kp];
+#endif
+    (void)k0;
+    return col;
+}
+
 extern "C" __global__ void __launch_bounds__(FC_NT, 2)
 gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned char* __restrict__ B, long long ldb,
             const int* __restrict__ TA, const int* __restrict__ TB, unsigned* __restrict__ ACC, int M, int N, int k0,
@@ -126,18 +135,25 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
     unsigned* CS = CODE + GL * FC_W;                      // [32][FC_NT]: each output's C (FP32 bits)
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const int m0 = blockIdx.y * FC_BM, n0 = blockIdx.x * FC_BN;
-    int bad = 0;
     {   // per code: x = +-(|sig| << LS) * 2**e (exact: _cuda_build.fchain_reason checks the ranges) and e
         const int wa = TC_LDG(TA + ((unsigned)tid >> A_SHIFT)), wb = TC_LDG(TB + ((unsigned)tid >> B_SHIFT));
         const int sa = wa >> 16, sb = wb >> 16, ea = (int)(short)(wa & 0xFFFF), eb = (int)(short)(wb & 0xFFFF);
         const unsigned ma = (unsigned)(sa < 0 ? -sa : sa) << LS_AB, mb = (unsigned)(sb < 0 ? -sb : sb);
         const float xa = ma ? TC_NORMAL32((float)ma * tc_pow2f(ea)) : 0.0f;
         const float xb = mb ? TC_NORMAL32((float)mb * tc_pow2f(eb)) : 0.0f;
-        TXA[tid] = sa < 0 ? -xa : xa;
-        TXB[tid] = make_float2(sb < 0 ? 0.0f : xb, sb < 0 ? -xb : 0.0f);
-        TEA[tid] = ea;
-        TEB[tid] = eb;
+        // a special operand (NaN, infinity) enters as NaN, which every FMA it meets propagates to the group's
+        // result, where the end's check sends the block to the slow path; its exponent counts as a zero's
+        const float nan = TC_U2F(0x7FC00000u);
+        TXA[tid] = ea < ZERO_EXP ? nan : sa < 0 ? -xa : xa;
+        TXB[tid] = eb < ZERO_EXP ? make_float2(nan, nan) : make_float2(sb < 0 ? 0.0f : xb, sb < 0 ? -xb : 0.0f);
+        TEA[tid] = max(ea, ZERO_EXP);
+        TEB[tid] = max(eb, ZERO_EXP);
     }
+    // each warp's A rows and B columns: byte offsets (int: the host keeps M lda and N ldb below 2**31) of column 0
+    // of its first row / column, how many exist; the strides between the rows / columns a thread reads
+    const int a_rows = min(FC_TM, M - (m0 + w * FC_TM)), b_cols = N - n0;
+    const int a_off = (m0 + w * FC_TM) * (int)lda, b_off = (n0 + w) * (int)ldb;
+    const int a_step = (int)lda, b_step = FC_W * (int)ldb;
     unsigned umax = 0u, umin = 0xFFFFFFFFu;  // over every C a group starts from: |C| bits, and |C| bits - 1
 #pragma unroll 1
     for (int o = 0; o < FC_TM * FC_TN; ++o) {
@@ -154,38 +170,28 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
         __syncthreads();  // the tables are written; the previous group's stage is read
         // stage A: thread (w, lane) decodes column kb + lane of the warp's 8 rows and their sign pattern
         if (lane < GL) {
-            int col = kb + lane;
-#if !NATURAL
-            { const int kp = (col - k0) % K_INST; col = col - kp + PERM[kp]; }
-#endif
+            int off = a_off + fc_col(kb + lane, k0);
             unsigned code = 0;
 #pragma unroll
-            for (int i = 0; i < FC_TM; ++i) {
-                const int row = m0 + w * FC_TM + i;
-                const unsigned v = row < M ? A[(long long)row * lda + col] : 0u;
+            for (int i = 0; i < FC_TM; ++i, off += a_step) {
+                const unsigned v = i < a_rows ? A[off] : 0u;  // code 0 is a zero (fchain_reason)
                 const float x = TXA[v];
-                const int e = row < M ? TEA[v] : ZERO_EXP;
-                bad |= e < ZERO_EXP;
                 XA[lane * FC_SA + w * FC_TM + i] = x;
-                EA[lane * FC_SA + w * FC_TM + i] = (unsigned)(e & 0xFFFF) * 0x10001u;
+                EA[lane * FC_SA + w * FC_TM + i] = (unsigned)(TEA[v] & 0xFFFF) * 0x10001u;
                 code |= (x < 0.0f ? 1u : 0u) << i;
             }
             CODE[lane * FC_W + w] = code;
         }
-        // stage B: thread (w, lane) decodes column kb + lane of B columns w + 8 t
+        // stage B: thread (w, lane) decodes column kb + lane of the block's B columns w + 8 t
         if (lane < GL) {
-            int col = kb + lane;
-#if !NATURAL
-            { const int kp = (col - k0) % K_INST; col = col - kp + PERM[kp]; }
-#endif
-#pragma unroll 4
-            for (int t = 0; t < FC_BN / FC_W; ++t) {
-                const int c = w + FC_W * t, n = n0 + c;
-                const unsigned v = n < N ? B[(long long)n * ldb + col] : 0u;
-                const int e = n < N ? TEB[v] : ZERO_EXP;
-                bad |= e < ZERO_EXP;
-                XB[lane * FC_SB + c] = n < N ? TXB[v] : make_float2(0.0f, 0.0f);
-                EB[2 * (lane * FC_SE + (c >> 6) * 32 + (c & 31)) + ((c >> 5) & 1)] = (unsigned short)(e & 0xFFFF);
+            int off = b_off + fc_col(kb + lane, k0);
+            float2* xb = XB + lane * FC_SB + w;
+            unsigned short* eb = EB + 2 * (lane * FC_SE + w);
+#pragma unroll
+            for (int t = 0; t < FC_BN / FC_W; ++t, off += b_step) {  // column c = w + 8 t: word c / 64 * 32 + c % 32, half c / 32 % 2
+                const unsigned v = w + FC_W * t < b_cols ? B[off] : 0u;
+                xb[FC_W * t] = TXB[v];
+                eb[2 * ((t >> 3) * 32 + FC_W * (t & 3)) + ((t >> 2) & 1)] = (unsigned short)(TEB[v] & 0xFFFF);
             }
         }
         __syncthreads();
@@ -250,11 +256,13 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
                 const float total = TC_NORMAL32(P[i >> 2][i & 3][j] + N[i >> 2][i & 3][j]);
                 const unsigned r = TC_F2U(total * FC_UNSCALE) & FC_MASK;
                 CS[(i * FC_TN + j) * FC_NT + tid] = r;
-                if (more) { umax = max(umax, r & 0x7FFFFFFFu); umin = min(umin, (r & 0x7FFFFFFFu) - 1u); }
+                umax = max(umax, r & 0x7FFFFFFFu);  // every group: NaN from a special operand, infinity
+                if (more) umin = min(umin, (r & 0x7FFFFFFFu) - 1u);
             }
     }
-    // a nonzero C outside [2**CMIN, 2**(EMAX + 1)) (infinities and NaNs above, subnormals below) or a special operand
-    bad |= umax >= FC_UMAX || umin < FC_UMIN - 1u;  // umin: |C| - 1, so a zero C (all ones) never counts
+    // a nonzero C outside [2**CMIN, 2**(EMAX + 1)) (infinities and NaNs above, subnormals below), or a result NaN
+    // or infinite (a special operand, an overflow) or as large (the last group's: the general path decides those)
+    const int bad = umax >= FC_UMAX || umin < FC_UMIN - 1u;  // umin: |C| - 1, so a zero C (all ones) never counts
     if (FC_SYNC_OR(bad)) {  // the slow path from the original C, output by output
 #ifdef TC_HOST
         if (tid == 0) ++tc_fchain_slow_blocks;
