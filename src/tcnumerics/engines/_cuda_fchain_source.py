@@ -235,31 +235,17 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
                 P[i >> 2][i & 3][j] = TC_FMA_RZ(c > 0.0f ? c : 0.0f, FC_SCALE, anchor);
                 N[i >> 2][i & 3][j] = TC_FMA_RZ(c < 0.0f ? c : 0.0f, FC_SCALE, -anchor);
             }
-        // pass 2: every product, routed by a's (warp-uniform) sign; step k + 1's operands load while step k runs
-        {
-            const float* xa = XA + w * FC_TM;
-            const float2* xb = XB + lane;
-            const unsigned* cd = CODE + w;
-            float a[FC_TM], bp[FC_TN], bn[FC_TN];
-            unsigned code;
-#define FC_LOAD_STEP() do { \
-                _Pragma("unroll") for (int i = 0; i < FC_TM; ++i) a[i] = xa[i]; \
-                _Pragma("unroll") for (int j = 0; j < FC_TN; ++j) { const float2 v = xb[32 * j]; bp[j] = v.x; bn[j] = v.y; } \
-                code = *cd; xa += FC_SA; xb += FC_SB; cd += FC_W; } while (0)
-            FC_LOAD_STEP();
+        // pass 2: every product, routed by a's (warp-uniform) sign
 #pragma unroll 1
-            for (int k = 0; k < GL; ++k) {
-                float a_k[FC_TM], bp_k[FC_TN], bn_k[FC_TN];
+        for (int k = 0; k < GL; ++k) {
+            float a[FC_TM], bp[FC_TN], bn[FC_TN];
 #pragma unroll
-                for (int i = 0; i < FC_TM; ++i) a_k[i] = a[i];
+            for (int i = 0; i < FC_TM; ++i) a[i] = XA[k * FC_SA + w * FC_TM + i];
 #pragma unroll
-                for (int j = 0; j < FC_TN; ++j) { bp_k[j] = bp[j]; bn_k[j] = bn[j]; }
-                const unsigned code_k = code;
-                if (k + 1 < GL) FC_LOAD_STEP();
-                fc_rows4(code_k & 15u, a_k, bp_k, bn_k, P[0], N[0]);
-                fc_rows4((code_k >> 4) & 15u, a_k + 4, bp_k, bn_k, P[1], N[1]);
-            }
-#undef FC_LOAD_STEP
+            for (int j = 0; j < FC_TN; ++j) { const float2 v = XB[k * FC_SB + lane + 32 * j]; bp[j] = v.x; bn[j] = v.y; }
+            const unsigned code = CODE[k * FC_W + w];
+            fc_rows4(code & 15u, a, bp, bn, P[0], N[0]);
+            fc_rows4((code >> 4) & 15u, a + 4, bp, bn, P[1], N[1]);
         }
         // the group's end: the exact sum, scaled back, cut toward zero to the output's significand
         const bool more = g + 1 < groups;
