@@ -21,39 +21,54 @@ with the per-output chain (``chain_one``): slow, rare, and the same bits as ever
 
 from __future__ import annotations
 
-__all__ = ["FCHAIN_SOURCE", "rows4_dispatch"]
+__all__ = ["FCHAIN_SOURCE", "rows_dispatch", "ROW_SPLIT", "fchain_source"]
 
 
-def rows4_dispatch(tn: int = 4) -> str:
-    """The device body of ``fc_rows4``: one ``brx.idx`` jump table over the 16 sign patterns of four rows, each case
-    the 2 x 4 x ``tn`` round-toward-zero FMAs that route the rows' products by a's sign (a uniform branch: the
-    pattern is the same in every lane of the warp)."""
+def rows_dispatch(rows: int, tn: int = 4) -> str:
+    """The device body of ``fc_rows<R0, rows>``: one ``brx.idx`` jump table over the 2**rows sign patterns of
+    ``rows`` rows, each case the 2 x rows x ``tn`` round-toward-zero FMAs that route the rows' products by a's sign
+    (a uniform branch: the pattern is the same in every lane of the warp)."""
     def acc(kind: str, i: int, j: int) -> str:
-        return f"%{(0 if kind == 'P' else 4 * tn) + i * tn + j}"
+        return f"%{(0 if kind == 'P' else rows * tn) + i * tn + j}"
 
-    a0, bp0, bn0, code = 8 * tn, 8 * tn + 4, 8 * tn + 4 + tn, 8 * tn + 4 + 2 * tn
-    lines = ["{", "TBL%=: .branchtargets " + ", ".join(f"L{s}_%=" for s in range(16)) + ";",
+    a0 = 2 * rows * tn
+    bp0, bn0 = a0 + rows, a0 + rows + tn
+    code = bn0 + tn
+    lines = ["{", "TBL%=: .branchtargets " + ", ".join(f"L{s}_%=" for s in range(1 << rows)) + ";",
              f"brx.idx.uni %{code}, TBL%=;"]
-    for s in range(16):
+    for s in range(1 << rows):
         lines.append(f"L{s}_%=:")
-        for i in range(4):
+        for i in range(rows):
             neg = (s >> i) & 1
             for j in range(tn):
                 bp, bn = f"%{bp0 + j}", f"%{bn0 + j}"
                 pos_b, neg_b = (bn, bp) if neg else (bp, bn)
                 lines.append(f"fma.rz.f32 {acc('P', i, j)}, %{a0 + i}, {pos_b}, {acc('P', i, j)};")
                 lines.append(f"fma.rz.f32 {acc('N', i, j)}, %{a0 + i}, {neg_b}, {acc('N', i, j)};")
-        lines.append("bra.uni DONE%=;")
+        if s + 1 < 1 << rows:
+            lines.append("bra.uni DONE%=;")
     lines += ["DONE%=:", "}"]
     body = "\\n\\t".join(lines)
-    outs = ", ".join(f'"+f"(P[{i}][{j}])' for i in range(4) for j in range(tn)) + ", " + \
-        ", ".join(f'"+f"(N[{i}][{j}])' for i in range(4) for j in range(tn))
-    ins = ", ".join(f'"f"(a[{i}])' for i in range(4)) + ", " + ", ".join(f'"f"(bp[{j}])' for j in range(tn)) + \
-        ", " + ", ".join(f'"f"(bn[{j}])' for j in range(tn)) + ', "r"(code)'
+    outs = ", ".join(f'"+f"(P[R0 + {i}][{j}])' for i in range(rows) for j in range(tn)) + ", " + \
+        ", ".join(f'"+f"(N[R0 + {i}][{j}])' for i in range(rows) for j in range(tn))
+    ins = ", ".join(f'"f"(a[R0 + {i}])' for i in range(rows)) + ", " + \
+        ", ".join(f'"f"(bp[{j}])' for j in range(tn)) + ", " + ", ".join(f'"f"(bn[{j}])' for j in range(tn)) + \
+        ', "r"(code)'
     return f'    asm volatile("{body}"\n                 : {outs}\n                 : {ins});\n'
 
 
-FCHAIN_SOURCE = r"""
+def _device_rows(split: tuple[int, ...], tn: int = 4) -> str:
+    """``fc_rows<R0, NR>`` for the jump-table sizes ``split`` uses (one ``if constexpr`` branch each)."""
+    branches = []
+    for rows in sorted(set(split)):
+        branches.append(f"    if constexpr (NR == {rows}) {{\n{rows_dispatch(rows, tn)}    }}\n")
+    return "".join(branches)
+
+
+ROW_SPLIT = (4, 4)  # the warp's 8 rows as jump tables of these sizes (their sign patterns' bits, low first)
+
+
+_FCHAIN_TEXT = r"""
 #if BUILD_FCHAIN && FCHAIN
 #define FC_W 8                  // warps per block
 #define FC_NT (32 * FC_W)
@@ -87,21 +102,21 @@ TC_FN unsigned fc_addmax2(unsigned a, unsigned b, unsigned c) {  // per signed 1
     }
     return r;
 }
-TC_FN void fc_rows4(unsigned code, const float* a, const float* bp, const float* bn, float (&P)[4][FC_TN],
-                    float (&N)[4][FC_TN]) {
-    for (int i = 0; i < 4; ++i)
+template <int R0, int NR> TC_FN void fc_rows(unsigned code, const float* a, const float* bp, const float* bn,
+                                            float (&P)[FC_TM][FC_TN], float (&N)[FC_TM][FC_TN]) {
+    for (int i = 0; i < NR; ++i)
         for (int j = 0; j < FC_TN; ++j) {
             const bool neg = (code >> i) & 1;
-            P[i][j] = TC_FMA_RZ(a[i], neg ? bn[j] : bp[j], P[i][j]);
-            N[i][j] = TC_FMA_RZ(a[i], neg ? bp[j] : bn[j], N[i][j]);
+            P[R0 + i][j] = TC_FMA_RZ(a[R0 + i], neg ? bn[j] : bp[j], P[R0 + i][j]);
+            N[R0 + i][j] = TC_FMA_RZ(a[R0 + i], neg ? bp[j] : bn[j], N[R0 + i][j]);
         }
 }
 #define FC_SYNC_OR(x) tc_sync_or(x)
 #else
 #define fc_addmax2(a, b, c) __viaddmax_s16x2((a), (b), (c))
-__device__ __forceinline__ void fc_rows4(unsigned code, const float* a, const float* bp, const float* bn,
-                                         float (&P)[4][FC_TN], float (&N)[4][FC_TN]) {
-@ROWS4@}
+template <int R0, int NR> __device__ __forceinline__ void fc_rows(unsigned code, const float* a, const float* bp,
+        const float* bn, float (&P)[FC_TM][FC_TN], float (&N)[FC_TM][FC_TN]) {
+@ROWS@}
 #define FC_SYNC_OR(x) __syncthreads_or(x)
 #endif
 
@@ -223,7 +238,7 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
                 for (int jj = 0; jj < FC_TN / 2; ++jj) E2[i][jj] = fc_addmax2(ea[i], eb[jj], E2[i][jj]);
         }
         // the accumulators: +-2**(23 + g), C's term truncated onto the grid 2**g by the first FMA of each
-        float P[2][4][FC_TN], N[2][4][FC_TN];
+        float P[FC_TM][FC_TN], N[FC_TM][FC_TN];
 #pragma unroll
         for (int i = 0; i < FC_TM; ++i)
 #pragma unroll
@@ -232,8 +247,8 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
                 const int e = min((j & 1) ? (int)e2 >> 16 : (int)(short)(e2 & 0xFFFF), FC_EMAX);  // (above: slow path)
                 const float anchor = TC_U2F((unsigned)(e + RS_AB + 150) << 23);
                 const float c = TC_U2F(CS[(i * FC_TN + j) * FC_NT + tid]);
-                P[i >> 2][i & 3][j] = TC_FMA_RZ(c > 0.0f ? c : 0.0f, FC_SCALE, anchor);
-                N[i >> 2][i & 3][j] = TC_FMA_RZ(c < 0.0f ? c : 0.0f, FC_SCALE, -anchor);
+                P[i][j] = TC_FMA_RZ(c > 0.0f ? c : 0.0f, FC_SCALE, anchor);
+                N[i][j] = TC_FMA_RZ(c < 0.0f ? c : 0.0f, FC_SCALE, -anchor);
             }
         // pass 2: every product, routed by a's (warp-uniform) sign
 #pragma unroll 1
@@ -244,8 +259,7 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
 #pragma unroll
             for (int j = 0; j < FC_TN; ++j) { const float2 v = XB[k * FC_SB + lane + 32 * j]; bp[j] = v.x; bn[j] = v.y; }
             const unsigned code = CODE[k * FC_W + w];
-            fc_rows4(code & 15u, a, bp, bn, P[0], N[0]);
-            fc_rows4((code >> 4) & 15u, a + 4, bp, bn, P[1], N[1]);
+            FC_ROWS_CALLS
         }
         // the group's end: the exact sum, scaled back, cut toward zero to the output's significand
         const bool more = g + 1 < groups;
@@ -253,7 +267,7 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
         for (int i = 0; i < FC_TM; ++i)
 #pragma unroll
             for (int j = 0; j < FC_TN; ++j) {
-                const float total = TC_NORMAL32(P[i >> 2][i & 3][j] + N[i >> 2][i & 3][j]);
+                const float total = TC_NORMAL32(P[i][j] + N[i][j]);
                 const unsigned r = TC_F2U(total * FC_UNSCALE) & FC_MASK;
                 CS[(i * FC_TN + j) * FC_NT + tid] = r;
                 umax = max(umax, r & 0x7FFFFFFFu);  // every group: NaN from a special operand, infinity
@@ -283,4 +297,18 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
     }
 }
 #endif
-""".replace("@ROWS4@", rows4_dispatch(4))
+"""
+
+
+def fchain_source(split: tuple[int, ...] = ROW_SPLIT) -> str:
+    """``FCHAIN_SOURCE`` with the warp's rows dispatched in jump tables of ``split`` rows (sum 8)."""
+    assert sum(split) == 8 and all(1 <= r <= 4 for r in split), split
+    calls, r0 = [], 0
+    for rows in split:
+        calls.append(f"fc_rows<{r0}, {rows}>((code >> {r0}) & {(1 << rows) - 1}u, a, bp, bn, P, N);")
+        r0 += rows
+    return (_FCHAIN_TEXT.replace("@ROWS@", _device_rows(split))
+            .replace("FC_ROWS_CALLS", "\n            ".join(calls)))
+
+
+FCHAIN_SOURCE = fchain_source()
