@@ -277,7 +277,7 @@ def fchain_smem_words(plan: Plan) -> int:
     output's C."""
     gl = _group_length(plan)
     t = FCHAIN_TILE
-    return gl * (2 * (t.bn + 1) + 2 * (t.bm + 4) + (t.bn // 2 + 1) + t.ty) + 5 * 256 + t.tm * t.tn * t.threads
+    return gl * (2 * (t.bn + 1) + 2 * (t.bm + 4) + (t.bn // 2 + 1) + 2 * t.ty) + 5 * 256 + t.tm * t.tn * t.threads
 
 
 @dataclass(frozen=True)

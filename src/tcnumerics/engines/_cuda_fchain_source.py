@@ -57,6 +57,43 @@ def rows_dispatch(rows: int, tn: int = 4) -> str:
     return f'    asm volatile("{body}"\n                 : {outs}\n                 : {ins});\n'
 
 
+def rows8_chained(tn: int = 4) -> str:
+    """The device body of ``fc_rows8``: the warp's 8 rows as two jump tables of four, the second one entered from
+    the end of every case of the first (no join between them, so the second table's target loads while the first
+    case's FMAs run)."""
+    def acc(kind: str, i: int, j: int) -> str:
+        return f"%{(0 if kind == 'P' else 8 * tn) + i * tn + j}"
+
+    a0 = 16 * tn
+    bp0, bn0 = a0 + 8, a0 + 8 + tn
+    lo, hi = bn0 + tn, bn0 + tn + 1
+    lines = ["{", "TLO%=: .branchtargets " + ", ".join(f"L{s}_%=" for s in range(16)) + ";",
+             "THI%=: .branchtargets " + ", ".join(f"H{s}_%=" for s in range(16)) + ";",
+             f"brx.idx.uni %{lo}, TLO%=;"]
+    for half, label in ((0, "L"), (1, "H")):
+        for s in range(16):
+            lines.append(f"{label}{s}_%=:")
+            for r in range(4):
+                i = 4 * half + r
+                neg = (s >> r) & 1
+                for j in range(tn):
+                    bp, bn = f"%{bp0 + j}", f"%{bn0 + j}"
+                    pos_b, neg_b = (bn, bp) if neg else (bp, bn)
+                    lines.append(f"fma.rz.f32 {acc('P', i, j)}, %{a0 + i}, {pos_b}, {acc('P', i, j)};")
+                    lines.append(f"fma.rz.f32 {acc('N', i, j)}, %{a0 + i}, {neg_b}, {acc('N', i, j)};")
+            if half == 0:
+                lines.append(f"brx.idx.uni %{hi}, THI%=;")
+            elif s < 15:
+                lines.append("bra.uni DONE%=;")
+    lines += ["DONE%=:", "}"]
+    body = "\\n\\t".join(lines)
+    outs = ", ".join(f'"+f"(P[{i}][{j}])' for i in range(8) for j in range(tn)) + ", " + \
+        ", ".join(f'"+f"(N[{i}][{j}])' for i in range(8) for j in range(tn))
+    ins = ", ".join(f'"f"(a[{i}])' for i in range(8)) + ", " + ", ".join(f'"f"(bp[{j}])' for j in range(tn)) + \
+        ", " + ", ".join(f'"f"(bn[{j}])' for j in range(tn)) + ', "r"(lo), "r"(hi)'
+    return f'    asm volatile("{body}"\n                 : {outs}\n                 : {ins});\n'
+
+
 def _device_rows(split: tuple[int, ...], tn: int = 4) -> str:
     """``fc_rows<R0, NR>`` for the jump-table sizes ``split`` uses (one ``if constexpr`` branch each)."""
     branches = []
@@ -83,6 +120,8 @@ _FCHAIN_TEXT = r"""
 #ifdef TC_HOST
 struct float2 { float x, y; };
 static inline float2 make_float2(float x, float y) { return float2{x, y}; }
+struct uint2 { unsigned x, y; };
+static inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 static std::atomic<int> tc_or_flag{0};
 static std::atomic<int> tc_fchain_slow_blocks{0};  // blocks that took the slow path (the host build's tests count them)
 static inline int tc_sync_or(int x) {  // __syncthreads_or: every thread of the block calls it
@@ -111,12 +150,20 @@ template <int R0, int NR> TC_FN void fc_rows(unsigned code, const float* a, cons
             N[R0 + i][j] = TC_FMA_RZ(a[R0 + i], neg ? bp[j] : bn[j], N[R0 + i][j]);
         }
 }
+TC_FN void fc_rows8(unsigned lo, unsigned hi, const float* a, const float* bp, const float* bn,
+                    float (&P)[FC_TM][FC_TN], float (&N)[FC_TM][FC_TN]) {
+    fc_rows<0, 4>(lo, a, bp, bn, P, N);
+    fc_rows<4, 4>(hi, a, bp, bn, P, N);
+}
 #define FC_SYNC_OR(x) tc_sync_or(x)
 #else
 #define fc_addmax2(a, b, c) __viaddmax_s16x2((a), (b), (c))
 template <int R0, int NR> __device__ __forceinline__ void fc_rows(unsigned code, const float* a, const float* bp,
         const float* bn, float (&P)[FC_TM][FC_TN], float (&N)[FC_TM][FC_TN]) {
 @ROWS@}
+__device__ __forceinline__ void fc_rows8(unsigned lo, unsigned hi, const float* a, const float* bp, const float* bn,
+                                         float (&P)[FC_TM][FC_TN], float (&N)[FC_TM][FC_TN]) {
+@ROWS8@}
 #define FC_SYNC_OR(x) __syncthreads_or(x)
 #endif
 
@@ -146,8 +193,8 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
     int* TEA = (int*)(TXA + 256);
     int* TEB = TEA + 256;
     unsigned short* EB = (unsigned short*)(TEB + 256);    // [GL][FC_SE] words: (eb(L + 64 jj), eb(L + 64 jj + 32))
-    unsigned* CODE = (unsigned*)(EB + 2 * GL * FC_SE);    // [GL][FC_W]: signs of the warp's rows 0-3, 4-7 (bits)
-    unsigned* CS = CODE + GL * FC_W;                      // [32][FC_NT]: each output's C (FP32 bits)
+    uint2* CODE = (uint2*)(EB + 2 * GL * FC_SE);          // [GL][FC_W]: sign bits of the warp's rows 0-3, 4-7
+    unsigned* CS = (unsigned*)(CODE + GL * FC_W);         // [32][FC_NT]: each output's C (FP32 bits)
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const int m0 = blockIdx.y * FC_BM, n0 = blockIdx.x * FC_BN;
     {   // per code: x = +-(|sig| << LS) * 2**e (exact: _cuda_build.fchain_reason checks the ranges) and e
@@ -195,7 +242,7 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
                 EA[lane * FC_SA + w * FC_TM + i] = (unsigned)(TEA[v] & 0xFFFF) * 0x10001u;
                 code |= (x < 0.0f ? 1u : 0u) << i;
             }
-            CODE[lane * FC_W + w] = code;
+            CODE[lane * FC_W + w] = make_uint2(code & 15u, code >> 4);
         }
         // stage B: thread (w, lane) decodes column kb + lane of the block's B columns w + 8 t
         if (lane < GL) {
@@ -258,7 +305,7 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
             for (int i = 0; i < FC_TM; ++i) a[i] = XA[k * FC_SA + w * FC_TM + i];
 #pragma unroll
             for (int j = 0; j < FC_TN; ++j) { const float2 v = XB[k * FC_SB + lane + 32 * j]; bp[j] = v.x; bn[j] = v.y; }
-            const unsigned code = CODE[k * FC_W + w];
+            const uint2 code = CODE[k * FC_W + w];
             FC_ROWS_CALLS
         }
         // the group's end: the exact sum, scaled back, cut toward zero to the output's significand
@@ -300,14 +347,19 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
 """
 
 
-def fchain_source(split: tuple[int, ...] = ROW_SPLIT) -> str:
-    """``FCHAIN_SOURCE`` with the warp's rows dispatched in jump tables of ``split`` rows (sum 8)."""
+def fchain_source(split: tuple[int, ...] = ROW_SPLIT, chained: bool = True) -> str:
+    """``FCHAIN_SOURCE`` with the warp's rows dispatched in jump tables of ``split`` rows (sum 8); ``chained`` (split
+    4 + 4 only): the second table entered from the end of the first's cases (``rows8_chained``)."""
     assert sum(split) == 8 and all(1 <= r <= 4 for r in split), split
-    calls, r0 = [], 0
-    for rows in split:
-        calls.append(f"fc_rows<{r0}, {rows}>((code >> {r0}) & {(1 << rows) - 1}u, a, bp, bn, P, N);")
-        r0 += rows
-    return (_FCHAIN_TEXT.replace("@ROWS@", _device_rows(split))
+    if chained:
+        assert split == (4, 4), split
+        calls = ["fc_rows8(code.x, code.y, a, bp, bn, P, N);"]
+    else:
+        calls, r0 = ["const unsigned bits = code.x | code.y << 4;"], 0
+        for rows in split:
+            calls.append(f"fc_rows<{r0}, {rows}>((bits >> {r0}) & {(1 << rows) - 1}u, a, bp, bn, P, N);")
+            r0 += rows
+    return (_FCHAIN_TEXT.replace("@ROWS@", _device_rows(split)).replace("@ROWS8@", rows8_chained() if chained else "")
             .replace("FC_ROWS_CALLS", "\n            ".join(calls)))
 
 
