@@ -211,7 +211,7 @@ FCHAIN_TILE = Tile(tx=32, ty=8, tm=8, tn=4)  # gemm_fchain's fixed shape: 8 warp
 
 @dataclass(frozen=True)
 class _FchainBounds:
-    e0: int     # the least exponent of a nonzero product (a zero C starts its group there)
+    e0: int     # the least exponent of a nonzero product
     emax: int   # the largest exponent a C may have on the fast path
     cmin: int   # the least exponent a nonzero C may have on it: C's term and the results stay normal FP32
 
@@ -240,6 +240,7 @@ def _fchain_bounds(plan: Plan, spec: InstructionSpec) -> "_FchainBounds | str":
         "C's term could overflow FP32": emax + 1 + rs + f <= 127 and emax + rs + 24 <= 127,
         "groups longer than 32": gl <= 32,
         "code 0 is not a zero": plan.a_exp[0] == ZERO_EXP and plan.b_exp[0] == ZERO_EXP,
+        "a zero C's grid would not be normal": -127 + rs + 23 >= -126 and e0 > -127,
     }
     failed = [name for name, ok in checks.items() if not ok]
     return failed[0] if failed else _FchainBounds(e0, emax, max(f - 126, -126 - rs - f, -126))
@@ -265,7 +266,7 @@ def _fchain_defines(plan: Plan, spec: InstructionSpec) -> list[str]:
     assert not isinstance(b, str), b
     scale = int(plan.rshift_ab) + int(plan.frac_bits)
     man = int(plan.out_params[4])
-    return ["#define FCHAIN 1", f"#define FC_E0 ({b.e0})", f"#define FC_EMAX ({b.emax})",
+    return ["#define FCHAIN 1", f"#define FC_EMAX ({b.emax})",
             f"#define FC_UMIN {(b.cmin + 127) << 23}u", f"#define FC_UMAX {(b.emax + 1 + 127) << 23}u",
             f"#define FC_SCALE 0x1p{scale}f",
             f"#define FC_UNSCALE 0x1p{-scale}f", f"#define FC_MASK {(0xFFFFFFFF << (23 - man)) & 0xFFFFFFFF}u"]

@@ -167,6 +167,14 @@ __device__ __forceinline__ void fc_rows8(unsigned lo, unsigned hi, const float* 
 #define FC_SYNC_OR(x) __syncthreads_or(x)
 #endif
 
+// C's exponents for two outputs, packed as pass 1 keeps them: (|c| >> 23) - 127 per 16-bit half.  A zero C gives
+// -127: below every nonzero product's exponent (so the max is the unit's), and its grid 2**(E - F) is only ever
+// used for exact zeros then.  (Infinite or NaN C: the slow path, see the end.)
+TC_FN unsigned fc_cexp2(unsigned lo, unsigned hi) {
+    const unsigned fields = ((lo & 0x7FFFFFFFu) >> 23) | (((hi & 0x7FFFFFFFu) >> 7) & 0x00FF0000u);
+    return fc_addmax2(fields, 0xFF81FF81u, 0x80008000u);  // fields - 127 per half (max with -32768: a no-op)
+}
+
 TC_FN int fc_col(int col, int k0) {  // the K column a group's position reads (the unit's K order)
 #if !NATURAL
     const int kp = (col - k0) % K_INST;
@@ -217,13 +225,19 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
     const int a_off = (m0 + w * FC_TM) * (int)lda, b_off = (n0 + w) * (int)ldb;
     const int a_step = (int)lda, b_step = FC_W * (int)ldb;
     unsigned umax = 0u, umin = 0xFFFFFFFFu;  // over every C a group starts from: |C| bits, and |C| bits - 1
-#pragma unroll 1
-    for (int o = 0; o < FC_TM * FC_TN; ++o) {
-        const int m = m0 + w * FC_TM + o / FC_TN, n = n0 + lane + 32 * (o % FC_TN);
-        const unsigned c = m < M && n < N ? ACC[(long long)m * N + n] : 0u;
-        CS[o * FC_NT + tid] = c;
-        umax = max(umax, c & 0x7FFFFFFFu);
-        umin = min(umin, (c & 0x7FFFFFFFu) - 1u);
+    unsigned E2[FC_TM][FC_TN / 2];  // E per output, two per word (low half: column L + 64 jj, high: L + 64 jj + 32)
+#pragma unroll
+    for (int o = 0; o < FC_TM * FC_TN; o += 2) {
+        unsigned c[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int m = m0 + w * FC_TM + (o + h) / FC_TN, n = n0 + lane + 32 * ((o + h) % FC_TN);
+            c[h] = m < M && n < N ? ACC[(long long)m * N + n] : 0u;
+            CS[(o + h) * FC_NT + tid] = c[h];
+            umax = max(umax, c[h] & 0x7FFFFFFFu);
+            umin = min(umin, (c[h] & 0x7FFFFFFFu) - 1u);
+        }
+        E2[o / FC_TN][(o % FC_TN) / 2] = fc_cexp2(c[0], c[1]);
     }
     const int groups = (k1 - k0) / GL;
 #pragma unroll 1
@@ -257,18 +271,7 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
             }
         }
         __syncthreads();
-        // pass 1: E per output, two per word (low half: column L + 64 jj, high half: L + 64 jj + 32), from C's
-        // exponent (a zero C starts at E0: every nonzero product's exponent is at least E0, so the max is the unit's)
-        unsigned E2[FC_TM][FC_TN / 2];
-#pragma unroll
-        for (int i = 0; i < FC_TM; ++i)
-#pragma unroll
-            for (int jj = 0; jj < FC_TN / 2; ++jj) {
-                const unsigned lo = CS[(i * FC_TN + 2 * jj) * FC_NT + tid], hi = CS[(i * FC_TN + 2 * jj + 1) * FC_NT + tid];
-                const int flo = (int)((lo >> 23) & 0xFF), fhi = (int)((hi >> 23) & 0xFF);
-                const int elo = flo ? flo - 127 : FC_E0, ehi = fhi ? fhi - 127 : FC_E0;
-                E2[i][jj] = (unsigned)(elo & 0xFFFF) | ((unsigned)ehi << 16);
-            }
+        // pass 1: E = max(C's exponent, every product's ea + eb), two outputs per instruction
 #pragma unroll 4
         for (int k = 0; k < GL; ++k) {
             unsigned ea[FC_TM], eb[FC_TN / 2];
@@ -292,7 +295,7 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
             for (int j = 0; j < FC_TN; ++j) {
                 const unsigned e2 = E2[i][j >> 1];
                 const int e = min((j & 1) ? (int)e2 >> 16 : (int)(short)(e2 & 0xFFFF), FC_EMAX);  // (above: slow path)
-                const float anchor = TC_U2F((unsigned)(e + RS_AB + 150) << 23);
+                const float anchor = TC_U2F((unsigned)(e + RS_AB + 150) << 23);  // 2**(23 + g)
                 const float c = TC_U2F(CS[(i * FC_TN + j) * FC_NT + tid]);
                 P[i][j] = TC_FMA_RZ(c > 0.0f ? c : 0.0f, FC_SCALE, anchor);
                 N[i][j] = TC_FMA_RZ(c < 0.0f ? c : 0.0f, FC_SCALE, -anchor);
@@ -313,12 +316,18 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
 #pragma unroll
         for (int i = 0; i < FC_TM; ++i)
 #pragma unroll
-            for (int j = 0; j < FC_TN; ++j) {
-                const float total = TC_NORMAL32(P[i][j] + N[i][j]);
-                const unsigned r = TC_F2U(total * FC_UNSCALE) & FC_MASK;
-                CS[(i * FC_TN + j) * FC_NT + tid] = r;
-                umax = max(umax, r & 0x7FFFFFFFu);  // every group: NaN from a special operand, infinity
-                if (more) umin = min(umin, (r & 0x7FFFFFFFu) - 1u);
+            for (int jj = 0; jj < FC_TN / 2; ++jj) {
+                unsigned r[2];
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int j = 2 * jj + h;
+                    const float total = TC_NORMAL32(P[i][j] + N[i][j]);
+                    r[h] = TC_F2U(total * FC_UNSCALE) & FC_MASK;
+                    CS[(i * FC_TN + j) * FC_NT + tid] = r[h];
+                    umax = max(umax, r[h] & 0x7FFFFFFFu);  // every group: NaN from a special operand, infinity
+                    if (more) umin = min(umin, (r[h] & 0x7FFFFFFFu) - 1u);
+                }
+                E2[i][jj] = fc_cexp2(r[0], r[1]);  // the next group's start
             }
     }
     // a nonzero C outside [2**CMIN, 2**(EMAX + 1)) (infinities and NaNs above, subnormals below), or a result NaN
