@@ -301,15 +301,20 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
                 N[i][j] = TC_FMA_RZ(c < 0.0f ? c : 0.0f, FC_SCALE, -anchor);
             }
         // pass 2: every product, routed by a's (warp-uniform) sign
+        {
+            const float* xa = XA + w * FC_TM;
+            const float2* xb = XB + lane;
+            const uint2* cd = CODE + w;
 #pragma unroll 1
-        for (int k = 0; k < GL; ++k) {
-            float a[FC_TM], bp[FC_TN], bn[FC_TN];
+            for (int k = 0; k < GL; ++k, xa += FC_SA, xb += FC_SB, cd += FC_W) {
+                float a[FC_TM], bp[FC_TN], bn[FC_TN];
 #pragma unroll
-            for (int i = 0; i < FC_TM; ++i) a[i] = XA[k * FC_SA + w * FC_TM + i];
+                for (int i = 0; i < FC_TM; ++i) a[i] = xa[i];
 #pragma unroll
-            for (int j = 0; j < FC_TN; ++j) { const float2 v = XB[k * FC_SB + lane + 32 * j]; bp[j] = v.x; bn[j] = v.y; }
-            const uint2 code = CODE[k * FC_W + w];
-            FC_ROWS_CALLS
+                for (int j = 0; j < FC_TN; ++j) { const float2 v = xb[32 * j]; bp[j] = v.x; bn[j] = v.y; }
+                const uint2 code = *cd;
+                FC_ROWS_CALLS
+            }
         }
         // the group's end: the exact sum, scaled back, cut toward zero to the output's significand
         const bool more = g + 1 < groups;
@@ -369,7 +374,7 @@ def fchain_source(split: tuple[int, ...] = ROW_SPLIT, chained: bool = True) -> s
             calls.append(f"fc_rows<{r0}, {rows}>((bits >> {r0}) & {(1 << rows) - 1}u, a, bp, bn, P, N);")
             r0 += rows
     return (_FCHAIN_TEXT.replace("@ROWS@", _device_rows(split)).replace("@ROWS8@", rows8_chained() if chained else "")
-            .replace("FC_ROWS_CALLS", "\n            ".join(calls)))
+            .replace("FC_ROWS_CALLS", "\n                ".join(calls)))
 
 
 FCHAIN_SOURCE = fchain_source()
