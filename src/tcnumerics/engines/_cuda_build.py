@@ -37,10 +37,9 @@ from ._cuda_source import (FCHAIN_HOST_LAUNCHER, FFMA_HOST_LAUNCHER, FFMA_SOURCE
                            KERNEL_SOURCE)
 from ._fast_plan import ZERO_EXP, Plan
 
-__all__ = ["Tile", "DEVICE_TILE", "ROW_TILE", "HOST_TILE", "device_tiles", "env_tile_override", "SubgroupPlan", "subgroup_plan", "config_header", "tiled_reason",
+__all__ = ["Tile", "DEVICE_TILE", "ROW_TILE", "HOST_TILE", "device_tiles", "SubgroupPlan", "subgroup_plan", "config_header", "tiled_reason",
            "promotion_reason", "tables", "smem_words", "FmaAlign", "fma_align", "fast_end", "ExpMma", "exp_mma", "MMA_TILE",
-           "FCHAIN_TILE", "fchain_reason", "fchain_smem_words", "env_fchain",
-           "env_align", "env_exp_pass", "device_module", "host_library", "host_compiler", "ffma_host_library", "ffma_device_kernel"]
+           "FCHAIN_TILE", "fchain_reason", "fchain_smem_words", "device_module", "host_library", "host_compiler", "ffma_host_library", "ffma_device_kernel"]
 
 
 @dataclass(frozen=True)
@@ -408,28 +407,6 @@ def exp_choice(plan: Plan, spec: InstructionSpec, tile: Tile, exp_pass: str) -> 
     return exp_mma(plan, spec, tile) if exp_pass == "mma" else None
 
 
-# --- the GPU build's choices from the environment (for timing one form against another; same bits) ---------
-
-def env_align() -> str:
-    """The tiled kernel's truncating pass (``TCNUMERICS_CUDA_ALIGN``, for timing one against another): "auto" (the
-    default: FP32 FMA for the FP8 chains, the integer pass elsewhere, see ``_align_choice``), "fma" (FP32 or FP64
-    FMA where either fits) or "int" (the integer pass everywhere); every choice gives the same bits."""
-    value = os.environ.get("TCNUMERICS_CUDA_ALIGN", "auto")
-    if value not in ALIGNS:
-        raise ValueError(f"TCNUMERICS_CUDA_ALIGN must be one of {ALIGNS}, not {value!r}")
-    return value
-
-
-def env_exp_pass() -> str:
-    """The tiled kernel's exponent pass (``TCNUMERICS_CUDA_EXP``): "alu" (default: the CUDA-core max) or "mma" (the
-    tensor-core power sum where ``_cuda_build.exp_mma`` allows, with its 16,16,4,4 tile; same bits, host-checked;
-    same bits on an H200 but 0.7x the CUDA-core pass there -- docs/gpu.md)."""
-    value = os.environ.get("TCNUMERICS_CUDA_EXP", "alu")
-    if value not in EXP_PASSES:
-        raise ValueError(f"TCNUMERICS_CUDA_EXP must be one of {EXP_PASSES}, not {value!r}")
-    return value
-
-
 def device_tiles(plan: Plan, spec: InstructionSpec, align: str, exp_pass: str) -> list[Tile]:
     """The tiled kernel's shapes for a build, best first (the caller takes the first whose shared memory fits):
     ``ROW_TILE`` for the FP32 FMA pass with its FP32 end (a warp per thread row routes by a's sign; H200, FP8
@@ -439,30 +416,6 @@ def device_tiles(plan: Plan, spec: InstructionSpec, align: str, exp_pass: str) -
         else None
     row = fa is not None and fa.width == 1 and fast_end(plan, spec, fa) and exp_pass == "alu"
     return [ROW_TILE, DEVICE_TILE] if row else [DEVICE_TILE]
-
-
-def env_fchain() -> bool:
-    """Whether the GPU engine runs ``gemm_fchain`` where ``fchain_reason`` allows (``TCNUMERICS_CUDA_FCHAIN``: "auto",
-    the default, or "off" -- the tiled kernel then, for timing one against the other; same bits)."""
-    value = os.environ.get("TCNUMERICS_CUDA_FCHAIN", "auto")
-    if value not in ("auto", "off"):
-        raise ValueError(f"TCNUMERICS_CUDA_FCHAIN must be 'auto' or 'off', not {value!r}")
-    return value == "auto"
-
-
-def env_tile_override() -> Tile | None:
-    """``TCNUMERICS_CUDA_TILE="tx,ty,tm,tn"`` as a ``Tile`` (tm, tn even; for timing other shapes -- every shape
-    gives the same bits), or None when unset (``device_tiles`` chooses)."""
-    value = os.environ.get("TCNUMERICS_CUDA_TILE")
-    if not value:
-        return None
-    try:
-        tx, ty, tm, tn = (int(v) for v in value.split(","))
-    except ValueError:
-        raise ValueError(f"TCNUMERICS_CUDA_TILE must be 'tx,ty,tm,tn', not {value!r}") from None
-    if tm % 2 or tn % 2 or min(tx, ty, tm, tn) < 1 or tm * tn > 64:
-        raise ValueError(f"TCNUMERICS_CUDA_TILE {value!r}: tm and tn must be even, tm * tn at most 64")
-    return Tile(tx=tx, ty=ty, tm=tm, tn=tn)
 
 
 def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 32, promote: bool = False,

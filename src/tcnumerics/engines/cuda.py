@@ -43,6 +43,7 @@ import numpy as np
 from .._extras import install_hint
 from ..model import InstructionSpec
 from . import _cuda_build as build
+from . import _cuda_env as env
 from ._fast_plan import Plan, build_plan, cached_planner, check_k_range
 
 __all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "promotion_reason", "ffma_chain",
@@ -461,15 +462,15 @@ def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote
     a model's thousands of chain launches skip the header generation and module lookup.  ``promote``: the tiled
     kernel's build with promotion inside (its own shared memory for the main accumulator; the per-output kernel
     promotes in every build)."""
-    align, chosen, exp_pass = build.env_align(), build.env_tile_override(), build.env_exp_pass()
-    key = (id(plan), device, tiled, promote, align, chosen, exp_pass, build.env_fchain())
+    align, chosen, exp_pass = env.env_align(), env.env_tile_override(), env.env_exp_pass()
+    key = (id(plan), device, tiled, promote, align, chosen, exp_pass, env.env_fchain())
     if key not in _KERNELS:
         import cupy
 
         if int(cupy.cuda.Device(device).compute_capability) < 80:
             exp_pass = "alu"  # mma.sync with BF16 operands needs sm_80
         tiles = tiled and build.tiled_reason(plan) is None
-        if tiles and not promote and chosen is None and exp_pass == "alu" and build.env_fchain():
+        if tiles and not promote and chosen is None and exp_pass == "alu" and env.env_fchain():
             fchain = _fchain_kernel(spec, plan, device, align)
             if fchain is not None:
                 _KERNELS[key] = (plan,) + fchain
