@@ -472,7 +472,7 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
     every output compared), a block of rows against the CPU fast engine, the tensor core's rate and mmaemu's."""
     import cupy
 
-    from tcnumerics.engines import _cuda_build, cuda, fast
+    from tcnumerics.engines import _cuda_build, _cuda_fchain_build, cuda, fast
 
     rows = []
     for label, name in ALIGN_UNITS:
@@ -488,7 +488,7 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
             dc = cupy.zeros((M, N), spec.c_format.container_dtype)
             row = dict(label=label, entry=spec.name, shape=[M, N, K], fma_width=fa and fa.width)
             out = {}
-            fchain = _cuda_build.fchain_reason(cuda._plan(spec), spec) is None
+            fchain = _cuda_fchain_build.fchain_reason(cuda._plan(spec), spec) is None
             for tile in tiles or [""]:
                 os.environ["TCNUMERICS_CUDA_TILE"] = tile
                 for align in (("fchain",) if fchain and not tile else ()) + ("fma", "int"):

@@ -6,6 +6,7 @@ import pytest
 
 from tcnumerics.catalog import get_instruction
 from tcnumerics.engines import _cuda_build as build
+from tcnumerics.engines import _cuda_fchain_build as fchain_build
 from tcnumerics.engines import cuda, fast
 from tcnumerics.model import InstructionSpec, UnitModel
 
@@ -33,7 +34,7 @@ def _finite_codes(spec: InstructionSpec, shape, rng, fmt) -> np.ndarray:
 
 
 def _slow_blocks(spec: InstructionSpec) -> int:
-    lib = build.host_library(build.config_header(spec, cuda._plan(spec), build.FCHAIN_TILE))
+    lib = build.host_library(fchain_build.fchain_header(spec, cuda._plan(spec)))
     return int(lib.host_fchain_slow_blocks())
 
 
@@ -51,7 +52,7 @@ def _check(spec, a, b, c, k0=0, k1=None) -> int:
 @pytest.mark.parametrize("name", [E4M3, E5M2, MIXED, "custom16", "custom4"])
 def test_fchain_fast_path_equals_fast_engine(name):
     spec = {"custom16": _custom(16, 10), "custom4": _custom(4, 6)}.get(name) or get_instruction(name)
-    assert build.fchain_reason(cuda._plan(spec), spec) is None
+    assert fchain_build.fchain_reason(cuda._plan(spec), spec) is None
     rng = np.random.default_rng(7)
     M, N, K = 70, 135, 96  # partial blocks in both directions, three groups of 32
     a, b = _finite_codes(spec, (M, K), rng, "a"), _finite_codes(spec, (N, K), rng, "b")
@@ -88,11 +89,55 @@ def test_fchain_k_range_and_groups_of_16():
 
 
 def test_fchain_reason_names_the_units_it_leaves():
-    bf16 = get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")
-    assert "fast_end" in build.fchain_reason(cuda._plan(bf16), bf16)
+    f16_acc = get_instruction("hopper.wgmma.m64n8k16.f16.f16.f16")
+    assert "C, D and the output" in fchain_build.fchain_reason(cuda._plan(f16_acc), f16_acc)
+    s8 = get_instruction("hopper.mma.m8n8k16.s32.s8.s8.s32")
+    assert "not a fused unit" in fchain_build.fchain_reason(cuda._plan(s8), s8)
     with pytest.raises(ValueError, match="gemm_fchain does not run it"):
-        cuda.host_accumulate_bits(bf16, np.zeros((2, 16), np.uint16), np.zeros((2, 16), np.uint16),
-                                  np.zeros((2, 2), np.uint32), kernel="fchain")
+        cuda.host_accumulate_bits(f16_acc, np.zeros((2, 16), np.uint16), np.zeros((2, 16), np.uint16),
+                                  np.zeros((2, 2), np.uint16), kernel="fchain")
+
+
+WIDE = ["hopper.wgmma.m64n8k16.f32.bf16.bf16", "hopper.wgmma.m64n8k16.f32.f16.f16", "hopper.wgmma.m64n8k8.f32.tf32.tf32",
+        "ampere.mma.m16n8k16.f32.bf16.bf16.f32", "volta.mma.m8n8k4.f32.f16.f16.f32"]
+
+
+def _values(spec, shape, rng, scale=1.0):
+    """Bit patterns of N(0, scale**2) values in the unit's operand format (RNE through ml_dtypes / numpy)."""
+    import ml_dtypes
+
+    x = rng.standard_normal(shape) * scale
+    dt = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "tf32": np.float32}[spec.a_format.name]
+    return x.astype(dt).view(spec.a_format.container_dtype)
+
+
+@pytest.mark.parametrize("name", WIDE)
+def test_fchain_wide_units_equal_fast_engine(name):
+    """The FP64 form (BF16, FP16, TF32 operands): every code of the format (NaN and infinity codes included: their
+    blocks take the slow path) and normal data (no block does), partial blocks, a chain of several groups."""
+    spec = get_instruction(name)
+    assert fchain_build.fchain_reason(cuda._plan(spec), spec) is None
+    rng = np.random.default_rng(13)
+    M, N, K = 70, 135, 64
+    dtype = spec.a_format.container_dtype
+    top = 1 << min(np.dtype(dtype).itemsize * 8, 32)
+    a = rng.integers(0, top, (M, K), dtype=np.uint64).astype(dtype)
+    b = rng.integers(0, top, (N, K), dtype=np.uint64).astype(dtype)
+    c = (rng.standard_normal((M, N)) * 10).astype(np.float32).view(np.uint32)
+    _check(spec, a, b, c)
+    assert _check(spec, _values(spec, (M, K), rng), _values(spec, (N, K), rng), c) == 0
+
+
+def test_fchain_wide_slow_path_for_subnormal_and_overflowing_results():
+    spec = get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")
+    rng = np.random.default_rng(17)
+    a, b = _values(spec, (128, 32), rng), _values(spec, (256, 32), rng)
+    c = np.zeros((128, 256), np.uint32)
+    a[70:72] = _values(spec, (2, 32), rng, 3e-39)  # block (1, *): results ~3e-39 -> subnormal FP32 -> slow path
+    b[200] = _values(spec, (1, 32), rng, 1e30)     # column 200 with rows ~1: ~1e30, still finite: fast
+    assert _check(spec, a, b, c) == 2
+    a[5] = _values(spec, (1, 32), rng, 1e30)       # row 5 x column 200: ~1e60 overflows to inf -> slow path
+    assert _check(spec, a, b, c) == 3
 
 
 def test_fchain_special_operands_of_either_side_take_the_slow_path():

@@ -39,7 +39,7 @@ from ._fast_plan import ZERO_EXP, Plan
 
 __all__ = ["Tile", "DEVICE_TILE", "ROW_TILE", "HOST_TILE", "device_tiles", "SubgroupPlan", "subgroup_plan", "config_header", "tiled_reason",
            "promotion_reason", "tables", "smem_words", "FmaAlign", "fma_align", "fast_end", "ExpMma", "exp_mma", "MMA_TILE",
-           "FCHAIN_TILE", "fchain_reason", "fchain_smem_words", "device_module", "host_library", "host_compiler", "ffma_host_library", "ffma_device_kernel"]
+           "device_module", "host_library", "host_compiler", "ffma_host_library", "ffma_device_kernel"]
 
 
 @dataclass(frozen=True)
@@ -205,81 +205,6 @@ def fast_end(plan: Plan, spec: InstructionSpec, fa: FmaAlign) -> bool:
 
 
 MMA_TILE = Tile(tx=16, ty=16, tm=4, tn=4)  # the tile the tensor-core exponent pass is written for (8 warps, 64 x 64)
-FCHAIN_TILE = Tile(tx=32, ty=8, tm=8, tn=4)  # gemm_fchain's fixed shape: 8 warps of 8 rows, 4 columns a lane (64 x 128)
-
-
-@dataclass(frozen=True)
-class _FchainBounds:
-    e0: int     # the least exponent of a nonzero product
-    emax: int   # the largest exponent a C may have on the fast path
-    cmin: int   # the least exponent a nonzero C may have on it: C's term and the results stay normal FP32
-
-
-def _fchain_bounds(plan: Plan, spec: InstructionSpec) -> "_FchainBounds | str":
-    """The exponent range ``gemm_fchain`` runs on, or why it cannot run ``plan`` (its source's comment has the
-    method): the tiled kernel's FP32 FMA pass with its FP32 end, one-byte operands, and the bounds below."""
-    if tiled_reason(plan) is not None or isinstance(plan, SubgroupPlan) or spec.model.algorithm != "fused":
-        return "not a fused unit the tiled kernel runs"
-    fa = fma_align(plan, spec)
-    if fa is None or fa.width != 1 or not fast_end(plan, spec, fa):
-        return "its groups do not end in FP32 (fast_end)"
-    if np.dtype(spec.a_format.container_dtype).itemsize != 1 or np.dtype(spec.b_format.container_dtype).itemsize != 1:
-        return "operands wider than one byte"
-    rs, f, gl = int(plan.rshift_ab), int(plan.frac_bits), _group_length(plan)
-    e0, emax = fa.lo - rs, fa.hi - rs
-    a_nz, b_nz = plan.a_exp > ZERO_EXP, plan.b_exp > ZERO_EXP
-    top = int(plan.a_exp[a_nz].max()) + int(plan.b_exp[b_nz].max())
-    abits = (int(np.abs(plan.a_sig[a_nz].astype(np.int64)).max()) << int(plan.lshift_ab)).bit_length()
-    bbits = int(np.abs(plan.b_sig[b_nz].astype(np.int64)).max()).bit_length()
-    checks = {
-        "the unit's zero exponent is above the least product exponent": plan.e_zero <= e0,
-        "a product exponent lies above the grid's clamp": top <= emax,
-        "a group's terms may leave the accumulator's binade": (gl << max(abits + bbits - rs, 0)) + (1 << (f + 1)) <= 1 << 23,
-        "a result or C's term could be subnormal in FP32": e0 - f >= -126 and e0 + rs + f >= -126,
-        "C's term could overflow FP32": emax + 1 + rs + f <= 127 and emax + rs + 24 <= 127,
-        "groups longer than 32": gl <= 32,
-        "code 0 is not a zero": plan.a_exp[0] == ZERO_EXP and plan.b_exp[0] == ZERO_EXP,
-        "a zero C's grid would not be normal": -127 + rs + 23 >= -126 and e0 > -127,
-    }
-    failed = [name for name, ok in checks.items() if not ok]
-    return failed[0] if failed else _FchainBounds(e0, emax, max(f - 126, -126 - rs - f, -126))
-
-
-def fchain_reason(plan: Plan, spec: InstructionSpec) -> str | None:
-    """Why ``gemm_fchain`` cannot run ``plan`` (None: it can).
-
-    >>> from tcnumerics.catalog import get_instruction
-    >>> from tcnumerics.engines import cuda
-    >>> spec = get_instruction("hopper.wgmma.m64n128k32.f32.e4m3.e4m3")
-    >>> fchain_reason(cuda._plan(spec), spec) is None
-    True
-    >>> fchain_reason(*(lambda s: (cuda._plan(s), s))(get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")))
-    'its groups do not end in FP32 (fast_end)'
-    """
-    bounds = _fchain_bounds(plan, spec)
-    return bounds if isinstance(bounds, str) else None
-
-
-def _fchain_defines(plan: Plan, spec: InstructionSpec) -> list[str]:
-    b = _fchain_bounds(plan, spec)
-    assert not isinstance(b, str), b
-    scale = int(plan.rshift_ab) + int(plan.frac_bits)
-    man = int(plan.out_params[4])
-    return ["#define FCHAIN 1", f"#define FC_EMAX ({b.emax})",
-            f"#define FC_UMIN {(b.cmin + 127) << 23}u", f"#define FC_UMAX {(b.emax + 1 + 127) << 23}u",
-            f"#define FC_SCALE 0x1p{scale}f",
-            f"#define FC_UNSCALE 0x1p{-scale}f", f"#define FC_MASK {(0xFFFFFFFF << (23 - man)) & 0xFFFFFFFF}u"]
-
-
-def fchain_smem_words(plan: Plan) -> int:
-    """32-bit words of dynamic shared memory ``gemm_fchain`` needs: the stage (A's values and exponents at row
-    stride 68, B's pairs at 129, B's packed exponents at 65, the sign patterns), the per-code tables and each
-    output's C."""
-    gl = _group_length(plan)
-    t = FCHAIN_TILE
-    return gl * (2 * (t.bn + 1) + 2 * (t.bm + 4) + (t.bn // 2 + 1) + 2 * t.ty) + 5 * 256 + t.tm * t.tn * t.threads
-
-
 @dataclass(frozen=True)
 class ExpMma:
     """The tiled kernel's exponent pass on the tensor core (the kernel's comment has the argument): operand
@@ -471,8 +396,6 @@ def config_header(spec: InstructionSpec, plan: Plan, tile: Tile, stage_k: int = 
                   f"#define FMA_P {fa.precision}"]
     if fa is not None and fast_end(plan, spec, fa):
         lines.append("#define FAST_END 1")
-        if fchain_reason(plan, spec) is None:
-            lines += _fchain_defines(plan, spec)
     em = exp_choice(plan, spec, tile, exp_pass) if tiled and not subgroup else None
     if em is not None:
         lines += ["#define EXP_MMA 1", f"#define MMA_M {em.m}", f"#define XBIAS_A ({em.bias_a})",

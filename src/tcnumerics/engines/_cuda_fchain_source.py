@@ -21,17 +21,41 @@ with the per-output chain (``chain_one``): slow, rare, and the same bits as ever
 
 from __future__ import annotations
 
-__all__ = ["FCHAIN_SOURCE", "rows_dispatch", "ROW_SPLIT", "fchain_source"]
+__all__ = ["FCHAIN_SOURCE", "rows_dispatch", "rows8_chained", "ROW_SPLIT", "fchain_source"]
 
 
-def rows_dispatch(rows: int, tn: int = 4) -> str:
+def _case_fmas(i: int, neg: bool, tn: int, acc, a: str, bp0: int, bn0: int, wide: bool) -> list[str]:
+    """Row i's FMAs in a jump-table case: FP32 -- P takes the non-negative products, N the non-positive ones, both
+    toward zero; FP64 (``wide``) -- one accumulator, non-negative products toward zero, non-positive ones toward
+    +inf (a < 0 flips which of b's parts is which)."""
+    out = []
+    for j in range(tn):
+        bp, bn = f"%{bp0 + j}", f"%{bn0 + j}"
+        if wide:
+            first, second = ("rp", "rz") if neg else ("rz", "rp")
+            out.append(f"fma.{first}.f64 {acc('P', i, j)}, {a}, {bp}, {acc('P', i, j)};")
+            out.append(f"fma.{second}.f64 {acc('P', i, j)}, {a}, {bn}, {acc('P', i, j)};")
+        else:
+            pos_b, neg_b = (bn, bp) if neg else (bp, bn)
+            out.append(f"fma.rz.f32 {acc('P', i, j)}, {a}, {pos_b}, {acc('P', i, j)};")
+            out.append(f"fma.rz.f32 {acc('N', i, j)}, {a}, {neg_b}, {acc('N', i, j)};")
+    return out
+
+
+def _asm(lines: list[str], outs: str, ins: str) -> str:
+    body = "\\n\\t".join(lines)
+    return f'    asm volatile("{body}"\n                 : {outs}\n                 : {ins});\n'
+
+
+def rows_dispatch(rows: int, tn: int = 4, wide: bool = False) -> str:
     """The device body of ``fc_rows<R0, rows>``: one ``brx.idx`` jump table over the 2**rows sign patterns of
-    ``rows`` rows, each case the 2 x rows x ``tn`` round-toward-zero FMAs that route the rows' products by a's sign
-    (a uniform branch: the pattern is the same in every lane of the warp)."""
+    ``rows`` rows, each case the FMAs that route the rows' products by a's sign (``_case_fmas``; a uniform branch:
+    the pattern is the same in every lane of the warp)."""
+    accs = 1 if wide else 2
     def acc(kind: str, i: int, j: int) -> str:
         return f"%{(0 if kind == 'P' else rows * tn) + i * tn + j}"
 
-    a0 = 2 * rows * tn
+    a0 = accs * rows * tn
     bp0, bn0 = a0 + rows, a0 + rows + tn
     code = bn0 + tn
     lines = ["{", "TBL%=: .branchtargets " + ", ".join(f"L{s}_%=" for s in range(1 << rows)) + ";",
@@ -39,32 +63,27 @@ def rows_dispatch(rows: int, tn: int = 4) -> str:
     for s in range(1 << rows):
         lines.append(f"L{s}_%=:")
         for i in range(rows):
-            neg = (s >> i) & 1
-            for j in range(tn):
-                bp, bn = f"%{bp0 + j}", f"%{bn0 + j}"
-                pos_b, neg_b = (bn, bp) if neg else (bp, bn)
-                lines.append(f"fma.rz.f32 {acc('P', i, j)}, %{a0 + i}, {pos_b}, {acc('P', i, j)};")
-                lines.append(f"fma.rz.f32 {acc('N', i, j)}, %{a0 + i}, {neg_b}, {acc('N', i, j)};")
+            lines += _case_fmas(i, bool((s >> i) & 1), tn, acc, f"%{a0 + i}", bp0, bn0, wide)
         if s + 1 < 1 << rows:
             lines.append("bra.uni DONE%=;")
     lines += ["DONE%=:", "}"]
-    body = "\\n\\t".join(lines)
-    outs = ", ".join(f'"+f"(P[R0 + {i}][{j}])' for i in range(rows) for j in range(tn)) + ", " + \
-        ", ".join(f'"+f"(N[R0 + {i}][{j}])' for i in range(rows) for j in range(tn))
-    ins = ", ".join(f'"f"(a[R0 + {i}])' for i in range(rows)) + ", " + \
-        ", ".join(f'"f"(bp[{j}])' for j in range(tn)) + ", " + ", ".join(f'"f"(bn[{j}])' for j in range(tn)) + \
+    t = "d" if wide else "f"
+    outs = ", ".join(f'"+{t}"({k}[R0 + {i}][{j}])' for k in "PN"[:accs] for i in range(rows) for j in range(tn))
+    ins = ", ".join(f'"{t}"(a[R0 + {i}])' for i in range(rows)) + ", " + \
+        ", ".join(f'"{t}"(bp[{j}])' for j in range(tn)) + ", " + ", ".join(f'"{t}"(bn[{j}])' for j in range(tn)) + \
         ', "r"(code)'
-    return f'    asm volatile("{body}"\n                 : {outs}\n                 : {ins});\n'
+    return _asm(lines, outs, ins)
 
 
-def rows8_chained(tn: int = 4) -> str:
+def rows8_chained(tn: int = 4, wide: bool = False) -> str:
     """The device body of ``fc_rows8``: the warp's 8 rows as two jump tables of four, the second one entered from
     the end of every case of the first (no join between them, so the second table's target loads while the first
     case's FMAs run)."""
+    accs = 1 if wide else 2
     def acc(kind: str, i: int, j: int) -> str:
         return f"%{(0 if kind == 'P' else 8 * tn) + i * tn + j}"
 
-    a0 = 16 * tn
+    a0 = accs * 8 * tn
     bp0, bn0 = a0 + 8, a0 + 8 + tn
     lo, hi = bn0 + tn, bn0 + tn + 1
     lines = ["{", "TLO%=: .branchtargets " + ", ".join(f"L{s}_%=" for s in range(16)) + ";",
@@ -75,30 +94,29 @@ def rows8_chained(tn: int = 4) -> str:
             lines.append(f"{label}{s}_%=:")
             for r in range(4):
                 i = 4 * half + r
-                neg = (s >> r) & 1
-                for j in range(tn):
-                    bp, bn = f"%{bp0 + j}", f"%{bn0 + j}"
-                    pos_b, neg_b = (bn, bp) if neg else (bp, bn)
-                    lines.append(f"fma.rz.f32 {acc('P', i, j)}, %{a0 + i}, {pos_b}, {acc('P', i, j)};")
-                    lines.append(f"fma.rz.f32 {acc('N', i, j)}, %{a0 + i}, {neg_b}, {acc('N', i, j)};")
+                lines += _case_fmas(i, bool((s >> r) & 1), tn, acc, f"%{a0 + i}", bp0, bn0, wide)
             if half == 0:
                 lines.append(f"brx.idx.uni %{hi}, THI%=;")
             elif s < 15:
                 lines.append("bra.uni DONE%=;")
     lines += ["DONE%=:", "}"]
-    body = "\\n\\t".join(lines)
-    outs = ", ".join(f'"+f"(P[{i}][{j}])' for i in range(8) for j in range(tn)) + ", " + \
-        ", ".join(f'"+f"(N[{i}][{j}])' for i in range(8) for j in range(tn))
-    ins = ", ".join(f'"f"(a[{i}])' for i in range(8)) + ", " + ", ".join(f'"f"(bp[{j}])' for j in range(tn)) + \
-        ", " + ", ".join(f'"f"(bn[{j}])' for j in range(tn)) + ', "r"(lo), "r"(hi)'
-    return f'    asm volatile("{body}"\n                 : {outs}\n                 : {ins});\n'
+    t = "d" if wide else "f"
+    outs = ", ".join(f'"+{t}"({k}[{i}][{j}])' for k in "PN"[:accs] for i in range(8) for j in range(tn))
+    ins = ", ".join(f'"{t}"(a[{i}])' for i in range(8)) + ", " + ", ".join(f'"{t}"(bp[{j}])' for j in range(tn)) + \
+        ", " + ", ".join(f'"{t}"(bn[{j}])' for j in range(tn)) + ', "r"(lo), "r"(hi)'
+    return _asm(lines, outs, ins)
+
+
+def _both(narrow: str, wide: str) -> str:
+    return f"#if FC_WIDE\n{wide}#else\n{narrow}#endif\n"
 
 
 def _device_rows(split: tuple[int, ...], tn: int = 4) -> str:
     """``fc_rows<R0, NR>`` for the jump-table sizes ``split`` uses (one ``if constexpr`` branch each)."""
     branches = []
     for rows in sorted(set(split)):
-        branches.append(f"    if constexpr (NR == {rows}) {{\n{rows_dispatch(rows, tn)}    }}\n")
+        body = _both(rows_dispatch(rows, tn), rows_dispatch(rows, tn, wide=True))
+        branches.append(f"    if constexpr (NR == {rows}) {{\n{body}    }}\n")
     return "".join(branches)
 
 
@@ -113,13 +131,15 @@ _FCHAIN_TEXT = r"""
 #define FC_TN 4                 // columns per lane: L + 32 j
 #define FC_BM (FC_W * FC_TM)
 #define FC_BN (32 * FC_TN)
-#define FC_SA (FC_BM + 4)       // A's row stride in words (16-byte rows for the broadcast loads; 4-way store conflicts)
+#define FC_SA (FC_BM + 4)       // A's row stride in values (16-byte rows for the broadcast loads)
 #define FC_SB (FC_BN + 1)       // B's row stride in pairs (odd: the loader's stores along K do not conflict)
 #define FC_SE (FC_BN / 2 + 1)   // packed B exponents' row stride in words
 
 #ifdef TC_HOST
 struct float2 { float x, y; };
 static inline float2 make_float2(float x, float y) { return float2{x, y}; }
+struct double2 { double x, y; };
+static inline double2 make_double2(double x, double y) { return double2{x, y}; }
 struct uint2 { unsigned x, y; };
 static inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 static std::atomic<int> tc_or_flag{0};
@@ -141,38 +161,89 @@ TC_FN unsigned fc_addmax2(unsigned a, unsigned b, unsigned c) {  // per signed 1
     }
     return r;
 }
-template <int R0, int NR> TC_FN void fc_rows(unsigned code, const float* a, const float* bp, const float* bn,
-                                            float (&P)[FC_TM][FC_TN], float (&N)[FC_TM][FC_TN]) {
-    for (int i = 0; i < NR; ++i)
-        for (int j = 0; j < FC_TN; ++j) {
-            const bool neg = (code >> i) & 1;
-            P[R0 + i][j] = TC_FMA_RZ(a[R0 + i], neg ? bn[j] : bp[j], P[R0 + i][j]);
-            N[R0 + i][j] = TC_FMA_RZ(a[R0 + i], neg ? bp[j] : bn[j], N[R0 + i][j]);
-        }
+template <class T> static inline T tc_fma_ru_host(T a, T b, T c) {  // the device's __fma_ru, exactly
+    std::fesetround(FE_UPWARD);
+    volatile T r = std::fma(a, b, c);
+    std::fesetround(FE_TONEAREST);
+    return r;
 }
-TC_FN void fc_rows8(unsigned lo, unsigned hi, const float* a, const float* bp, const float* bn,
-                    float (&P)[FC_TM][FC_TN], float (&N)[FC_TM][FC_TN]) {
-    fc_rows<0, 4>(lo, a, bp, bn, P, N);
-    fc_rows<4, 4>(hi, a, bp, bn, P, N);
+static inline float tc_d2f_rz_host(double x) {  // the device's __double2float_rz, exactly
+    std::fesetround(FE_TOWARDZERO);
+    volatile float r = (float)x;
+    std::fesetround(FE_TONEAREST);
+    return r;
 }
+#define FC_FMA_RZ(a, b, c) tc_fma_rz_host((a), (b), (c))
+#define FC_FMA_RU(a, b, c) tc_fma_ru_host((a), (b), (c))
+#define FC_D2F_RZ(x) tc_d2f_rz_host(x)
+#define FC_LL2D(x) std::bit_cast<double>((long long)(x))
+#define FC_D2HI(x) (unsigned)(std::bit_cast<unsigned long long>((double)(x)) >> 32)
 #define FC_SYNC_OR(x) tc_sync_or(x)
 #else
 #define fc_addmax2(a, b, c) __viaddmax_s16x2((a), (b), (c))
-template <int R0, int NR> __device__ __forceinline__ void fc_rows(unsigned code, const float* a, const float* bp,
-        const float* bn, float (&P)[FC_TM][FC_TN], float (&N)[FC_TM][FC_TN]) {
-@ROWS@}
-__device__ __forceinline__ void fc_rows8(unsigned lo, unsigned hi, const float* a, const float* bp, const float* bn,
-                                         float (&P)[FC_TM][FC_TN], float (&N)[FC_TM][FC_TN]) {
-@ROWS8@}
+#if FC_WIDE
+#define FC_FMA_RZ(a, b, c) __fma_rz((a), (b), (c))
+#else
+#define FC_FMA_RZ(a, b, c) __fmaf_ieee_rz((a), (b), (c))  // IEEE subnormals whatever -ftz says (none occur here)
+#endif
+#define FC_FMA_RU(a, b, c) __fma_ru((a), (b), (c))
+#define FC_D2F_RZ(x) __double2float_rz(x)
+#define FC_LL2D(x) __longlong_as_double((long long)(x))
+#define FC_D2HI(x) (unsigned)__double2hiint(x)
 #define FC_SYNC_OR(x) __syncthreads_or(x)
 #endif
 
-// C's exponents for two outputs, packed as pass 1 keeps them: (|c| >> 23) - 127 per 16-bit half.  A zero C gives
-// -127: below every nonzero product's exponent (so the max is the unit's), and its grid 2**(E - F) is only ever
-// used for exact zeros then.  (Infinite or NaN C: the slow path, see the end.)
+#if FC_WIDE  // BF16 / FP16 / TF32: FP64 values, one accumulator per output
+typedef double fc_t;
+typedef double2 fc_pair;
+#define FC_PAIR(x, y) make_double2((x), (y))
+#else        // FP8: FP32 values, two accumulators per output
+typedef float fc_t;
+typedef float2 fc_pair;
+#define FC_PAIR(x, y) make_float2((x), (y))
+#endif
+
+#ifdef TC_HOST
+template <int R0, int NR> TC_FN void fc_rows(unsigned code, const fc_t* a, const fc_t* bp, const fc_t* bn,
+                                            fc_t (&P)[FC_TM][FC_TN], fc_t (&N)[FC_TM][FC_TN]) {
+    for (int i = 0; i < NR; ++i)
+        for (int j = 0; j < FC_TN; ++j) {
+            const bool neg = (code >> i) & 1;
+#if FC_WIDE  // one accumulator P (N unused): non-negative products toward zero, non-positive ones toward +inf
+            P[R0 + i][j] = neg ? FC_FMA_RU(a[R0 + i], bp[j], P[R0 + i][j]) : FC_FMA_RZ(a[R0 + i], bp[j], P[R0 + i][j]);
+            P[R0 + i][j] = neg ? FC_FMA_RZ(a[R0 + i], bn[j], P[R0 + i][j]) : FC_FMA_RU(a[R0 + i], bn[j], P[R0 + i][j]);
+#else
+            P[R0 + i][j] = FC_FMA_RZ(a[R0 + i], neg ? bn[j] : bp[j], P[R0 + i][j]);
+            N[R0 + i][j] = FC_FMA_RZ(a[R0 + i], neg ? bp[j] : bn[j], N[R0 + i][j]);
+#endif
+        }
+}
+TC_FN void fc_rows8(unsigned lo, unsigned hi, const fc_t* a, const fc_t* bp, const fc_t* bn,
+                    fc_t (&P)[FC_TM][FC_TN], fc_t (&N)[FC_TM][FC_TN]) {
+    fc_rows<0, 4>(lo, a, bp, bn, P, N);
+    fc_rows<4, 4>(hi, a, bp, bn, P, N);
+}
+#else
+template <int R0, int NR> __device__ __forceinline__ void fc_rows(unsigned code, const fc_t* a, const fc_t* bp,
+        const fc_t* bn, fc_t (&P)[FC_TM][FC_TN], fc_t (&N)[FC_TM][FC_TN]) {
+@ROWS@}
+__device__ __forceinline__ void fc_rows8(unsigned lo, unsigned hi, const fc_t* a, const fc_t* bp, const fc_t* bn,
+                                         fc_t (&P)[FC_TM][FC_TN], fc_t (&N)[FC_TM][FC_TN]) {
+@ROWS8@}
+#endif
+
+// C's exponents for two outputs, packed as pass 1 keeps them (16-bit halves).  FP8 (E_ZERO below every nonzero
+// product there): (|c| >> 23) - 127, so a zero C gives -127 -- also below every nonzero product, its grid used only
+// for exact zeros then.  Wide units: a zero C starts at E_ZERO, as the unit's does (their products reach below it).
+// (An infinite, NaN or subnormal C: the slow path, see the end.)
 TC_FN unsigned fc_cexp2(unsigned lo, unsigned hi) {
+#if FC_WIDE
+    const int flo = (int)((lo >> 23) & 0xFF), fhi = (int)((hi >> 23) & 0xFF);
+    return (unsigned)((flo ? flo - 127 : E_ZERO) & 0xFFFF) | ((unsigned)(fhi ? fhi - 127 : E_ZERO) << 16);
+#else
     const unsigned fields = ((lo & 0x7FFFFFFFu) >> 23) | (((hi & 0x7FFFFFFFu) >> 7) & 0x00FF0000u);
     return fc_addmax2(fields, 0xFF81FF81u, 0x80008000u);  // fields - 127 per half (max with -32768: a no-op)
+#endif
 }
 
 TC_FN int fc_col(int col, int k0) {  // the K column a group's position reads (the unit's K order)
@@ -184,8 +255,36 @@ TC_FN int fc_col(int col, int k0) {  // the K column a group's position reads (t
     return col;
 }
 
+#if FC_WIDE
+// an IEEE-style code (sign, EXPB exponent bits, MANB <= 20 fraction bits, bias, subnormals, all-ones exponent
+// special): the plan's significand and exponent (_cuda_build's fchain_reason checks every code against the plan's
+// tables) as x = +-(|sig| << ls) * 2**e in FP64 -- a normal code's x built from its fields (exact: the fraction
+// fits the high word), a subnormal's converted (rare) --, a special as NaN with a zero's exponent
+template <int EXPB, int MANB, int BIAS> TC_FN void fc_decode(unsigned code, int ls, double& x, int& e) {
+    const unsigned f = (code >> MANB) & ((1u << EXPB) - 1u), m = code & ((1u << MANB) - 1u);
+    const unsigned sign = (code << (31 - EXPB - MANB)) & 0x80000000u;
+    if (f == 0u) {
+        x = (double)(m << ls) * tc_pow2d(1 - BIAS);
+        e = m ? 1 - BIAS : ZERO_EXP;
+        if (sign) x = -x;
+    } else if (f == (1u << EXPB) - 1u) {
+        x = FC_LL2D(0x7FF8000000000000LL);
+        e = ZERO_EXP;
+    } else {
+        const unsigned hi = sign | ((f + (unsigned)(1023 - BIAS + MANB + ls)) << 20) | (m << (20 - MANB));
+        x = FC_LL2D((unsigned long long)hi << 32);
+        e = (int)f - BIAS;
+    }
+}
+#endif
+
+// the stage's loaders: lanes per staged column -- two when a group is 16 or fewer long (each half the column's rows
+// of A, half the block's columns of B), one for 32
+#define FC_RPL (GL > 16 ? 1 : 2)
+#define FC_KL (32 / FC_RPL)  // lanes per part
+
 extern "C" __global__ void __launch_bounds__(FC_NT, 2)
-gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned char* __restrict__ B, long long ldb,
+gemm_fchain(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, long long ldb,
             const int* __restrict__ TA, const int* __restrict__ TB, unsigned* __restrict__ ACC, int M, int N, int k0,
             int k1, int, int) {  // (gemm_tiled's arguments: the promotion ones unused -- no promotion here)
 #ifdef TC_HOST
@@ -193,19 +292,20 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
 #else
     extern __shared__ unsigned tc_smem[];
 #endif
-    float2* XB = (float2*)tc_smem;                        // [GL][FC_SB]: b's positive and negative part
-    float* XA = (float*)(XB + GL * FC_SB);                // [GL][FC_SA]: a, signed
+    fc_pair* XB = (fc_pair*)tc_smem;                      // [GL][FC_SB]: b's positive and negative part
+    fc_t* XA = (fc_t*)(XB + GL * FC_SB);                  // [GL][FC_SA]: a, signed
     unsigned* EA = (unsigned*)(XA + GL * FC_SA);          // [GL][FC_SA]: (ea, ea)
-    float2* TXB = (float2*)(EA + GL * FC_SA);             // per code: b's parts, a, the exponents
-    float* TXA = (float*)(TXB + 256);
-    int* TEA = (int*)(TXA + 256);
-    int* TEB = TEA + 256;
-    unsigned short* EB = (unsigned short*)(TEB + 256);    // [GL][FC_SE] words: (eb(L + 64 jj), eb(L + 64 jj + 32))
+    unsigned short* EB = (unsigned short*)(EA + GL * FC_SA);  // [GL][FC_SE] words: (eb(L + 64 jj), eb(L + 64 jj + 32))
     uint2* CODE = (uint2*)(EB + 2 * GL * FC_SE);          // [GL][FC_W]: sign bits of the warp's rows 0-3, 4-7
     unsigned* CS = (unsigned*)(CODE + GL * FC_W);         // [32][FC_NT]: each output's C (FP32 bits)
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const int m0 = blockIdx.y * FC_BM, n0 = blockIdx.x * FC_BN;
-    {   // per code: x = +-(|sig| << LS) * 2**e (exact: _cuda_build.fchain_reason checks the ranges) and e
+#if !FC_WIDE
+    float2* TXB = (float2*)(CS + FC_TM * FC_TN * FC_NT);  // per one-byte code: b's parts, a, the exponents
+    float* TXA = (float*)(TXB + 256);
+    int* TEA = (int*)(TXA + 256);
+    int* TEB = TEA + 256;
+    {   // x = +-(|sig| << LS) * 2**e (exact: _cuda_build.fchain_reason checks the ranges) and e
         const int wa = TC_LDG(TA + ((unsigned)tid >> A_SHIFT)), wb = TC_LDG(TB + ((unsigned)tid >> B_SHIFT));
         const int sa = wa >> 16, sb = wb >> 16, ea = (int)(short)(wa & 0xFFFF), eb = (int)(short)(wb & 0xFFFF);
         const unsigned ma = (unsigned)(sa < 0 ? -sa : sa) << LS_AB, mb = (unsigned)(sb < 0 ? -sb : sb);
@@ -219,12 +319,16 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
         TEA[tid] = max(ea, ZERO_EXP);
         TEB[tid] = max(eb, ZERO_EXP);
     }
-    // each warp's A rows and B columns: byte offsets (int: the host keeps M lda and N ldb below 2**31) of column 0
+#endif
+    // each warp's A rows and B columns: element offsets (int: the host keeps M lda and N ldb below 2**31) of column 0
     // of its first row / column, how many exist; the strides between the rows / columns a thread reads
     const int a_rows = min(FC_TM, M - (m0 + w * FC_TM)), b_cols = N - n0;
     const int a_off = (m0 + w * FC_TM) * (int)lda, b_off = (n0 + w) * (int)ldb;
     const int a_step = (int)lda, b_step = FC_W * (int)ldb;
     unsigned umax = 0u, umin = 0xFFFFFFFFu;  // over every C a group starts from: |C| bits, and |C| bits - 1
+#if FC_WIDE
+    unsigned vmin = 0xFFFFFFFFu;  // over every result: the high word of |value| - 1 (a subnormal FP32 result below)
+#endif
     unsigned E2[FC_TM][FC_TN / 2];  // E per output, two per word (low half: column L + 64 jj, high: L + 64 jj + 32)
 #pragma unroll
     for (int o = 0; o < FC_TM * FC_TN; o += 2) {
@@ -244,30 +348,51 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
     for (int g = 0; g < groups; ++g) {
         const int kb = k0 + g * GL;
         __syncthreads();  // the tables are written; the previous group's stage is read
-        // stage A: thread (w, lane) decodes column kb + lane of the warp's 8 rows and their sign pattern
-        if (lane < GL) {
-            int off = a_off + fc_col(kb + lane, k0);
+        // stage A: lane (part, col) decodes column kb + col of its part of the warp's 8 rows and their signs
+        const int col = lane % FC_KL, part = lane / FC_KL;
+        if (col < GL) {
+            int off = a_off + fc_col(kb + col, k0) + part * (FC_TM / FC_RPL) * a_step;
             unsigned code = 0;
 #pragma unroll
-            for (int i = 0; i < FC_TM; ++i, off += a_step) {
-                const unsigned v = i < a_rows ? A[off] : 0u;  // code 0 is a zero (fchain_reason)
+            for (int ii = 0; ii < FC_TM / FC_RPL; ++ii, off += a_step) {
+                const int i = part * (FC_TM / FC_RPL) + ii;
+                const unsigned v = i < a_rows ? (unsigned)A[off] : 0u;  // code 0 is a zero (fchain_reason)
+#if FC_WIDE
+                double x;
+                int e;
+                fc_decode<FC_A_EXPB, FC_A_MANB, FC_A_BIAS>(v >> A_SHIFT, LS_AB, x, e);
+#else
                 const float x = TXA[v];
-                XA[lane * FC_SA + w * FC_TM + i] = x;
-                EA[lane * FC_SA + w * FC_TM + i] = (unsigned)(TEA[v] & 0xFFFF) * 0x10001u;
-                code |= (x < 0.0f ? 1u : 0u) << i;
+                const int e = TEA[v];
+#endif
+                XA[col * FC_SA + w * FC_TM + i] = x;
+                EA[col * FC_SA + w * FC_TM + i] = (unsigned)(e & 0xFFFF) * 0x10001u;
+                code |= (x < 0 ? 1u : 0u) << i;
             }
-            CODE[lane * FC_W + w] = make_uint2(code & 15u, code >> 4);
+            if (FC_RPL == 1) CODE[col * FC_W + w] = make_uint2(code & 15u, code >> 4);
+            else if (part == 0) CODE[col * FC_W + w].x = code;
+            else CODE[col * FC_W + w].y = code >> 4;
         }
-        // stage B: thread (w, lane) decodes column kb + lane of the block's B columns w + 8 t
-        if (lane < GL) {
-            int off = b_off + fc_col(kb + lane, k0);
-            float2* xb = XB + lane * FC_SB + w;
-            unsigned short* eb = EB + 2 * (lane * FC_SE + w);
+        // stage B: lane (part, col) decodes column kb + col of its part of the block's B columns w + 8 t
+        if (col < GL) {
+            int off = b_off + fc_col(kb + col, k0) + part * (FC_BN / FC_W / FC_RPL) * b_step;
+            fc_pair* xb = XB + col * FC_SB + w;
+            unsigned short* eb = EB + 2 * (col * FC_SE + w);
 #pragma unroll
-            for (int t = 0; t < FC_BN / FC_W; ++t, off += b_step) {  // column c = w + 8 t: word c / 64 * 32 + c % 32, half c / 32 % 2
-                const unsigned v = w + FC_W * t < b_cols ? B[off] : 0u;
+            for (int tt = 0; tt < FC_BN / FC_W / FC_RPL; ++tt, off += b_step) {
+                // column c = w + 8 t: exponent word c / 64 * 32 + c % 32, half c / 32 % 2
+                const int t = part * (FC_BN / FC_W / FC_RPL) + tt;
+                const unsigned v = w + FC_W * t < b_cols ? (unsigned)B[off] : 0u;
+#if FC_WIDE
+                double x;
+                int e;
+                fc_decode<FC_B_EXPB, FC_B_MANB, FC_B_BIAS>(v >> B_SHIFT, 0, x, e);
+                xb[FC_W * t] = x != x ? make_double2(x, x) : x < 0 ? make_double2(0.0, x) : make_double2(x, 0.0);
+#else
                 xb[FC_W * t] = TXB[v];
-                eb[2 * ((t >> 3) * 32 + FC_W * (t & 3)) + ((t >> 2) & 1)] = (unsigned short)(TEB[v] & 0xFFFF);
+                const int e = TEB[v];
+#endif
+                eb[2 * ((t >> 3) * 32 + FC_W * (t & 3)) + ((t >> 2) & 1)] = (unsigned short)(e & 0xFFFF);
             }
         }
         __syncthreads();
@@ -287,31 +412,45 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
 #pragma unroll
                 for (int jj = 0; jj < FC_TN / 2; ++jj) E2[i][jj] = fc_addmax2(ea[i], eb[jj], E2[i][jj]);
         }
-        // the accumulators: +-2**(23 + g), C's term truncated onto the grid 2**g by the first FMA of each
-        float P[FC_TM][FC_TN], N[FC_TM][FC_TN];
+        // the accumulators, C's term truncated onto the grid 2**g by the first FMA of each: FP8 P and N from
+        // +-2**(23 + g); wide units one accumulator from 1.5 * 2**(52 + g), the middle of the binade whose ulp is 2**g
+        // (the group's terms sum below 2**51 units either way: checked), toward zero for a non-negative term and
+        // toward +inf for a non-positive one -- truncation toward zero of each term either way
+        fc_t P[FC_TM][FC_TN];
+#if FC_WIDE
+        fc_t (&N)[FC_TM][FC_TN] = P;  // (unused by the wide jump tables)
+#else
+        fc_t N[FC_TM][FC_TN];
+#endif
 #pragma unroll
         for (int i = 0; i < FC_TM; ++i)
 #pragma unroll
             for (int j = 0; j < FC_TN; ++j) {
                 const unsigned e2 = E2[i][j >> 1];
                 const int e = min((j & 1) ? (int)e2 >> 16 : (int)(short)(e2 & 0xFFFF), FC_EMAX);  // (above: slow path)
-                const float anchor = TC_U2F((unsigned)(e + RS_AB + 150) << 23);  // 2**(23 + g)
                 const float c = TC_U2F(CS[(i * FC_TN + j) * FC_NT + tid]);
-                P[i][j] = TC_FMA_RZ(c > 0.0f ? c : 0.0f, FC_SCALE, anchor);
-                N[i][j] = TC_FMA_RZ(c < 0.0f ? c : 0.0f, FC_SCALE, -anchor);
+#if FC_WIDE
+                const double mid = FC_LL2D(((long long)(e + RS_AB + 52 + 1023) << 52) | (1LL << 51));
+                const double cd = (double)c;
+                P[i][j] = cd < 0 ? FC_FMA_RU(cd, FC_SCALE, mid) : FC_FMA_RZ(cd, FC_SCALE, mid);
+#else
+                const float anchor = TC_U2F((unsigned)(e + RS_AB + 150) << 23);  // 2**(23 + g)
+                P[i][j] = FC_FMA_RZ(c > 0.0f ? c : 0.0f, FC_SCALE, anchor);
+                N[i][j] = FC_FMA_RZ(c < 0.0f ? c : 0.0f, FC_SCALE, -anchor);
+#endif
             }
         // pass 2: every product, routed by a's (warp-uniform) sign
         {
-            const float* xa = XA + w * FC_TM;
-            const float2* xb = XB + lane;
+            const fc_t* xa = XA + w * FC_TM;
+            const fc_pair* xb = XB + lane;
             const uint2* cd = CODE + w;
 #pragma unroll 1
             for (int k = 0; k < GL; ++k, xa += FC_SA, xb += FC_SB, cd += FC_W) {
-                float a[FC_TM], bp[FC_TN], bn[FC_TN];
+                fc_t a[FC_TM], bp[FC_TN], bn[FC_TN];
 #pragma unroll
                 for (int i = 0; i < FC_TM; ++i) a[i] = xa[i];
 #pragma unroll
-                for (int j = 0; j < FC_TN; ++j) { const float2 v = xb[32 * j]; bp[j] = v.x; bn[j] = v.y; }
+                for (int j = 0; j < FC_TN; ++j) { const fc_pair v = xb[32 * j]; bp[j] = v.x; bn[j] = v.y; }
                 const uint2 code = *cd;
                 FC_ROWS_CALLS
             }
@@ -326,8 +465,17 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int j = 2 * jj + h;
+#if FC_WIDE
+                    // the anchor again from the accumulator, which never left its binade: its exponent, 1.5
+                    const unsigned hi_bits = (FC_D2HI(P[i][j]) & 0xFFF00000u) | 0x00080000u;
+                    const double mid = FC_LL2D((unsigned long long)hi_bits << 32);
+                    const double value = (P[i][j] - mid) * FC_UNSCALE;  // both exact
+                    r[h] = TC_F2U(FC_D2F_RZ(value)) & FC_MASK;
+                    vmin = min(vmin, (FC_D2HI(value) & 0x7FFFFFFFu) - 1u);
+#else
                     const float total = TC_NORMAL32(P[i][j] + N[i][j]);
                     r[h] = TC_F2U(total * FC_UNSCALE) & FC_MASK;
+#endif
                     CS[(i * FC_TN + j) * FC_NT + tid] = r[h];
                     umax = max(umax, r[h] & 0x7FFFFFFFu);  // every group: NaN from a special operand, infinity
                     if (more) umin = min(umin, (r[h] & 0x7FFFFFFFu) - 1u);
@@ -336,8 +484,12 @@ gemm_fchain(const unsigned char* __restrict__ A, long long lda, const unsigned c
             }
     }
     // a nonzero C outside [2**CMIN, 2**(EMAX + 1)) (infinities and NaNs above, subnormals below), or a result NaN
-    // or infinite (a special operand, an overflow) or as large (the last group's: the general path decides those)
-    const int bad = umax >= FC_UMAX || umin < FC_UMIN - 1u;  // umin: |C| - 1, so a zero C (all ones) never counts
+    // or infinite (a special operand, an overflow) or as large (the last group's: the general path decides those);
+    // wide units: a nonzero result below 2**-126 (a subnormal FP32, which -ftz=true would flush)
+    int bad = umax >= FC_UMAX || umin < FC_UMIN - 1u;  // umin: |C| - 1, so a zero C (all ones) never counts
+#if FC_WIDE
+    bad |= vmin < FC_VMIN - 1u;
+#endif
     if (FC_SYNC_OR(bad)) {  // the slow path from the original C, output by output
 #ifdef TC_HOST
         if (tid == 0) ++tc_fchain_slow_blocks;
@@ -373,7 +525,8 @@ def fchain_source(split: tuple[int, ...] = ROW_SPLIT, chained: bool = True) -> s
         for rows in split:
             calls.append(f"fc_rows<{r0}, {rows}>((bits >> {r0}) & {(1 << rows) - 1}u, a, bp, bn, P, N);")
             r0 += rows
-    return (_FCHAIN_TEXT.replace("@ROWS@", _device_rows(split)).replace("@ROWS8@", rows8_chained() if chained else "")
+    rows8 = _both(rows8_chained(), rows8_chained(wide=True)) if chained else ""
+    return (_FCHAIN_TEXT.replace("@ROWS@", _device_rows(split)).replace("@ROWS8@", rows8)
             .replace("FC_ROWS_CALLS", "\n                ".join(calls)))
 
 

@@ -218,7 +218,7 @@ extern "C" int host_gemm_fchain(const void* a, long long lda, const void* b, lon
             for (unsigned t = 0; t < FC_NT; ++t)
                 threads.emplace_back([=] {
                     blockIdx.x = bx; blockIdx.y = by; threadIdx.x = t;
-                    gemm_fchain((const unsigned char*)a, lda, (const unsigned char*)b, ldb, ta, tb, acc, M, N, k0, k1, 0, 0);
+                    gemm_fchain((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, 0, 0);
                 });
             for (auto& th : threads) th.join();
         }

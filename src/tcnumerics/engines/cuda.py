@@ -44,6 +44,7 @@ from .._extras import install_hint
 from ..model import InstructionSpec
 from . import _cuda_build as build
 from . import _cuda_env as env
+from . import _cuda_fchain_build as fchain
 from ._fast_plan import Plan, build_plan, cached_planner, check_k_range
 
 __all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "promotion_reason", "ffma_chain",
@@ -471,10 +472,10 @@ def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote
             exp_pass = "alu"  # mma.sync with BF16 operands needs sm_80
         tiles = tiled and build.tiled_reason(plan) is None
         if tiles and not promote and chosen is None and exp_pass == "alu" and env.env_fchain():
-            fchain = _fchain_kernel(spec, plan, device, align)
-            if fchain is not None:
-                _KERNELS[key] = (plan,) + fchain
-                return fchain
+            found = _fchain_kernel(spec, plan, device)
+            if found is not None:
+                _KERNELS[key] = (plan,) + found
+                return found
         stage_k, tile = 0, chosen or build.DEVICE_TILE
         for tile in [chosen] if chosen else build.device_tiles(plan, spec, align, exp_pass):
             stage_k = _stage_k(spec, plan, tile, promote, align, exp_pass) if tiles else 0
@@ -502,16 +503,17 @@ def _smem_limit(device: int) -> int:
         return 227 * 1024
 
 
-def _fchain_kernel(spec: InstructionSpec, plan: Plan, device: int, align: str):
+def _fchain_kernel(spec: InstructionSpec, plan: Plan, device: int):
     """(``gemm_fchain`` compiled for ``spec``, its shared memory bytes, its tile), or None where it does not apply
-    (``_cuda_build.fchain_reason``, the build's truncating pass, or this GPU's shared memory)."""
-    header = build.config_header(spec, plan, build.FCHAIN_TILE, align=align)
-    smem = 4 * build.fchain_smem_words(plan)
-    if "#define FCHAIN 1\n" not in header or smem > _smem_limit(device):
+    (``_cuda_fchain_build.fchain_reason``, or this GPU's shared memory)."""
+    if fchain.fchain_reason(plan, spec) is not None:
         return None
-    kernel = build.device_module(header, "gemm_fchain").get_function("gemm_fchain")
+    smem = 4 * fchain.fchain_smem_words(plan, spec)
+    if smem > _smem_limit(device):
+        return None
+    kernel = build.device_module(fchain.fchain_header(spec, plan), "gemm_fchain").get_function("gemm_fchain")
     kernel.max_dynamic_shared_size_bytes = smem
-    return kernel, smem, build.FCHAIN_TILE
+    return kernel, smem, fchain.FCHAIN_TILE
 
 
 # --- the same kernels built for the CPU (tests) ---------------------------------------------------
@@ -578,13 +580,14 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
     k_stop = a.shape[1] if k_stop is None else k_stop
     _check_range(spec, a.shape[1], k_start, k_stop)
     if kernel == "fchain":
-        reason = build.fchain_reason(plan, spec)
+        reason = fchain.fchain_reason(plan, spec)
         if reason is not None or promote:
             raise ValueError(f"{spec.name}: gemm_fchain does not run it: {reason or 'promotion'}")
-        tile = build.FCHAIN_TILE
+        tile = fchain.FCHAIN_TILE
     tile = tile or (build.MMA_TILE if exp_pass == "mma" else build.HOST_TILE)
     tiled = build.tiled_reason(plan) is None if kernel == "auto" else kernel in ("tiled", "fchain")
-    header = build.config_header(spec, plan, tile, promote=promote and tiled, align=align, exp_pass=exp_pass)
+    header = fchain.fchain_header(spec, plan) if kernel == "fchain" else \
+        build.config_header(spec, plan, tile, promote=promote and tiled, align=align, exp_pass=exp_pass)
     lib = build.host_library(header)
     ta, tb = build.tables(plan)
     M, N = work.shape
@@ -595,7 +598,7 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
     scale_args, keep = _host_scales(spec, scale_a, M, scale_b, N, a.shape[1])
     if k_stop > k_start and M and N:
         if kernel == "fchain":
-            if lib.host_gemm_fchain(*args[:-2], ctypes.c_longlong(build.fchain_smem_words(plan))) == 2:
+            if lib.host_gemm_fchain(*args[:-2], ctypes.c_longlong(fchain.fchain_smem_words(plan, spec))) == 2:
                 raise RuntimeError(f"{spec.name}: gemm_fchain computed with a subnormal FP32 value")
         elif tiled:
             words = build.smem_words(plan, tile, promote=promote, header=header)
