@@ -1,21 +1,24 @@
-"""CUDA C++ source of ``gemm_fchain``: the register-resident fused-chain GEMM for units whose group ends in FP32
-(private, part of ``_cuda_source.KERNEL_SOURCE``, compiled only under ``BUILD_FCHAIN``; ``_cuda_build.fchain_reason``
-says which plans it runs: the FP8 chains of Hopper-class units).
+"""CUDA C++ source of ``gemm_fchain``: the register-resident fused-chain GEMM for units whose groups end in FP32
+(private, part of ``_cuda_source.KERNEL_SOURCE``, compiled only under ``BUILD_FCHAIN``; ``_cuda_fchain_build`` says
+which plans it runs and compiles its two forms: FP8 operands, and BF16 / FP16 / TF32 ones -- ``FC_WIDE``).
 
 Method.  A block is 8 warps; warp w owns 8 rows (warp-uniform), lane L the 4 columns L + 32 j; a K-group is staged
-in shared memory as FP32 values x = +-(|sig| << LS) * 2**e (A signed, B as its positive and negative part) and as
-exponents packed two per word.  Per group and output: pass 1 takes E = max(C's exponent, max_k ea + eb) two outputs
-per instruction (``__viaddmax_s16x2``); the two accumulators start at +-2**(23 + g) (g = E + RS, the unit's grid
-2**(E - F) in these units) with C's term already truncated onto the grid by the same directed-rounding FMA that
-pass 2 then uses for every product -- exact by the argument of the tiled kernel's FMA pass: P only grows within the
-binade whose ulp is 2**g, so fma_rz truncates each non-negative term onto the grid, N mirrors it for the
-non-positive terms.  Which of b's parts pairs with which accumulator depends on a's sign: it is warp-uniform, so a
-jump table over four rows' signs (16 cases, 32 FMAs each) routes every product with two FMAs and no divergence.
-P + N is the exact group sum (a multiple of 2**g below 2**(g + 24)); scaled back and cut to the output's
-significand toward zero it is the unit's result (``tc_fast_end``'s argument, C's term now inside the sum).
+in shared memory as values x = +-(|sig| << LS) * 2**e (A signed, B as its positive and negative part; FP32 for FP8,
+FP64 for the wide form) and as exponents packed two per word.  Per group and output: pass 1 takes E = max(C's
+exponent, max_k ea + eb) two outputs per instruction (``__viaddmax_s16x2``).  FP8: two accumulators start at
++-2**(23 + g) (g = E + RS, the unit's grid 2**(E - F) in these units) with C's term already truncated onto the grid
+by the same directed-rounding FMA that pass 2 then uses for every product -- exact by the argument of the tiled
+kernel's FMA pass: P only grows within the binade whose ulp is 2**g, so fma_rz truncates each non-negative term onto
+the grid, N mirrors it for the non-positive terms.  Wide form: one FP64 accumulator starts mid-binade at
+1.5 * 2**(52 + g) and stays in it (the terms sum below 2**51 units), non-negative terms rounded toward zero (floor)
+and non-positive ones toward +inf (ceil): truncation toward zero either way.  Which of b's parts pairs with which
+accumulator or rounding depends on a's sign: it is warp-uniform, so a jump table over four rows' signs (16 cases)
+routes every product with two FMAs and no divergence.  The accumulators give the exact group sum; scaled back and
+rounded toward zero to the output's significand it is the unit's result (``tc_fast_end``'s argument, C's term
+inside the sum).
 
-Whatever the fast path cannot take -- a special operand, a nonzero C outside [2**CMIN, 2**(EMAX + 1)) (its grid
-or its results could leave FP32's normal range) -- marks the block, which then recomputes its outputs from the original C
+Whatever the fast path cannot take -- a special operand, a nonzero C outside [2**CMIN, 2**(EMAX + 1)), a result
+that would be subnormal or overflow in FP32 -- marks the block, which then recomputes its outputs from the original C
 with the per-output chain (``chain_one``): slow, rare, and the same bits as every other path.
 """
 
