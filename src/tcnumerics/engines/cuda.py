@@ -324,8 +324,9 @@ def accumulate_bits(spec: "str | InstructionSpec", a_rows, b_cols, acc, k_start:
     """Continue accumulators ``acc`` [M, N] over K columns ``k_start:k_stop`` (``fast.accumulate_bits``).
 
     Block-scaled (MX) units: ``scale_a`` [M, K/scale_block], ``scale_b`` [N, K/scale_block] (None: unit).
-    ``kernel``: "auto" (the tiled kernel where ``tiled_reason`` allows), or "scalar" (the per-output
-    kernel, for cross-checks).  ``promote_every=P``: FP32 promotion inside the kernel -- blocks of P
+    ``kernel``: "auto" (``gemm_fchain`` where ``_cuda_fchain_build.fchain_reason`` allows -- the FP8, BF16 and
+    FP16 chains --, else the tiled kernel where ``tiled_reason`` allows), or "scalar" (the per-output kernel, for
+    cross-checks).  ``promote_every=P``: FP32 promotion inside the kernel -- blocks of P
     columns from ``k_start``, each chained from zero and added (IEEE FP32, RNE) into the main
     accumulator, which starts as ``acc`` if ``promote_from_acc``, else as the first block's result:
     the loop of ``tcnumerics.gemm`` in one launch (``promotion_reason`` says where it is offered)."""
