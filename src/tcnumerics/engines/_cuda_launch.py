@@ -1,0 +1,123 @@
+"""The GPU engine's launches (private): which compiled kernel runs a plan on this GPU (``gemm_fchain``, the tiled
+GEMM in the first shape whose shared memory fits, or the per-output kernel), cached per unit and device, and one
+launch over a K range.  ``engines.cuda`` holds the public entry points.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import InstructionSpec
+from . import _cuda_build as build
+from . import _cuda_env as env
+from . import _cuda_fchain_build as fchain
+from ._fast_plan import Plan
+
+__all__: list[str] = []
+
+_SCALAR_THREADS = 128
+_STATIC_SMEM = 48 * 1024
+
+
+_TABLES: dict = {}
+
+
+def _device_tables(plan: Plan, device: int):
+    """The plan's operand tables on ``device`` (uploaded once; the plan is kept alive with them)."""
+    import cupy
+
+    key = (id(plan), device)
+    if key not in _TABLES:
+        ta, tb = build.tables(plan)
+        _TABLES[key] = (plan, cupy.asarray(ta), cupy.asarray(tb))
+    return _TABLES[key][1:]
+
+
+def _stage_k(spec: InstructionSpec, plan: Plan, tile, promote: bool, align: str, exp_pass: str) -> int:
+    """K per shared stage that fits this GPU's shared memory (32, else one group; 0: none fits)."""
+    import cupy
+
+    limit = _smem_limit(cupy.cuda.Device().id)
+    for stage_k in (32, 1):
+        header = build.config_header(spec, plan, tile, stage_k, promote, align, exp_pass)
+        if 4 * build.smem_words(plan, tile, stage_k, promote, header) <= limit:
+            return stage_k
+    return 0
+
+
+def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int, scales: tuple = (),
+              tiled: bool = True, promote: tuple = (0, 0)) -> None:
+    """One kernel launch over K columns k0:k1; ``promote``: (columns per promotion block or 0, start from work)."""
+    import cupy
+
+    M, N = work.shape
+    device = cupy.cuda.Device().id
+    ta, tb = _device_tables(plan, device)
+    args = (da, np.int64(da.shape[1]), db, np.int64(db.shape[1]), ta, tb, work, np.int32(M), np.int32(N),
+            np.int32(k0), np.int32(k1), np.int32(promote[0]), np.int32(promote[1])) + scales
+    kernel, smem, tile = _kernel(spec, plan, device, tiled, promote[0] > 0)
+    if smem:
+        kernel(((N + tile.bn - 1) // tile.bn, (M + tile.bm - 1) // tile.bm), (tile.threads,), args, shared_mem=smem)
+    else:
+        kernel(((M * N + _SCALAR_THREADS - 1) // _SCALAR_THREADS,), (_SCALAR_THREADS,), args)
+
+
+_KERNELS: dict = {}
+
+
+def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote: bool = False):
+    """(compiled kernel, dynamic shared memory bytes -- 0 for the per-output kernel --, tile), once per unit and GPU:
+    a model's thousands of chain launches skip the header generation and module lookup.  ``promote``: the tiled
+    kernel's build with promotion inside (its own shared memory for the main accumulator; the per-output kernel
+    promotes in every build)."""
+    align, chosen, exp_pass = env.env_align(), env.env_tile_override(), env.env_exp_pass()
+    key = (id(plan), device, tiled, promote, align, chosen, exp_pass, env.env_fchain())
+    if key not in _KERNELS:
+        import cupy
+
+        if int(cupy.cuda.Device(device).compute_capability) < 80:
+            exp_pass = "alu"  # mma.sync with BF16 operands needs sm_80
+        tiles = tiled and build.tiled_reason(plan) is None
+        if tiles and not promote and chosen is None and exp_pass == "alu" and env.env_fchain():
+            found = _fchain_kernel(spec, plan, device)
+            if found is not None:
+                _KERNELS[key] = (plan,) + found
+                return found
+        stage_k, tile = 0, chosen or build.DEVICE_TILE
+        for tile in [chosen] if chosen else build.device_tiles(plan, spec, align, exp_pass):
+            stage_k = _stage_k(spec, plan, tile, promote, align, exp_pass) if tiles else 0
+            if stage_k:  # the first shape whose shared memory fits this GPU
+                break
+        if stage_k:
+            header = build.config_header(spec, plan, tile, stage_k, promote, align, exp_pass)
+            kernel = build.device_module(header, "gemm_tiled").get_function("gemm_tiled")
+            smem = 4 * build.smem_words(plan, tile, stage_k, promote, header)
+            if smem > _STATIC_SMEM:
+                kernel.max_dynamic_shared_size_bytes = smem
+        else:
+            header = build.config_header(spec, plan, tile)
+            kernel, smem = build.device_module(header, "gemm_scalar").get_function("gemm_scalar"), 0
+        _KERNELS[key] = (plan, kernel, smem, tile)  # the plan kept alive: its id is the key
+    return _KERNELS[key][1:]
+
+
+def _smem_limit(device: int) -> int:
+    import cupy
+
+    try:  # cudaDevAttrMaxSharedMemoryPerBlockOptin (97): 227 KB on Hopper, 163 KB on A100, 99 KB on Ada
+        return int(cupy.cuda.runtime.deviceGetAttribute(97, device))
+    except Exception:  # unknown: assume the Hopper limit the default configuration was sized for
+        return 227 * 1024
+
+
+def _fchain_kernel(spec: InstructionSpec, plan: Plan, device: int):
+    """(``gemm_fchain`` compiled for ``spec``, its shared memory bytes, its tile), or None where it does not apply
+    (``_cuda_fchain_build.fchain_reason``, or this GPU's shared memory)."""
+    if fchain.fchain_reason(plan, spec) is not None or min(int(x) for x in plan.group_lengths) < 16:
+        return None  # groups of 8 (TF32, Ampere's BF16 mma): an illegal instruction on an H200, not yet understood
+    smem = 4 * fchain.fchain_smem_words(plan, spec)
+    if smem > _smem_limit(device):
+        return None
+    kernel = build.device_module(fchain.fchain_header(spec, plan), "gemm_fchain").get_function("gemm_fchain")
+    kernel.max_dynamic_shared_size_bytes = smem
+    return kernel, smem, fchain.FCHAIN_TILE
