@@ -149,11 +149,11 @@ def fchain_header(spec: InstructionSpec, plan: Plan) -> str:
 
 
 def fchain_smem_words(plan: Plan, spec: InstructionSpec) -> int:
-    """32-bit words of dynamic shared memory ``gemm_fchain`` needs: the stage (A's values and exponents at row
-    stride 68, B's pairs at 129, B's packed exponents at 65, the sign patterns), each output's C and, for the FP8
-    form, the per-code tables."""
+    """32-bit words of dynamic shared memory ``gemm_fchain`` needs: the stage (GL + 2 rows along K of A's values and
+    exponents at row stride 68, B's pairs at 129, B's packed exponents at 65, the sign patterns), each output's C
+    and, for the FP8 form, the per-code tables."""
     b = _bounds(plan, spec)
     wide = not isinstance(b, str) and b.wide
     gl, t, xw = _group_length(plan), FCHAIN_TILE, 2 if wide else 1
-    stage = gl * (2 * xw * (t.bn + 1) + (xw + 1) * (t.bm + 4) + (t.bn // 2 + 1) + 2 * t.ty)
+    stage = (gl + 2) * (2 * xw * (t.bn + 1) + (xw + 1) * (t.bm + 4) + (t.bn // 2 + 1) + 2 * t.ty)  # + a scratch row, + 1: alignment
     return stage + t.tm * t.tn * t.threads + (0 if wide else 5 * 256)

@@ -137,6 +137,7 @@ _FCHAIN_TEXT = r"""
 #define FC_SA (FC_BM + 4)       // A's row stride in values (16-byte rows for the broadcast loads)
 #define FC_SB (FC_BN + 1)       // B's row stride in pairs (odd: the loader's stores along K do not conflict)
 #define FC_SE (FC_BN / 2 + 1)   // packed B exponents' row stride in words
+#define FC_ROWS (GL + 2)        // the stage's rows along K (see the kernel)
 
 #ifdef TC_HOST
 struct float2 { float x, y; };
@@ -295,12 +296,14 @@ gemm_fchain(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B,
 #else
     extern __shared__ unsigned tc_smem[];
 #endif
-    fc_pair* XB = (fc_pair*)tc_smem;                      // [GL][FC_SB]: b's positive and negative part
-    fc_t* XA = (fc_t*)(XB + GL * FC_SB);                  // [GL][FC_SA]: a, signed
-    unsigned* EA = (unsigned*)(XA + GL * FC_SA);          // [GL][FC_SA]: (ea, ea)
-    unsigned short* EB = (unsigned short*)(EA + GL * FC_SA);  // [GL][FC_SE] words: (eb(L + 64 jj), eb(L + 64 jj + 32))
-    uint2* CODE = (uint2*)(EB + 2 * GL * FC_SE);          // [GL][FC_W]: sign bits of the warp's rows 0-3, 4-7
-    unsigned* CS = (unsigned*)(CODE + GL * FC_W);         // [32][FC_NT]: each output's C (FP32 bits)
+    // the stage has FC_ROWS = GL + 2 rows along K: row GL is the idle lanes' scratch (see the loader), one more keeps
+    // every array 16-byte aligned
+    fc_pair* XB = (fc_pair*)tc_smem;                      // [FC_ROWS][FC_SB]: b's positive and negative part
+    fc_t* XA = (fc_t*)(XB + FC_ROWS * FC_SB);            // [FC_ROWS][FC_SA]: a, signed
+    unsigned* EA = (unsigned*)(XA + FC_ROWS * FC_SA);    // [FC_ROWS][FC_SA]: (ea, ea)
+    unsigned short* EB = (unsigned short*)(EA + FC_ROWS * FC_SA);  // [FC_ROWS][FC_SE] words: (eb(L + 64 jj), eb(L + 64 jj + 32))
+    uint2* CODE = (uint2*)(EB + 2 * FC_ROWS * FC_SE);    // [FC_ROWS][FC_W]: sign bits of the warp's rows 0-3, 4-7
+    unsigned* CS = (unsigned*)(CODE + FC_ROWS * FC_W);   // [32][FC_NT]: each output's C (FP32 bits)
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const int m0 = blockIdx.y * FC_BM, n0 = blockIdx.x * FC_BN;
 #if !FC_WIDE
@@ -351,10 +354,13 @@ gemm_fchain(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B,
     for (int g = 0; g < groups; ++g) {
         const int kb = k0 + g * GL;
         __syncthreads();  // the tables are written; the previous group's stage is read
-        // stage A: lane (part, col) decodes column kb + col of its part of the warp's 8 rows and their signs
-        const int col = lane % FC_KL, part = lane / FC_KL;
-        if (col < GL) {
-            int off = a_off + fc_col(kb + col, k0) + part * (FC_TM / FC_RPL) * a_step;
+        // stage A: lane (part, col) decodes column kb + col of its part of the warp's 8 rows and their signs.  Lanes
+        // past the group (col >= GL: groups of 8) repeat its last column into a scratch row GL of the stage, so that
+        // no lane branches around the loader (a warp diverged there met the closing barrier diverged on an H200)
+        const int lane_col = lane % FC_KL, part = lane / FC_KL;
+        const int col = lane_col < GL ? lane_col : GL, gcol = lane_col < GL ? lane_col : GL - 1;
+        {
+            int off = a_off + fc_col(kb + gcol, k0) + part * (FC_TM / FC_RPL) * a_step;
             unsigned code = 0;
 #pragma unroll
             for (int ii = 0; ii < FC_TM / FC_RPL; ++ii, off += a_step) {
@@ -377,8 +383,8 @@ gemm_fchain(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B,
             else CODE[col * FC_W + w].y = code >> 4;
         }
         // stage B: lane (part, col) decodes column kb + col of its part of the block's B columns w + 8 t
-        if (col < GL) {
-            int off = b_off + fc_col(kb + col, k0) + part * (FC_BN / FC_W / FC_RPL) * b_step;
+        {
+            int off = b_off + fc_col(kb + gcol, k0) + part * (FC_BN / FC_W / FC_RPL) * b_step;
             fc_pair* xb = XB + col * FC_SB + w;
             unsigned short* eb = EB + 2 * (col * FC_SE + w);
 #pragma unroll
