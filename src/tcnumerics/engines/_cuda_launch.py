@@ -113,8 +113,8 @@ def _smem_limit(device: int) -> int:
 def _fchain_kernel(spec: InstructionSpec, plan: Plan, device: int):
     """(``gemm_fchain`` compiled for ``spec``, its shared memory bytes, its tile), or None where it does not apply
     (``_cuda_fchain_build.fchain_reason``, or this GPU's shared memory)."""
-    if fchain.fchain_reason(plan, spec) is not None or min(int(x) for x in plan.group_lengths) < 16:
-        return None  # groups of 8 (TF32, Ampere's BF16 mma): an illegal instruction on an H200, not yet understood
+    if fchain.fchain_reason(plan, spec) is not None:
+        return None
     smem = 4 * fchain.fchain_smem_words(plan, spec)
     if smem > _smem_limit(device):
         return None
