@@ -55,7 +55,9 @@ def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int,
     ta, tb = _device_tables(plan, device)
     args = (da, np.int64(da.shape[1]), db, np.int64(db.shape[1]), ta, tb, work, np.int32(M), np.int32(N),
             np.int32(k0), np.int32(k1), np.int32(promote[0]), np.int32(promote[1])) + scales
-    kernel, smem, tile = _kernel(spec, plan, device, tiled, promote[0] > 0)
+    # gemm_fchain addresses its operands with int offsets: operands of 2**31 elements or more take the tiled kernel
+    small = max(M * int(da.shape[1]), N * int(db.shape[1])) < 1 << 31
+    kernel, smem, tile = _kernel(spec, plan, device, tiled, promote[0] > 0, small)
     if smem:
         kernel(((N + tile.bn - 1) // tile.bn, (M + tile.bm - 1) // tile.bm), (tile.threads,), args, shared_mem=smem)
     else:
@@ -65,20 +67,21 @@ def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int,
 _KERNELS: dict = {}
 
 
-def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote: bool = False):
+def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote: bool = False,
+            fchain_ok: bool = True):
     """(compiled kernel, dynamic shared memory bytes -- 0 for the per-output kernel --, tile), once per unit and GPU:
     a model's thousands of chain launches skip the header generation and module lookup.  ``promote``: the tiled
     kernel's build with promotion inside (its own shared memory for the main accumulator; the per-output kernel
-    promotes in every build)."""
+    promotes in every build); ``fchain_ok``: False keeps ``gemm_fchain`` out (operands too large for it)."""
     align, chosen, exp_pass = env.env_align(), env.env_tile_override(), env.env_exp_pass()
-    key = (id(plan), device, tiled, promote, align, chosen, exp_pass, env.env_fchain())
+    key = (id(plan), device, tiled, promote, align, chosen, exp_pass, env.env_fchain() and fchain_ok)
     if key not in _KERNELS:
         import cupy
 
         if int(cupy.cuda.Device(device).compute_capability) < 80:
             exp_pass = "alu"  # mma.sync with BF16 operands needs sm_80
         tiles = tiled and build.tiled_reason(plan) is None
-        if tiles and not promote and chosen is None and exp_pass == "alu" and env.env_fchain():
+        if tiles and not promote and chosen is None and exp_pass == "alu" and env.env_fchain() and fchain_ok:
             found = _fchain_kernel(spec, plan, device)
             if found is not None:
                 _KERNELS[key] = (plan,) + found
