@@ -150,3 +150,17 @@ def test_fchain_special_operands_of_either_side_take_the_slow_path():
     b[200, 3] = 0x7B
     a[0, 0] = 0xFF    # E4M3 NaN: both blocks
     assert _check(spec, a, b, c) == 2
+
+
+def test_jump_tables_route_each_row_by_its_sign():
+    """The device jump tables' text (the host build runs plain loops instead): every case pairs a >= 0 rows' P with
+    b's positive part (FP8) or rounds their b+ products toward zero (wide), and the other way for a < 0."""
+    from tcnumerics.engines._cuda_fchain_source import rows8_chained, rows_dispatch
+
+    narrow, wide = rows8_chained(), rows8_chained(wide=True)
+    assert narrow.count("fma.rz.f32") == 32 * 4 * 4 * 2 and "f64" not in narrow
+    assert wide.count("fma.rz.f64") == wide.count("fma.rp.f64") == 32 * 4 * 4
+    # case L5 (rows 0 and 2 negative): row 0's P (operand %0) takes bn (%76 = 64 + 8 + 4) in FP8
+    case = narrow.split("L5_%=:")[1].split("brx.idx.uni")[0]
+    assert "fma.rz.f32 %0, %64, %76, %0;" in case and "fma.rz.f32 %4, %65, %72, %4;" in case
+    assert rows_dispatch(3).count("L7_%=:") == 1 and rows_dispatch(3).count("fma.rz.f32") == 8 * 3 * 4 * 2
