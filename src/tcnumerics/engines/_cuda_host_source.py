@@ -178,27 +178,35 @@ extern "C" void host_gemm_scalar(const void* a, long long lda, const void* b, lo
                         HOST_SCALE_PASS);
         }
 }
-#if TILED
-extern "C" int host_gemm_tiled(const void* a, long long lda, const void* b, long long ldb, const int* ta,
-                               const int* tb, unsigned* acc, int M, int N, int k0, int k1, int promote,
-                               int promote_start, long long smem_words HOST_SCALE_ARGS) {
+// one block-tiled kernel's grid with CUDA's semantics: nt threads a block, bm x bn outputs a block, one block at a time
+// (its threads as std::threads meeting at a std::barrier); 2 if any FP32 value computed was subnormal
+template <class Kernel> static int tc_host_grid(unsigned nt, unsigned bm, unsigned bn, int M, int N,
+                                                long long smem_words, Kernel kernel) {
     std::vector<unsigned> smem((size_t)smem_words);
-    blockDim.x = NT;
-    for (unsigned by = 0; by * BM < (unsigned)M; ++by)
-        for (unsigned bx = 0; bx * BN < (unsigned)N; ++bx) {
-            std::barrier<> bar(NT);
+    blockDim.x = nt;
+    for (unsigned by = 0; by * bm < (unsigned)M; ++by)
+        for (unsigned bx = 0; bx * bn < (unsigned)N; ++bx) {
+            std::barrier<> bar(nt);
             tc_barrier = &bar;
             tc_host_smem = smem.data();
             std::vector<std::thread> threads;
-            for (unsigned t = 0; t < NT; ++t)
+            for (unsigned t = 0; t < nt; ++t)
                 threads.emplace_back([=] {
                     blockIdx.x = bx; blockIdx.y = by; threadIdx.x = t;
-                    gemm_tiled((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, promote, promote_start
-                               HOST_SCALE_PASS);
+                    kernel();
                 });
             for (auto& th : threads) th.join();
         }
     return tc_subnormal_seen.exchange(0) ? 2 : 0;
+}
+#if TILED
+extern "C" int host_gemm_tiled(const void* a, long long lda, const void* b, long long ldb, const int* ta,
+                               const int* tb, unsigned* acc, int M, int N, int k0, int k1, int promote,
+                               int promote_start, long long smem_words HOST_SCALE_ARGS) {
+    return tc_host_grid(NT, BM, BN, M, N, smem_words, [=] {
+        gemm_tiled((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, promote, promote_start
+                   HOST_SCALE_PASS);
+    });
 }
 #endif
 """
@@ -207,22 +215,9 @@ FCHAIN_HOST_LAUNCHER = r"""
 #if FCHAIN
 extern "C" int host_gemm_fchain(const void* a, long long lda, const void* b, long long ldb, const int* ta,
                                 const int* tb, unsigned* acc, int M, int N, int k0, int k1, long long smem_words) {
-    std::vector<unsigned> smem((size_t)smem_words);
-    blockDim.x = FC_NT;
-    for (unsigned by = 0; by * FC_BM < (unsigned)M; ++by)
-        for (unsigned bx = 0; bx * FC_BN < (unsigned)N; ++bx) {
-            std::barrier<> bar(FC_NT);
-            tc_barrier = &bar;
-            tc_host_smem = smem.data();
-            std::vector<std::thread> threads;
-            for (unsigned t = 0; t < FC_NT; ++t)
-                threads.emplace_back([=] {
-                    blockIdx.x = bx; blockIdx.y = by; threadIdx.x = t;
-                    gemm_fchain((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, 0, 0);
-                });
-            for (auto& th : threads) th.join();
-        }
-    return tc_subnormal_seen.exchange(0) ? 2 : 0;
+    return tc_host_grid(FC_NT, FC_BM, FC_BN, M, N, smem_words, [=] {
+        gemm_fchain((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, 0, 0);
+    });
 }
 extern "C" int host_fchain_slow_blocks() { return tc_fchain_slow_blocks.exchange(0); }  // since the last call
 #endif
