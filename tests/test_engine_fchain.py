@@ -164,3 +164,24 @@ def test_jump_tables_route_each_row_by_its_sign():
     case = narrow.split("L5_%=:")[1].split("brx.idx.uni")[0]
     assert "fma.rz.f32 %0, %64, %76, %0;" in case and "fma.rz.f32 %4, %65, %72, %4;" in case
     assert rows_dispatch(3).count("L7_%=:") == 1 and rows_dispatch(3).count("fma.rz.f32") == 8 * 3 * 4 * 2
+
+
+def test_fchain_host_check_catches_a_wrong_rounding_mode(monkeypatch):
+    """The host build's FMAs are the device's only under the rounding mode they set: the same kernel with the host
+    FMA rounding downward instead of toward zero differs from the unit (so the equality tests above can fail)."""
+    spec = get_instruction(E4M3)
+    rng = np.random.default_rng(19)
+    a, b = _finite_codes(spec, (64, 64), rng, "a"), _finite_codes(spec, (128, 64), rng, "b")
+    c = np.zeros((64, 128), np.uint32)
+    prelude = build.HOST_PRELUDE
+    wrong = prelude.replace("return tc_in_mode(FE_TOWARDZERO, [&] { return std::fma(a, b, c); });",
+                            "return tc_in_mode(FE_DOWNWARD, [&] { return std::fma(a, b, c); });")
+    assert wrong != prelude
+    monkeypatch.setattr(build, "HOST_PRELUDE", wrong)
+    build.host_library.cache_clear()
+    try:
+        got = cuda.host_accumulate_bits(spec, a, b, c.copy(), kernel="fchain")
+    finally:
+        build.host_library.cache_clear()
+    want = fast.accumulate_bits(spec, a, b, c.copy(), 0, 64)
+    assert not np.array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -38,7 +38,7 @@ from ._cuda_source import (FCHAIN_HOST_LAUNCHER, FFMA_HOST_LAUNCHER, FFMA_SOURCE
 from ._fast_plan import ZERO_EXP, Plan
 
 __all__ = ["Tile", "DEVICE_TILE", "ROW_TILE", "HOST_TILE", "device_tiles", "SubgroupPlan", "subgroup_plan", "config_header", "tiled_reason",
-           "promotion_reason", "tables", "smem_words", "FmaAlign", "fma_align", "fast_end", "ExpMma", "exp_mma", "MMA_TILE",
+           "promotion_reason", "tables", "smem_words", "FmaAlign", "fma_align", "fp32_rz_end", "fast_end", "ExpMma", "exp_mma", "MMA_TILE",
            "device_module", "host_library", "host_compiler", "ffma_host_library", "ffma_device_kernel"]
 
 
@@ -183,6 +183,17 @@ def fma_align(plan: Plan, spec: InstructionSpec | None = None) -> FmaAlign | Non
 _FP32_PARAMS = (0, 0, 32, 8, 23, 127, 1, 0, 1)  # format_params' head for IEEE FP32: pad, width, exp, man, bias, ...
 
 
+def fp32_rz_end(plan: Plan) -> bool:
+    """Whether a group's result is FP32 arithmetic's to finish: C and D in IEEE FP32, an output of FP32's layout cut
+    to fewer significand bits (or none) rounded toward zero with overflow to infinity, no IEEE C addition."""
+    out = [int(x) for x in plan.out_params]
+    fp32_cut = (out[0] == 0 and out[3] == 8 and out[5] == 127 and 0 < out[4] <= 23 and out[1] == 23 - out[4]
+                and out[1] + out[2] == 32 and out[6] == 1 and out[7] == 0)
+    return (tuple(int(x) for x in plan.c_params[:9]) == _FP32_PARAMS
+            and tuple(int(x) for x in plan.d_params[:9]) == _FP32_PARAMS and fp32_cut
+            and plan.rounding == 2 and plan.overflow == 1 and not plan.ieee_add)
+
+
 def fast_end(plan: Plan, spec: InstructionSpec, fa: FmaAlign) -> bool:
     """Whether the tiled kernel ends a group in FP32 (``tc_fast_end``, the argument in its comment): the FP32 FMA
     pass, C and D in IEEE FP32, an output of FP32's layout cut to fewer significand bits (or none) rounded toward
@@ -195,13 +206,7 @@ def fast_end(plan: Plan, spec: InstructionSpec, fa: FmaAlign) -> bool:
     >>> fast_end(cuda._plan(spec), spec, fma_align(cuda._plan(spec), spec))
     True
     """
-    out = [int(x) for x in plan.out_params]
-    fp32_cut = (out[0] == 0 and out[3] == 8 and out[5] == 127 and 0 < out[4] <= 23 and out[1] == 23 - out[4]
-                and out[1] + out[2] == 32 and out[6] == 1 and out[7] == 0)
-    return (fa.width == 1 and tuple(int(x) for x in plan.c_params[:9]) == _FP32_PARAMS
-            and tuple(int(x) for x in plan.d_params[:9]) == _FP32_PARAMS and fp32_cut
-            and plan.rounding == 2 and plan.overflow == 1 and not plan.ieee_add and plan.frac_bits <= 22
-            and spec.model.algorithm == "fused")
+    return fa.width == 1 and fp32_rz_end(plan) and plan.frac_bits <= 22 and spec.model.algorithm == "fused"
 
 
 MMA_TILE = Tile(tx=16, ty=16, tm=4, tn=4)  # the tile the tensor-core exponent pass is written for (8 warps, 64 x 64)

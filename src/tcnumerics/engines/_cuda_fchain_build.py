@@ -23,14 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import InstructionSpec
-from ._cuda_build import SubgroupPlan, Tile, _group_length, config_header, fast_end, fma_align, tiled_reason
+from ._cuda_build import (SubgroupPlan, Tile, _group_length, config_header, fast_end, fma_align, fp32_rz_end,
+                          tiled_reason)
 from ._fast_plan import ZERO_EXP, Plan
 
 __all__ = ["FCHAIN_TILE", "fchain_reason", "fchain_header", "fchain_smem_words"]
 
 FCHAIN_TILE = Tile(tx=32, ty=8, tm=8, tn=4)  # gemm_fchain's fixed shape: 8 warps of 8 rows, 4 columns a lane (64 x 128)
-
-_FP32 = (0, 0, 32, 8, 23, 127, 1, 0, 1)  # format_params' head for IEEE FP32: pad, width, exp, man, bias, ...
 
 
 @dataclass(frozen=True)
@@ -89,13 +88,8 @@ def _wide_bounds(plan: Plan, spec: InstructionSpec, fa) -> "_Bounds | str":
     rs, f, gl = int(plan.rshift_ab), int(plan.frac_bits), _group_length(plan)
     emax = fa.hi - rs
     abits, bbits = _widths(plan)
-    out = [int(x) for x in plan.out_params]
-    fp32_cut = (out[0] == 0 and out[3] == 8 and out[5] == 127 and 0 < out[4] <= 23 and out[1] == 23 - out[4]
-                and out[1] + out[2] == 32 and out[6] == 1 and out[7] == 0)
     checks = {
-        "C, D and the output are not FP32 rounded toward zero with overflow to infinity": (
-            tuple(int(x) for x in plan.c_params[:9]) == _FP32 and tuple(int(x) for x in plan.d_params[:9]) == _FP32
-            and fp32_cut and plan.rounding == 2 and plan.overflow == 1 and not plan.ieee_add),
+        "C, D and the output are not FP32 rounded toward zero with overflow to infinity": fp32_rz_end(plan),
         "operands not IEEE-style codes the kernel decodes": (
             _ieee_codes_match(spec.a_format, plan.a_sig, plan.a_exp)
             and _ieee_codes_match(spec.b_format, plan.b_sig, plan.b_exp)),

@@ -165,17 +165,11 @@ TC_FN unsigned fc_addmax2(unsigned a, unsigned b, unsigned c) {  // per signed 1
     }
     return r;
 }
-template <class T> static inline T tc_fma_ru_host(T a, T b, T c) {  // the device's __fma_ru, exactly
-    std::fesetround(FE_UPWARD);
-    volatile T r = std::fma(a, b, c);
-    std::fesetround(FE_TONEAREST);
-    return r;
+template <class T> static inline T tc_fma_ru_host(T a, T b, T c) {  // the device's __fma_ru
+    return tc_in_mode(FE_UPWARD, [&] { return std::fma(a, b, c); });
 }
-static inline float tc_d2f_rz_host(double x) {  // the device's __double2float_rz, exactly
-    std::fesetround(FE_TOWARDZERO);
-    volatile float r = (float)x;
-    std::fesetround(FE_TONEAREST);
-    return r;
+static inline float tc_d2f_rz_host(double x) {  // the device's __double2float_rz
+    return tc_in_mode(FE_TOWARDZERO, [&] { return (float)x; });
 }
 #define FC_FMA_RZ(a, b, c) tc_fma_rz_host((a), (b), (c))
 #define FC_FMA_RU(a, b, c) tc_fma_ru_host((a), (b), (c))

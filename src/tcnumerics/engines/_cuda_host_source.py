@@ -47,20 +47,20 @@ static inline unsigned TC_SHR(unsigned x, unsigned d) { return d >= 32 ? 0u : x 
 #define TC_INF std::numeric_limits<double>::infinity()
 #define TC_SIGNBIT(x) std::signbit(x)
 #include <cfenv>
-// the device's round-toward-zero FMAs, exactly: the host FMA (correctly rounded in every IEEE mode;
-// the build passes -frounding-math) under this thread's rounding mode set to toward zero
-template <class T> static inline T tc_fma_rz_host(T a, T b, T c) {
-    std::fesetround(FE_TOWARDZERO);
-    volatile T r = std::fma(a, b, c);
+// the device's directed-rounding operations, exactly: the host's (correctly rounded in every IEEE mode; the build
+// passes -frounding-math) under this thread's rounding mode set for the one operation
+template <class F> static inline auto tc_in_mode(int mode, F op) -> decltype(op()) {
+    std::fesetround(mode);
+    volatile decltype(op()) r = op();
     std::fesetround(FE_TONEAREST);
     return r;
 }
+template <class T> static inline T tc_fma_rz_host(T a, T b, T c) {
+    return tc_in_mode(FE_TOWARDZERO, [&] { return std::fma(a, b, c); });
+}
 #define TC_FMA_RZ(a, b, c) tc_fma_rz_host((a), (b), (c))
-static inline float tc_fadd_rz_host(float a, float b) {  // the device's __fadd_rz, exactly (as the FMAs above)
-    std::fesetround(FE_TOWARDZERO);
-    volatile float r = a + b;
-    std::fesetround(FE_TONEAREST);
-    return r;
+static inline float tc_fadd_rz_host(float a, float b) {  // the device's __fadd_rz
+    return tc_in_mode(FE_TOWARDZERO, [&] { return a + b; });
 }
 #define TC_FADD_RZ(a, b) tc_fadd_rz_host((a), (b))
 // The device build is compiled with -ftz=true (CuPy adds it): an FP32 operation there reads and writes subnormals
@@ -120,10 +120,7 @@ static inline float tc_mma_element(const unsigned short* a, const unsigned short
     }
     const double v = std::ldexp((double)total, emax - 25);  // |total| < 2**32: exact in double
     if (std::fabs(v) >= 0x1p128) return v < 0 ? -INFINITY : INFINITY;  // measured: inf even under RZ
-    std::fesetround(FE_TOWARDZERO);
-    volatile float r = (float)v;
-    std::fesetround(FE_TONEAREST);
-    return r;
+    return tc_in_mode(FE_TOWARDZERO, [&] { return (float)v; });
 }
 static inline void tc_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
     const int t = (int)threadIdx.x, w0 = t & ~31, lane = t & 31;
