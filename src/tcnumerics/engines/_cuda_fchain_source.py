@@ -493,23 +493,17 @@ gemm_fchain(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B,
 #if FC_WIDE
     bad |= vmin < FC_VMIN - 1u;
 #endif
-    if (FC_SYNC_OR(bad)) {  // the slow path from the original C, output by output
+    const bool slow = FC_SYNC_OR(bad);  // then the slow path from the original C, output by output
 #ifdef TC_HOST
-        if (tid == 0) ++tc_fchain_slow_blocks;
+    if (slow && tid == 0) ++tc_fchain_slow_blocks;
 #endif
-#pragma unroll 1
-        for (int o = 0; o < FC_TM * FC_TN; ++o) {
-            const int m = m0 + w * FC_TM + o / FC_TN, n = n0 + lane + 32 * (o % FC_TN);
-            if (m < M && n < N)
-                ACC[(long long)m * N + n] = (unsigned)chain_one(A + (long long)m * lda, B + (long long)n * ldb, TA, TB,
-                                                                (long long)ACC[(long long)m * N + n], k0, k1);
-        }
-        return;
-    }
 #pragma unroll 1
     for (int o = 0; o < FC_TM * FC_TN; ++o) {
         const int m = m0 + w * FC_TM + o / FC_TN, n = n0 + lane + 32 * (o % FC_TN);
-        if (m < M && n < N) ACC[(long long)m * N + n] = CS[o * FC_NT + tid];
+        if (m >= M || n >= N) continue;
+        unsigned* d = ACC + (long long)m * N + n;
+        *d = slow ? (unsigned)chain_one(A + (long long)m * lda, B + (long long)n * ldb, TA, TB, (long long)*d, k0, k1)
+                  : CS[o * FC_NT + tid];
     }
 }
 #endif
