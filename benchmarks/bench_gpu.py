@@ -472,7 +472,7 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
     every output compared), a block of rows against the CPU fast engine, the tensor core's rate and mmaemu's."""
     import cupy
 
-    from tcnumerics.engines import _cuda_build, _cuda_fchain_build, cuda, fast
+    from tcnumerics.engines import _cuda_build, _cuda_fchain_build, _cuda_tcalign_build, cuda, fast
 
     rows = []
     for label, name in ALIGN_UNITS:
@@ -489,11 +489,14 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
             row = dict(label=label, entry=spec.name, shape=[M, N, K], fma_width=fa and fa.width)
             out = {}
             fchain = _cuda_fchain_build.fchain_reason(cuda._plan(spec), spec) is None
+            tcalign = _cuda_tcalign_build.tcalign_reason(cuda._plan(spec), spec) is None
             for tile in tiles or [""]:
                 os.environ["TCNUMERICS_CUDA_TILE"] = tile
-                for align in (("fchain",) if fchain and not tile else ()) + ("fma", "int"):
-                    os.environ["TCNUMERICS_CUDA_ALIGN"] = "fma" if align == "fchain" else align
-                    os.environ["TCNUMERICS_CUDA_FCHAIN"] = "auto" if align == "fchain" else "off"
+                kernels = (("tcalign",) if tcalign and not tile else ()) + (("fchain",) if fchain and not tile else ())
+                for align in kernels + ("fma", "int"):
+                    os.environ["TCNUMERICS_CUDA_ALIGN"] = "fma" if align in ("fchain", "tcalign") else align
+                    os.environ["TCNUMERICS_CUDA_FCHAIN"] = "auto" if align in ("fchain", "tcalign") else "off"
+                    os.environ["TCNUMERICS_CUDA_TCALIGN"] = "auto" if align == "tcalign" else "off"
                     t = best(lambda: cuda.gemm_bits(spec, da, db, dc))
                     got = cuda.gemm_bits(spec, da, db, dc).get()
                     key = f"{align}_macs_per_s" + (f"@{tile}" if tile else "")
@@ -508,10 +511,15 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
             os.environ.pop("TCNUMERICS_CUDA_ALIGN", None)
             os.environ.pop("TCNUMERICS_CUDA_TILE", None)
             os.environ.pop("TCNUMERICS_CUDA_FCHAIN", None)
+            os.environ.pop("TCNUMERICS_CUDA_TCALIGN", None)
             if tiles:
                 row["fma_macs_per_s"] = max(v for k, v in row.items() if k.startswith("fma_macs_per_s@"))
                 row["int_macs_per_s"] = max(v for k, v in row.items() if k.startswith("int_macs_per_s@"))
             row["fma_equals_int_all_outputs"] = bool(np.array_equal(out["fma"], out["int"]))
+            if "tcalign" in out:
+                row["tcalign_equals_int_all_outputs"] = bool(np.array_equal(out["tcalign"], out["int"]))
+                print(f"    gemm_tcalign {row['tcalign_macs_per_s']:9.3e} MAC/s, equal to the integer pass on every "
+                      f"output: {row['tcalign_equals_int_all_outputs']}", flush=True)
             if "fchain" in out:
                 row["fchain_equals_int_all_outputs"] = bool(np.array_equal(out["fchain"], out["int"]))
                 print(f"    gemm_fchain {row['fchain_macs_per_s']:9.3e} MAC/s, equal to the integer pass on every "
@@ -520,6 +528,7 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
                 os.environ["TCNUMERICS_CUDA_EXP"] = "mma"
                 os.environ["TCNUMERICS_CUDA_ALIGN"] = "fma"
                 os.environ["TCNUMERICS_CUDA_FCHAIN"] = "off"
+                os.environ["TCNUMERICS_CUDA_TCALIGN"] = "off"
                 try:
                     row["exp_mma_macs_per_s"] = M * N * K / best(lambda: cuda.gemm_bits(spec, da, db, dc))
                     row["exp_mma_equals_alu_all_outputs"] = bool(np.array_equal(
@@ -528,6 +537,7 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
                     os.environ.pop("TCNUMERICS_CUDA_EXP", None)
                     os.environ.pop("TCNUMERICS_CUDA_ALIGN", None)
                     os.environ.pop("TCNUMERICS_CUDA_FCHAIN", None)
+                    os.environ.pop("TCNUMERICS_CUDA_TCALIGN", None)
                 print(f"    exponent pass on the tensor core: {row['exp_mma_macs_per_s']:9.3e} MAC/s, equal to the "
                       f"CUDA-core pass on every output: {row['exp_mma_equals_alu_all_outputs']}", flush=True)
             r = min(check_rows, M)

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..model import InstructionSpec
 from ._cuda_source import (FCHAIN_HOST_LAUNCHER, FFMA_HOST_LAUNCHER, FFMA_SOURCE, HOST_LAUNCHER, HOST_PRELUDE,
-                           KERNEL_SOURCE)
+                           KERNEL_SOURCE, TCALIGN_HOST_LAUNCHER)
 from ._fast_plan import ZERO_EXP, Plan
 
 __all__ = ["Tile", "DEVICE_TILE", "ROW_TILE", "HOST_TILE", "device_tiles", "SubgroupPlan", "subgroup_plan", "config_header", "tiled_reason",
@@ -226,13 +226,15 @@ def _nonzero_exp_range(sig: np.ndarray, exp: np.ndarray) -> tuple[int, int] | No
     return (int(exp[nz].min()), int(exp[nz].max())) if nz.any() else None
 
 
-def exp_mma(plan: Plan, spec: InstructionSpec | None = None, tile: Tile = MMA_TILE) -> ExpMma | None:
+def exp_mma(plan: Plan, spec: InstructionSpec | None = None, tile: Tile = MMA_TILE,
+            terms: int | None = None) -> ExpMma | None:
     """The tensor-core exponent pass for ``plan`` (None: the CUDA-core max runs).
 
     Needs the 64 x 64 tile of 8 warps, groups of 16 or 32 products (k16 steps), no block scales, and the
     ranges of the argument: with m the least integer with L < 2**m, every x = 2**(m * (e - bias)) a normal BF16
     and every product 2**(m * s) (s = ea + eb - bias_a - bias_b) normal in FP32 with 2**(m * (s + 1)) <= 2**128,
-    so the group's sum S < 2**(m * (E + 1)) is finite."""
+    so the group's sum S < 2**(m * (E + 1)) is finite.  ``terms``: the products one power sum holds when a kernel
+    sums a group's parts apart (``gemm_tcalign``; default L)."""
     if tile != MMA_TILE or tiled_reason(plan) is not None or isinstance(plan, SubgroupPlan):
         return None
     if spec is not None and spec.model.algorithm in ("scaled_fused", "subgroup_scaled"):
@@ -240,7 +242,7 @@ def exp_mma(plan: Plan, spec: InstructionSpec | None = None, tile: Tile = MMA_TI
     gl = _group_length(plan)
     if gl % 16:
         return None
-    m = gl.bit_length()  # least m with gl < 2**m
+    m = (terms or gl).bit_length()  # least m with terms < 2**m
     ra, rb = _nonzero_exp_range(plan.a_sig, plan.a_exp), _nonzero_exp_range(plan.b_sig, plan.b_exp)
     if ra is None or rb is None:
         return None
@@ -455,7 +457,7 @@ assert ZERO_EXP == -16384  # the kernel source hard-codes it
 # --- GPU build ---------------------------------------------------------------------------------
 
 _KERNEL_FLAGS = {"dot_kernel": "BUILD_DOT", "gemm_scalar": "BUILD_SCALAR", "gemm_tiled": "BUILD_TILED",
-                 "gemm_fchain": "BUILD_FCHAIN"}
+                 "gemm_fchain": "BUILD_FCHAIN", "gemm_tcalign": "BUILD_TCALIGN"}
 
 
 @lru_cache(maxsize=256)
@@ -498,7 +500,8 @@ def _cache_dir() -> Path:
 @lru_cache(maxsize=64)
 def host_library(header: str) -> ctypes.CDLL:
     """The kernels built for the CPU (same source behind HOST_PRELUDE), as a loaded shared library."""
-    return _host_build(HOST_PRELUDE + header + KERNEL_SOURCE + HOST_LAUNCHER + FCHAIN_HOST_LAUNCHER)
+    return _host_build(HOST_PRELUDE + header + KERNEL_SOURCE + HOST_LAUNCHER + FCHAIN_HOST_LAUNCHER
+                       + TCALIGN_HOST_LAUNCHER)
 
 
 @lru_cache(maxsize=1)

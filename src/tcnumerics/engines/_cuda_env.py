@@ -14,7 +14,7 @@ import os
 
 from ._cuda_build import ALIGNS, EXP_PASSES, Tile
 
-__all__ = ["env_align", "env_exp_pass", "env_fchain", "env_tile_override"]
+__all__ = ["env_align", "env_exp_pass", "env_fchain", "env_tcalign", "env_tile_override"]
 
 
 def env_align() -> str:
@@ -43,6 +43,15 @@ def env_fchain() -> bool:
     value = os.environ.get("TCNUMERICS_CUDA_FCHAIN", "auto")
     if value not in ("auto", "off"):
         raise ValueError(f"TCNUMERICS_CUDA_FCHAIN must be 'auto' or 'off', not {value!r}")
+    return value == "auto"
+
+
+def env_tcalign() -> bool:
+    """Whether the GPU engine runs ``gemm_tcalign`` where ``tcalign_reason`` allows and the GPU's mma passed the
+    self-test (``TCNUMERICS_CUDA_TCALIGN``: "auto", the default, or "off" -- ``gemm_fchain`` then; same bits)."""
+    value = os.environ.get("TCNUMERICS_CUDA_TCALIGN", "auto")
+    if value not in ("auto", "off"):
+        raise ValueError(f"TCNUMERICS_CUDA_TCALIGN must be 'auto' or 'off', not {value!r}")
     return value == "auto"
 
 

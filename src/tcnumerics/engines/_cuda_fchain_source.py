@@ -146,17 +146,7 @@ struct double2 { double x, y; };
 static inline double2 make_double2(double x, double y) { return double2{x, y}; }
 struct uint2 { unsigned x, y; };
 static inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
-static std::atomic<int> tc_or_flag{0};
 static std::atomic<int> tc_fchain_slow_blocks{0};  // blocks that took the slow path (the host build's tests count them)
-static inline int tc_sync_or(int x) {  // __syncthreads_or: every thread of the block calls it
-    if (x) tc_or_flag = 1;
-    __syncthreads();
-    const int r = tc_or_flag;
-    __syncthreads();
-    if (threadIdx.x == 0) tc_or_flag = 0;
-    __syncthreads();
-    return r;
-}
 TC_FN unsigned fc_addmax2(unsigned a, unsigned b, unsigned c) {  // per signed 16-bit half: max(a + b, c)
     unsigned r = 0;
     for (int h = 0; h < 32; h += 16) {

@@ -7,7 +7,7 @@ BF16 ``mma.sync`` on the measured unit model; ``HOST_LAUNCHER`` runs a kernel's 
 
 from __future__ import annotations
 
-__all__ = ["HOST_PRELUDE", "HOST_LAUNCHER", "FCHAIN_HOST_LAUNCHER", "FFMA_HOST_LAUNCHER"]
+__all__ = ["HOST_PRELUDE", "HOST_LAUNCHER", "FCHAIN_HOST_LAUNCHER", "TCALIGN_HOST_LAUNCHER", "FFMA_HOST_LAUNCHER"]
 
 # The host build: the same source as plain C++ (CI checks the kernels' logic without a GPU).
 HOST_PRELUDE = r"""
@@ -79,6 +79,16 @@ static inline double tc_pow2d(int e) { return std::ldexp(1.0, e); }
 #define TC_F2U(x) std::bit_cast<unsigned>((float)(x))
 #define TC_U2F(x) std::bit_cast<float>((unsigned)(x))
 #define TC_LDS2(p, x, y) do { (x) = TC_U2F((p)[0]); (y) = TC_U2F((p)[1]); } while (0)
+static std::atomic<int> tc_or_flag{0};
+static inline int tc_sync_or(int x) {  // __syncthreads_or: every thread of the block calls it
+    if (x) tc_or_flag = 1;
+    __syncthreads();
+    const int r = tc_or_flag;
+    __syncthreads();
+    if (threadIdx.x == 0) tc_or_flag = 0;
+    __syncthreads();
+    return r;
+}
 // mma.sync m16n8k16 BF16 x BF16 + FP32 -> FP32 for the whole warp, on the unit model Hopper measured for it
 // (NUMERICS.md: products exact with exponent ea + eb and significand in [1, 4), C one more term, every term
 // truncated toward zero to 25 fraction bits below the largest exponent, the exact sum rounded toward zero to FP32).
@@ -217,6 +227,18 @@ extern "C" int host_gemm_fchain(const void* a, long long lda, const void* b, lon
     });
 }
 extern "C" int host_fchain_slow_blocks() { return tc_fchain_slow_blocks.exchange(0); }  // since the last call
+#endif
+"""
+
+TCALIGN_HOST_LAUNCHER = r"""
+#if TCALIGN
+extern "C" int host_gemm_tcalign(const void* a, long long lda, const void* b, long long ldb, const int* ta,
+                                 const int* tb, unsigned* acc, int M, int N, int k0, int k1, long long smem_words) {
+    return tc_host_grid(TA_NT, TA_BM, TA_BN, M, N, smem_words, [=] {
+        gemm_tcalign((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, 0, 0);
+    });
+}
+extern "C" int host_tcalign_slow_blocks() { return tc_tcalign_slow_blocks.exchange(0); }  // since the last call
 #endif
 """
 

@@ -1,9 +1,12 @@
-"""The GPU engine's launches (private): which compiled kernel runs a plan on this GPU (``gemm_fchain``, the tiled
-GEMM in the first shape whose shared memory fits, or the per-output kernel), cached per unit and device, and one
-launch over a K range.  ``engines.cuda`` holds the public entry points.
+"""The GPU engine's launches (private): which compiled kernel runs a plan on this GPU (``gemm_tcalign`` where its
+self-test passed on this GPU, ``gemm_fchain``, the tiled GEMM in the first shape whose shared memory fits, or the
+per-output kernel), cached per unit and device, and one launch over a K range.  ``engines.cuda`` holds the public
+entry points.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -11,6 +14,8 @@ from ..model import InstructionSpec
 from . import _cuda_build as build
 from . import _cuda_env as env
 from . import _cuda_fchain_build as fchain
+from . import _cuda_tcalign_build as tcalign
+from . import fast
 from ._fast_plan import Plan
 
 __all__: list[str] = []
@@ -74,15 +79,17 @@ def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote
     kernel's build with promotion inside (its own shared memory for the main accumulator; the per-output kernel
     promotes in every build); ``fchain_ok``: False keeps ``gemm_fchain`` out (operands too large for it)."""
     align, chosen, exp_pass = env.env_align(), env.env_tile_override(), env.env_exp_pass()
-    key = (id(plan), device, tiled, promote, align, chosen, exp_pass, env.env_fchain() and fchain_ok)
+    key = (id(plan), device, tiled, promote, align, chosen, exp_pass, env.env_fchain() and fchain_ok,
+           env.env_tcalign() and fchain_ok)
     if key not in _KERNELS:
         import cupy
 
-        if int(cupy.cuda.Device(device).compute_capability) < 80:
-            exp_pass = "alu"  # mma.sync with BF16 operands needs sm_80
+        mma = int(cupy.cuda.Device(device).compute_capability) >= 80  # mma.sync with BF16 operands
+        exp_pass = exp_pass if mma else "alu"
         tiles = tiled and build.tiled_reason(plan) is None
-        if tiles and not promote and chosen is None and exp_pass == "alu" and env.env_fchain() and fchain_ok:
-            found = _fchain_kernel(spec, plan, device)
+        if tiles and not promote and chosen is None and exp_pass == "alu" and fchain_ok:
+            found = _tcalign_kernel(spec, plan, device) if mma and env.env_tcalign() else None
+            found = found or (_fchain_kernel(spec, plan, device) if env.env_fchain() else None)
             if found is not None:
                 _KERNELS[key] = (plan,) + found
                 return found
@@ -124,3 +131,39 @@ def _fchain_kernel(spec: InstructionSpec, plan: Plan, device: int):
     kernel = build.device_module(fchain.fchain_header(spec, plan), "gemm_fchain").get_function("gemm_fchain")
     kernel.max_dynamic_shared_size_bytes = smem
     return kernel, smem, fchain.FCHAIN_TILE
+
+
+def _tcalign_kernel(spec: InstructionSpec, plan: Plan, device: int):
+    """(``gemm_tcalign`` compiled for ``spec``, its shared memory bytes, its tile), or None where it does not apply
+    (``tcalign_reason``, this GPU's shared memory) or where this GPU's mma failed the self-test."""
+    if tcalign.tcalign_reason(plan, spec) is not None:
+        return None
+    smem = 4 * tcalign.tcalign_smem_words(plan)
+    if smem > _smem_limit(device):
+        return None
+    kernel = build.device_module(tcalign.tcalign_header(spec, plan), "gemm_tcalign").get_function("gemm_tcalign")
+    kernel.max_dynamic_shared_size_bytes = smem
+    found = kernel, smem, tcalign.TCALIGN_TILE
+    return found if _self_test(spec, plan, device, found) else None
+
+
+def _self_test(spec: InstructionSpec, plan: Plan, device: int, found) -> bool:
+    """Whether ``gemm_tcalign`` on this GPU gives the CPU fast engine's bits on ``tcalign.self_test_operands`` (the
+    kernel leans on the GPU's BF16 mma having the measured numerics: this proves them here, for this unit)."""
+    import cupy
+
+    a, b, c = tcalign.self_test_operands(plan, spec)
+    want = fast.accumulate_bits(spec, a, b, c.copy(), 0, a.shape[1]).view(np.uint32)
+    kernel, smem, tile = found
+    da, db, work = cupy.asarray(a), cupy.asarray(b), cupy.asarray(c)
+    ta, tb = _device_tables(plan, device)
+    M, N = c.shape
+    kernel(((N + tile.bn - 1) // tile.bn, (M + tile.bm - 1) // tile.bm), (tile.threads,),
+           (da, np.int64(a.shape[1]), db, np.int64(b.shape[1]), ta, tb, work, np.int32(M), np.int32(N), np.int32(0),
+            np.int32(a.shape[1]), np.int32(0), np.int32(0)), shared_mem=smem)
+    differ = int(np.count_nonzero(cupy.asnumpy(work).view(np.uint32) != want))
+    if differ:
+        warnings.warn(f"gemm_tcalign: this GPU's BF16 mma.sync did not reproduce {spec.name} in the self-test "
+                      f"({differ} of {want.size} outputs differ): the GPU engine runs gemm_fchain for it here",
+                      RuntimeWarning, stacklevel=4)
+    return differ == 0

@@ -35,7 +35,8 @@ Kernels (``extern "C"``):
 
 Files: this one holds the shared device functions (decode, rounding, specials, the per-vector chain) and the
 per-vector / per-output kernels; ``_cuda_tiled_source`` the fused tiled GEMM, ``_cuda_subgroup_source`` the
-sub-group scaled tiled GEMM, ``_cuda_fchain_source`` the register-resident chain GEMM of the FP8 chains,
+sub-group scaled tiled GEMM, ``_cuda_fchain_source`` the register-resident chain GEMM of the FP8 chains, ``_cuda_tcalign_source`` the chain
+GEMM with the tensor core as the aligner,
 ``_cuda_host_source`` the host shim and launchers.  ``KERNEL_SOURCE`` is their
 concatenation, one text for both compilers.
 """
@@ -43,11 +44,14 @@ concatenation, one text for both compilers.
 from __future__ import annotations
 
 from ._cuda_fchain_source import FCHAIN_SOURCE
-from ._cuda_host_source import FCHAIN_HOST_LAUNCHER, FFMA_HOST_LAUNCHER, HOST_LAUNCHER, HOST_PRELUDE
+from ._cuda_host_source import (FCHAIN_HOST_LAUNCHER, FFMA_HOST_LAUNCHER, HOST_LAUNCHER, HOST_PRELUDE,
+                                TCALIGN_HOST_LAUNCHER)
 from ._cuda_subgroup_source import SUBGROUP_TILED_SOURCE
+from ._cuda_tcalign_source import TCALIGN_SOURCE
 from ._cuda_tiled_source import FUSED_TILED_SOURCE
 
-__all__ = ["KERNEL_SOURCE", "HOST_PRELUDE", "HOST_LAUNCHER", "FCHAIN_HOST_LAUNCHER", "FFMA_SOURCE", "FFMA_HOST_LAUNCHER"]
+__all__ = ["KERNEL_SOURCE", "HOST_PRELUDE", "HOST_LAUNCHER", "FCHAIN_HOST_LAUNCHER", "TCALIGN_HOST_LAUNCHER", "FFMA_SOURCE",
+           "FFMA_HOST_LAUNCHER"]
 
 COMMON_SOURCE = r"""
 #ifndef TC_HOST
@@ -91,7 +95,10 @@ __device__ __forceinline__ double tc_pow2d(int e) { return __longlong_as_double(
 #endif
 // the FMA pass's sign routing by a branch: only where a warp is one thread row (otherwise it would diverge)
 #define ROW_BRANCH (FMA_ALIGN != 0 && TX == 32 && !EXP_MMA)
-#if EXP_MMA && !defined(TC_HOST)
+#ifndef TCALIGN
+#define TCALIGN 0
+#endif
+#if (EXP_MMA || TCALIGN) && !defined(TC_HOST)
 // D += A * B on the tensor core, m16n8k16, BF16 operands, FP32 accumulator (fragments as the PTX ISA lays them out:
 // a[0..3] rows g, g+8 x k pairs t, t+4; b[0..1] k pairs t, t+4 x column g; d rows g, g+8 x columns 2t, 2t+1)
 __device__ __forceinline__ void tc_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
@@ -520,9 +527,13 @@ TC_FN long long chain_one(const A_T* arow, const B_T* brow, const int* TA, const
 #define BUILD_SCALAR 1
 #define BUILD_TILED 1
 #define BUILD_FCHAIN 1
+#define BUILD_TCALIGN 1
 #endif
 #ifndef FCHAIN
 #define FCHAIN 0
+#endif
+#ifndef TCALIGN
+#define TCALIGN 0
 #endif
 
 #if BUILD_DOT
@@ -581,7 +592,8 @@ extern "C" __global__ void gemm_scalar(const A_T* __restrict__ A, long long lda,
 """
 
 # one text, byte for byte as when it was one string (each piece opens with the line break after its r""")
-KERNEL_SOURCE = COMMON_SOURCE + SUBGROUP_TILED_SOURCE[1:] + FUSED_TILED_SOURCE[1:] + FCHAIN_SOURCE[1:]
+KERNEL_SOURCE = (COMMON_SOURCE + SUBGROUP_TILED_SOURCE[1:] + FUSED_TILED_SOURCE[1:] + FCHAIN_SOURCE[1:]
+                 + TCALIGN_SOURCE[1:])
 
 # FP32 FFMA chains (cuBLAS's SIMT / xmma FP32 kernels, one split-K slice): one thread per output, acc = fma(a, b, acc)
 # over the given K columns in order from +0.  __fmaf_ieee_rn is IEEE RNE with subnormals whatever -ftz says.

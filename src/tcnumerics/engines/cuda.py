@@ -44,6 +44,7 @@ from .._extras import install_hint
 from ..model import InstructionSpec
 from . import _cuda_build as build
 from . import _cuda_fchain_build as fchain
+from . import _cuda_tcalign_build as tcalign
 from ._cuda_launch import _SCALAR_THREADS, _device_tables, _run_gemm
 from ._fast_plan import Plan, build_plan, cached_planner, check_k_range
 
@@ -455,8 +456,8 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
                          k_start: int = 0, k_stop: int | None = None, kernel: str = "auto", *, scale_a=None,
                          scale_b=None, promote_every: int | None = None, promote_from_acc: bool = False,
                          align: str = "auto", exp_pass: str = "alu", tile: "build.Tile | None" = None) -> np.ndarray:
-    """``accumulate_bits`` through the host build (``kernel``: "tiled", "scalar", "fchain" (``gemm_fchain``) or
-    "auto"; ``align``: the tiled
+    """``accumulate_bits`` through the host build (``kernel``: "tiled", "scalar", "fchain" (``gemm_fchain``),
+    "tcalign" (``gemm_tcalign``, its mma emulated on the measured unit model) or "auto"; ``align``: the tiled
     kernel's truncating pass, "auto", "fma" or "int" as ``TCNUMERICS_CUDA_ALIGN``; ``exp_pass``: its exponent pass,
     "alu" or "mma" as ``TCNUMERICS_CUDA_EXP`` -- "mma" builds the device tile, 256 host threads per block; ``tile``:
     the tiled kernel's shape, default the small host tile -- tx = 32 builds the FMA pass's warp-row branch)."""
@@ -474,14 +475,15 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
     work = np.ascontiguousarray(np.asarray(acc).astype(spec.c_format.container_dtype).astype(np.uint32))
     k_stop = a.shape[1] if k_stop is None else k_stop
     _check_range(spec, a.shape[1], k_start, k_stop)
-    if kernel == "fchain":
-        reason = fchain.fchain_reason(plan, spec)
+    if kernel in ("fchain", "tcalign"):
+        reason = (fchain.fchain_reason if kernel == "fchain" else tcalign.tcalign_reason)(plan, spec)
         if reason is not None or promote:
-            raise ValueError(f"{spec.name}: gemm_fchain does not run it: {reason or 'promotion'}")
-        tile = fchain.FCHAIN_TILE
+            raise ValueError(f"{spec.name}: gemm_{kernel} does not run it: {reason or 'promotion'}")
+        tile = fchain.FCHAIN_TILE if kernel == "fchain" else tcalign.TCALIGN_TILE
     tile = tile or (build.MMA_TILE if exp_pass == "mma" else build.HOST_TILE)
-    tiled = build.tiled_reason(plan) is None if kernel == "auto" else kernel in ("tiled", "fchain")
-    header = fchain.fchain_header(spec, plan) if kernel == "fchain" else \
+    tiled = build.tiled_reason(plan) is None if kernel == "auto" else kernel in ("tiled", "fchain", "tcalign")
+    header = fchain.fchain_header(spec, plan) if kernel == "fchain" else tcalign.tcalign_header(spec, plan) \
+        if kernel == "tcalign" else \
         build.config_header(spec, plan, tile, promote=promote and tiled, align=align, exp_pass=exp_pass)
     lib = build.host_library(header)
     ta, tb = build.tables(plan)
@@ -492,7 +494,10 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
             ctypes.c_int(promote_every or 0), ctypes.c_int(int(bool(promote_from_acc)))]
     scale_args, keep = _host_scales(spec, scale_a, M, scale_b, N, a.shape[1])
     if k_stop > k_start and M and N:
-        if kernel == "fchain":
+        if kernel == "tcalign":
+            if lib.host_gemm_tcalign(*args[:-2], ctypes.c_longlong(tcalign.tcalign_smem_words(plan))) == 2:
+                raise RuntimeError(f"{spec.name}: gemm_tcalign computed with a subnormal FP32 value")
+        elif kernel == "fchain":
             if lib.host_gemm_fchain(*args[:-2], ctypes.c_longlong(fchain.fchain_smem_words(plan, spec))) == 2:
                 raise RuntimeError(f"{spec.name}: gemm_fchain computed with a subnormal FP32 value")
         elif tiled:

@@ -1,0 +1,220 @@
+"""CUDA C++ source of ``gemm_tcalign``: the fused-group chain with the GPU's own tensor core as the aligner (private,
+part of ``_cuda_source.KERNEL_SOURCE``, compiled only under ``BUILD_TCALIGN``; ``_cuda_tcalign_build`` says which
+plans it runs and ``_cuda_launch`` runs it only on a GPU whose ``mma.sync`` passed the self-test there).
+
+Method.  The host instruction is ``mma.sync`` m16n8k16 with BF16 operands and an FP32 accumulator, whose numerics
+are measured (NUMERICS.md, Hopper and Ampere-class units: products exact, C one more term, every term truncated toward
+zero to 25 fraction bits below the largest term exponent, the exact sum rounded toward zero to FP32).  The emulated
+unit (groups of GL products with F <= 16 fraction bits, FP32 C and an FP32 result cut toward zero) is the same
+operation on a coarser grid, 2**(E - F) with E = max(C's exponent, every product's exponent).  Per group and output:
+
+1. E on the tensor core (the tiled kernel's ``EXP_MMA`` argument): operands enter as powers 2**(m (e - bias)) in
+   BF16, the mma sums the products' powers, floor(exponent / m) is the largest product exponent (m: the least with
+   2**m above the terms of one sum -- the group, or 16 or 8 products summed apart where the exponents span more).
+2. The products on the tensor core, aligned by it: an mma whose largest term has exponent A = E + 25 - F truncates
+   every other term onto exactly the unit's grid 2**(E - F).  The output's anchor term is +2**A in the mma's C; its
+   cancelling -2**A is a product -- A's first eight K columns hold each output's -2**A(row, n) at column n and B's
+   first eight rows are the identity, so the per-output anchor costs no rank-one structure --, and the last eight K
+   columns hold eight of the group's products.  The anchors cancel exactly, the eight products are truncated onto the
+   grid, and their exact sum (below 2**(E + 5): 8 terms under 2**(E + 2)) is a multiple of 2**(E - F) with at most
+   F + 5 <= 21 significant bits: the FP32 result is exact.  GL / 8 such mmas cover the group.
+3. C's term, truncated onto the same grid by adding a same-signed 2**(E - F + 23) toward zero and subtracting it
+   (exact: |C| < 2**(E + 1) keeps the sum in the binade whose ulp is the grid, as F <= 22), plus the mmas' sums:
+   every partial sum is a multiple of the grid below 2**(E + 8), so FP32 adds them exactly; cut toward zero to the
+   output's significand (a mask) it is the unit's result.
+
+Every value computed is normal or zero for a normal C (results are multiples of 2**(E - F), E >= the least
+product exponent, which the build checks).  A special operand (NaN), a C outside [2**-126, 2**(EMAX + 1)) or a
+result that large marks the block; the block then recomputes its outputs from the original C with the per-output
+chain (``chain_one``), the same bits as every other path.
+"""
+
+from __future__ import annotations
+
+__all__ = ["TCALIGN_SOURCE"]
+
+TCALIGN_SOURCE = r"""
+#if BUILD_TCALIGN && TCALIGN
+#define TA_NT 256               // 8 warps: 2 (rows) x 4 (columns) warp tiles of 32 x 32
+#define TA_BM 64
+#define TA_BN 128
+#define TA_KP (GL / 2)          // K pairs of a group: one word of two BF16 each
+#define TA_SA (TA_BM + 8)       // words per K pair of the A stage (= 8 mod 32: fragment loads without conflicts)
+#define TA_SB (TA_BN + 8)
+
+#ifdef TC_HOST
+static std::atomic<int> tc_tcalign_slow_blocks{0};  // blocks that took the slow path (the host build's tests count them)
+#define TA_SYNC_OR(x) tc_sync_or(x)
+#else
+#define TA_SYNC_OR(x) __syncthreads_or(x)
+#endif
+
+TC_FN int ta_col(int col, int k0) {  // the K column a group's position reads (the unit's K order)
+#if !NATURAL
+    const int kp = (col - k0) % K_INST;
+    col = col - kp + PERM[kp];
+#endif
+    (void)k0;
+    return col;
+}
+
+// one code's stage word: its value as BF16 (exact: the build checks every code; NaN for a special) in the low half,
+// 2**(m (e - bias)) as BF16 (0 for a zero or a special) in the high half
+TC_FN unsigned ta_entry(int packed, int man, int xbias) {
+    const int sig = packed >> 16, e = (int)(short)(packed & 0xFFFF);
+    if (e < ZERO_EXP) return 0x7FC0u;
+    if (e == ZERO_EXP || sig == 0) return 0u;
+    const float v = (float)sig * tc_pow2f(e - man);
+    const unsigned power = (unsigned)(MMA_M * (e - xbias) + 127) << 7;
+    return (TC_F2U(v) >> 16) | power << 16;
+}
+
+extern "C" __global__ void __launch_bounds__(TA_NT, 2)
+gemm_tcalign(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, long long ldb,
+             const int* __restrict__ TA, const int* __restrict__ TB, unsigned* __restrict__ ACC, int M, int N, int k0,
+             int k1, int, int) {  // (gemm_tiled's arguments: the promotion ones unused -- no promotion here)
+#ifdef TC_HOST
+    unsigned* tc_smem = tc_host_smem;
+#else
+    extern __shared__ unsigned tc_smem[];
+#endif
+    unsigned* VA = tc_smem;                 // [TA_KP][TA_SA]: A's values, two K neighbours per word (low first)
+    unsigned* PA = VA + TA_KP * TA_SA;      // the same for A's powers
+    unsigned* VB = PA + TA_KP * TA_SA;      // [TA_KP][TA_SB]: B's values
+    unsigned* PB = VB + TA_KP * TA_SB;      // B's powers
+    unsigned* TTA = PB + TA_KP * TA_SB;     // [256]: ta_entry per code of A
+    unsigned* TTB = TTA + 256;
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, fg = lane >> 2, ft = lane & 3;
+    const int m0 = blockIdx.y * TA_BM, n0 = blockIdx.x * TA_BN;
+    const int wr = (w & 1) * 32, wc = (w >> 1) * 32;  // the warp tile's first row and column in the block
+    TTA[tid] = ta_entry(TC_LDG(TA + ((unsigned)tid >> A_SHIFT)), MAN_A, XBIAS_A);
+    TTB[tid] = ta_entry(TC_LDG(TB + ((unsigned)tid >> B_SHIFT)), MAN_B, XBIAS_B);
+    // B's identity half for the anchors: B[k][n] = (k == n) over k < 8, this lane's k = 2 ft, 2 ft + 1 at n = fg
+    const unsigned ident = (fg == 2 * ft ? 0x3F80u : 0u) | (fg == 2 * ft + 1 ? 0x3F800000u : 0u);
+    // the 32 outputs: m-tile mt, n-tile nt, fragment element e (rows fg, fg + 8; columns 2 ft, 2 ft + 1)
+    float c[2][4][4];
+    unsigned umax = 0u, umin = 0xFFFFFFFFu;  // over every C a group starts from: |C| bits, and |C| bits - 1
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int m = m0 + wr + 16 * mt + fg + 8 * (e >> 1), n = n0 + wc + 8 * nt + 2 * ft + (e & 1);
+                const unsigned bits = m < M && n < N ? ACC[(long long)m * N + n] : 0u;
+                c[mt][nt][e] = TC_U2F(bits);
+                umax = max(umax, bits & 0x7FFFFFFFu);
+                umin = min(umin, (bits & 0x7FFFFFFFu) - 1u);
+            }
+    const int groups = (k1 - k0) / GL;
+#pragma unroll 1
+    for (int g = 0; g < groups; ++g) {
+        const int kb = k0 + g * GL;
+        __syncthreads();  // the tables are written; the previous group's stage is read
+        // the stage: per K pair and row (column of B), the two codes' values and powers
+#pragma unroll 1
+        for (int slot = tid; slot < TA_BM * TA_KP; slot += TA_NT) {
+            const int kp = slot % TA_KP, r = slot / TA_KP, m = m0 + r;
+            const unsigned lo = m < M ? TTA[A[(long long)m * lda + ta_col(kb + 2 * kp, k0)]] : 0u;
+            const unsigned hi = m < M ? TTA[A[(long long)m * lda + ta_col(kb + 2 * kp + 1, k0)]] : 0u;
+            VA[kp * TA_SA + r] = (lo & 0xFFFFu) | hi << 16;
+            PA[kp * TA_SA + r] = lo >> 16 | (hi & 0xFFFF0000u);
+        }
+#pragma unroll 1
+        for (int slot = tid; slot < TA_BN * TA_KP; slot += TA_NT) {
+            const int kp = slot % TA_KP, r = slot / TA_KP, n = n0 + r;
+            const unsigned lo = n < N ? TTB[B[(long long)n * ldb + ta_col(kb + 2 * kp, k0)]] : 0u;
+            const unsigned hi = n < N ? TTB[B[(long long)n * ldb + ta_col(kb + 2 * kp + 1, k0)]] : 0u;
+            VB[kp * TA_SB + r] = (lo & 0xFFFFu) | hi << 16;
+            PB[kp * TA_SB + r] = lo >> 16 | (hi & 0xFFFF0000u);
+        }
+        __syncthreads();
+        const bool more = g + 1 < groups;
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+            const int r0 = wr + 16 * mt + fg;
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+                const int q0 = wc + 8 * nt + fg;
+                // 1. the largest product exponent: a power sum on the tensor core (the tiled kernel's EXP_MMA) --
+                // over the whole group, or over TA_XTERMS products apart (16: each k16 step; 8: half a step, the
+                // other half zero), the largest sum's bits then (positive floats order as their bits)
+                float S[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                unsigned sbits[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+                for (int h = 0; h < GL / 16; ++h)
+#pragma unroll
+                    for (int half = 0; half < (TA_XTERMS == 8 ? 2 : 1); ++half) {
+                        const int kp = 8 * h + 4 * half + ft;
+                        const bool both = TA_XTERMS != 8;  // the step's second K half in the same sum
+                        const unsigned fa[4] = {PA[kp * TA_SA + r0], PA[kp * TA_SA + r0 + 8],
+                                                both ? PA[(kp + 4) * TA_SA + r0] : 0u,
+                                                both ? PA[(kp + 4) * TA_SA + r0 + 8] : 0u};
+                        const unsigned fb[2] = {PB[kp * TA_SB + q0], both ? PB[(kp + 4) * TA_SB + q0] : 0u};
+                        if (TA_XTERMS != GL) S[0] = S[1] = S[2] = S[3] = 0.0f;
+                        tc_mma_bf16(S, fa, fb);
+                        if (TA_XTERMS != GL)
+#pragma unroll
+                            for (int e = 0; e < 4; ++e) sbits[e] = max(sbits[e], TC_F2U(S[e]));
+                    }
+                if (TA_XTERMS == GL)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) sbits[e] = TC_F2U(S[e]);
+                // E = max(C's exponent, the products'); the anchor 2**A, A = E + 25 - F, as FP32 bits; C's term
+                unsigned anchor[4];
+                float total[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const unsigned cb = TC_F2U(c[mt][nt][e]), sb = sbits[e];
+                    const int ec = (int)((cb >> 23) & 0xFFu) - 127;  // -127 for a zero C: below every product
+                    const int es = ((int)(sb >> 23) - 127 + 64 * MMA_M) / MMA_M - 64 + XBIAS_A + XBIAS_B;
+                    const int E = min(sb != 0u && es > ec ? es : ec, TA_EMAX);  // (above: the slow path)
+                    anchor[e] = (unsigned)(E + 25 - F_BITS + 127) << 23;
+                    const float big = TC_U2F(((unsigned)(E - F_BITS + 23 + 127) << 23) | (cb & 0x80000000u));
+                    total[e] = TC_FADD_RZ(c[mt][nt][e], big) - big;
+                }
+                // 2. the products, eight a mma, aligned by it: -2**A(row, n) in A's K column n < 8 (B: identity)
+                const unsigned fa0 = (anchor[0] >> 16) | (anchor[1] & 0xFFFF0000u) | 0x80008000u;
+                const unsigned fa1 = (anchor[2] >> 16) | (anchor[3] & 0xFFFF0000u) | 0x80008000u;
+#pragma unroll
+                for (int s = 0; s < GL / 8; ++s) {
+                    const int kp = 4 * s + ft;
+                    const unsigned fa[4] = {fa0, fa1, VA[kp * TA_SA + r0], VA[kp * TA_SA + r0 + 8]};
+                    const unsigned fb[2] = {ident, VB[kp * TA_SB + q0]};
+                    float D[4] = {TC_U2F(anchor[0]), TC_U2F(anchor[1]), TC_U2F(anchor[2]), TC_U2F(anchor[3])};
+                    tc_mma_bf16(D, fa, fb);
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) total[e] += D[e];  // exact: multiples of the grid below 2**24 of it
+                }
+                // 3. cut toward zero to the output's significand: the unit's result, the next group's C
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const unsigned r = TC_F2U(total[e]) & TA_MASK;
+                    c[mt][nt][e] = TC_U2F(r);
+                    umax = max(umax, r & 0x7FFFFFFFu);  // NaN from a special operand, or too large
+                    if (more) umin = min(umin, (r & 0x7FFFFFFFu) - 1u);
+                }
+            }
+        }
+    }
+    // a nonzero C outside [2**-126, 2**(EMAX + 1)), a NaN or as large a result: the block's slow path
+    const bool slow = TA_SYNC_OR(umax >= TA_UMAX || umin < (1u << 23) - 1u);
+#ifdef TC_HOST
+    if (slow && tid == 0) ++tc_tcalign_slow_blocks;
+#endif
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int m = m0 + wr + 16 * mt + fg + 8 * (e >> 1), n = n0 + wc + 8 * nt + 2 * ft + (e & 1);
+                if (m >= M || n >= N) continue;
+                unsigned* d = ACC + (long long)m * N + n;
+                *d = slow ? (unsigned)chain_one(A + (long long)m * lda, B + (long long)n * ldb, TA, TB, (long long)*d,
+                                                k0, k1)
+                          : TC_F2U(c[mt][nt][e]);
+            }
+}
+#endif
+"""
