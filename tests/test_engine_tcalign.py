@@ -120,3 +120,17 @@ def test_a_wrong_anchor_is_caught(monkeypatch):
     got = cuda.host_accumulate_bits(spec, a, b, c.copy(), kernel="tcalign")
     want = fast.accumulate_bits(spec, a, b, c.copy(), 0, 64)
     assert np.count_nonzero(got.view(np.uint32) != want.view(np.uint32)) > 100
+
+
+def test_tcalign_byte_stage_for_a_permuted_k_order():
+    """A unit whose K order is not natural stages code by code (the unit's order) instead of four codes a load; its
+    groups (16 of an instruction's 32, interleaved) come out as the unit's."""
+    base = _custom(16, 13)
+    order = tuple(k for q in range(8) for k in (2 * q, 2 * q + 1, 16 + 2 * q, 17 + 2 * q))
+    spec = InstructionSpec(name="custom.e4m3.L16.F13.interleaved", k=32, model=base.model, k_order=order)
+    assert not cuda._plan(spec).natural_order
+    assert tcalign_build.tcalign_reason(cuda._plan(spec), spec) is None
+    rng = np.random.default_rng(13)
+    a, b = _finite_codes(spec, (64, 96), rng, "a"), _finite_codes(spec, (128, 96), rng, "b")
+    c = (rng.standard_normal((64, 128)) * 8).astype(np.float32)
+    assert _check(spec, a, b, c.view(np.uint32)) == 0

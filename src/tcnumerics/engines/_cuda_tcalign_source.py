@@ -69,6 +69,42 @@ TC_FN unsigned ta_entry(int packed, int man, int xbias) {
     return (TC_F2U(v) >> 16) | power << 16;
 }
 
+// the low halves of x and y as one word (selector 0x5410), or their high halves (0x7632): __byte_perm
+TC_FN unsigned ta_prmt(unsigned x, unsigned y, unsigned sel) {
+#ifdef TC_HOST
+    return sel == 0x5410u ? (x & 0xFFFFu) | y << 16 : x >> 16 | (y & 0xFFFF0000u);
+#else
+    return __byte_perm(x, y, sel);
+#endif
+}
+
+// four consecutive codes (a little-endian word): their values into two K pairs of V, their powers of P
+TC_FN void ta_stage4(unsigned v, const unsigned* T, unsigned* V, unsigned* P, int stride) {
+    const unsigned t0 = T[v & 0xFFu], t1 = T[(v >> 8) & 0xFFu], t2 = T[(v >> 16) & 0xFFu], t3 = T[v >> 24];
+    V[0] = ta_prmt(t0, t1, 0x5410u);
+    P[0] = ta_prmt(t0, t1, 0x7632u);
+    V[stride] = ta_prmt(t2, t3, 0x5410u);
+    P[stride] = ta_prmt(t2, t3, 0x7632u);
+}
+
+// a group's codes from K column kb, four a 32-bit load: this thread's TA_QA words of A's rows and TA_QB of B's
+// (slot = tid + i * TA_NT: row slot % rows, K quad slot / rows -- rows fastest, as the stage stores them)
+#define TA_QA (TA_BM * GL / 4 / TA_NT)
+#define TA_QB (TA_BN * GL / 4 / TA_NT)
+TC_FN void ta_fetch(const A_T* A, long long lda, const B_T* B, long long ldb, int M, int N, int m0, int n0, int kb,
+                    int tid, unsigned (&qa)[TA_QA], unsigned (&qb)[TA_QB]) {
+#pragma unroll
+    for (int i = 0; i < TA_QA; ++i) {
+        const int slot = tid + i * TA_NT, m = m0 + slot % TA_BM;
+        qa[i] = m < M ? TC_LDG((const unsigned*)(A + (long long)m * lda + kb + 4 * (slot / TA_BM))) : 0u;
+    }
+#pragma unroll
+    for (int i = 0; i < TA_QB; ++i) {
+        const int slot = tid + i * TA_NT, n = n0 + slot % TA_BN;
+        qb[i] = n < N ? TC_LDG((const unsigned*)(B + (long long)n * ldb + kb + 4 * (slot / TA_BN))) : 0u;
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(TA_NT, 2)
 gemm_tcalign(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, long long ldb,
              const int* __restrict__ TA, const int* __restrict__ TB, unsigned* __restrict__ ACC, int M, int N, int k0,
@@ -107,29 +143,47 @@ gemm_tcalign(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B
                 umin = min(umin, (bits & 0x7FFFFFFFu) - 1u);
             }
     const int groups = (k1 - k0) / GL;
+    const bool quads = NATURAL && ((lda | ldb | k0) & 3) == 0 && (((unsigned long long)A | (unsigned long long)B) & 3) == 0;
+    unsigned qa[TA_QA], qb[TA_QB];
+    if (quads && groups > 0) ta_fetch(A, lda, B, ldb, M, N, m0, n0, k0, tid, qa, qb);
 #pragma unroll 1
     for (int g = 0; g < groups; ++g) {
         const int kb = k0 + g * GL;
         __syncthreads();  // the tables are written; the previous group's stage is read
-        // the stage: per K pair and row (column of B), the two codes' values and powers
+        // the stage: per K pair and row (column of B), the two codes' values and powers -- four codes a 32-bit
+        // load where the K order is natural and the rows are 4-byte aligned (rows fastest: conflict-free stores)
+        if (quads) {  // this group's words, loaded during the previous group's mmas
+#pragma unroll
+            for (int i = 0; i < TA_QA; ++i) {
+                const int slot = tid + i * TA_NT, r = slot % TA_BM, kq = slot / TA_BM;
+                ta_stage4(qa[i], TTA, VA + 2 * kq * TA_SA + r, PA + 2 * kq * TA_SA + r, TA_SA);
+            }
+#pragma unroll
+            for (int i = 0; i < TA_QB; ++i) {
+                const int slot = tid + i * TA_NT, r = slot % TA_BN, kq = slot / TA_BN;
+                ta_stage4(qb[i], TTB, VB + 2 * kq * TA_SB + r, PB + 2 * kq * TA_SB + r, TA_SB);
+            }
+        } else {
 #pragma unroll 1
-        for (int slot = tid; slot < TA_BM * TA_KP; slot += TA_NT) {
-            const int kp = slot % TA_KP, r = slot / TA_KP, m = m0 + r;
-            const unsigned lo = m < M ? TTA[A[(long long)m * lda + ta_col(kb + 2 * kp, k0)]] : 0u;
-            const unsigned hi = m < M ? TTA[A[(long long)m * lda + ta_col(kb + 2 * kp + 1, k0)]] : 0u;
-            VA[kp * TA_SA + r] = (lo & 0xFFFFu) | hi << 16;
-            PA[kp * TA_SA + r] = lo >> 16 | (hi & 0xFFFF0000u);
-        }
+            for (int slot = tid; slot < TA_BM * TA_KP; slot += TA_NT) {
+                const int r = slot % TA_BM, kp = slot / TA_BM, m = m0 + r;
+                const unsigned lo = m < M ? TTA[A[(long long)m * lda + ta_col(kb + 2 * kp, k0)]] : 0u;
+                const unsigned hi = m < M ? TTA[A[(long long)m * lda + ta_col(kb + 2 * kp + 1, k0)]] : 0u;
+                VA[kp * TA_SA + r] = ta_prmt(lo, hi, 0x5410u);
+                PA[kp * TA_SA + r] = ta_prmt(lo, hi, 0x7632u);
+            }
 #pragma unroll 1
-        for (int slot = tid; slot < TA_BN * TA_KP; slot += TA_NT) {
-            const int kp = slot % TA_KP, r = slot / TA_KP, n = n0 + r;
-            const unsigned lo = n < N ? TTB[B[(long long)n * ldb + ta_col(kb + 2 * kp, k0)]] : 0u;
-            const unsigned hi = n < N ? TTB[B[(long long)n * ldb + ta_col(kb + 2 * kp + 1, k0)]] : 0u;
-            VB[kp * TA_SB + r] = (lo & 0xFFFFu) | hi << 16;
-            PB[kp * TA_SB + r] = lo >> 16 | (hi & 0xFFFF0000u);
+            for (int slot = tid; slot < TA_BN * TA_KP; slot += TA_NT) {
+                const int r = slot % TA_BN, kp = slot / TA_BN, n = n0 + r;
+                const unsigned lo = n < N ? TTB[B[(long long)n * ldb + ta_col(kb + 2 * kp, k0)]] : 0u;
+                const unsigned hi = n < N ? TTB[B[(long long)n * ldb + ta_col(kb + 2 * kp + 1, k0)]] : 0u;
+                VB[kp * TA_SB + r] = ta_prmt(lo, hi, 0x5410u);
+                PB[kp * TA_SB + r] = ta_prmt(lo, hi, 0x7632u);
+            }
         }
         __syncthreads();
         const bool more = g + 1 < groups;
+        if (quads && more) ta_fetch(A, lda, B, ldb, M, N, m0, n0, kb + GL, tid, qa, qb);
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
             const int r0 = wr + 16 * mt + fg;
@@ -202,19 +256,26 @@ gemm_tcalign(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B
 #ifdef TC_HOST
     if (slow && tid == 0) ++tc_tcalign_slow_blocks;
 #endif
+    if (!slow) {
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+        for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+            for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int m = m0 + wr + 16 * mt + fg + 8 * (e >> 1), n = n0 + wc + 8 * nt + 2 * ft + (e & 1);
-                if (m >= M || n >= N) continue;
-                unsigned* d = ACC + (long long)m * N + n;
-                *d = slow ? (unsigned)chain_one(A + (long long)m * lda, B + (long long)n * ldb, TA, TB, (long long)*d,
-                                                k0, k1)
-                          : TC_F2U(c[mt][nt][e]);
-            }
+                for (int e = 0; e < 4; ++e) {
+                    const int m = m0 + wr + 16 * mt + fg + 8 * (e >> 1), n = n0 + wc + 8 * nt + 2 * ft + (e & 1);
+                    if (m < M && n < N) ACC[(long long)m * N + n] = TC_F2U(c[mt][nt][e]);
+                }
+        return;
+    }
+#pragma unroll 1
+    for (int o = 0; o < 32; ++o) {  // the slow path, one chain a step (a rolled loop: one copy of chain_one)
+        const int mt = o >> 4, nt = (o >> 2) & 3, e = o & 3;
+        const int m = m0 + wr + 16 * mt + fg + 8 * (e >> 1), n = n0 + wc + 8 * nt + 2 * ft + (e & 1);
+        if (m >= M || n >= N) continue;
+        unsigned* d = ACC + (long long)m * N + n;
+        *d = (unsigned)chain_one(A + (long long)m * lda, B + (long long)n * ldb, TA, TB, (long long)*d, k0, k1);
+    }
 }
 #endif
 """
