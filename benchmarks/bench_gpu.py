@@ -472,7 +472,7 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
     every output compared), a block of rows against the CPU fast engine, the tensor core's rate and mmaemu's."""
     import cupy
 
-    from tcnumerics.engines import _cuda_build, _cuda_fchain_build, _cuda_tcalign_build, cuda, fast
+    from tcnumerics.engines import _cuda_build, _cuda_launch, cuda, fast
 
     rows = []
     for label, name in ALIGN_UNITS:
@@ -488,17 +488,18 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
             dc = cupy.zeros((M, N), spec.c_format.container_dtype)
             row = dict(label=label, entry=spec.name, shape=[M, N, K], fma_width=fa and fa.width)
             out = {}
-            fchain = _cuda_fchain_build.fchain_reason(cuda._plan(spec), spec) is None
-            tcalign = _cuda_tcalign_build.tcalign_reason(cuda._plan(spec), spec) is None
+            own = [k for k, o in _cuda_launch.OWN_KERNELS.items() if o.reason(cuda._plan(spec), spec) is None]
             for tile in tiles or [""]:
                 os.environ["TCNUMERICS_CUDA_TILE"] = tile
-                kernels = (("tcalign",) if tcalign and not tile else ()) + (("fchain",) if fchain and not tile else ())
-                for align in kernels + ("fma", "int"):
-                    os.environ["TCNUMERICS_CUDA_ALIGN"] = "fma" if align in ("fchain", "tcalign") else align
-                    os.environ["TCNUMERICS_CUDA_FCHAIN"] = "auto" if align in ("fchain", "tcalign") else "off"
-                    os.environ["TCNUMERICS_CUDA_TCALIGN"] = "auto" if align == "tcalign" else "off"
+                for align in ([] if tile else own) + ["fma", "int"]:
+                    os.environ["TCNUMERICS_CUDA_ALIGN"] = "fma" if align in own else align
+                    for k in _cuda_launch.OWN_KERNELS:  # the timed kernel on, every other one off
+                        os.environ[f"TCNUMERICS_CUDA_{k.upper()}"] = "auto" if align == k else "off"
                     t = best(lambda: cuda.gemm_bits(spec, da, db, dc))
                     got = cuda.gemm_bits(spec, da, db, dc).get()
+                    if align in own:  # the kernel that ran (a failed self-test falls back to another)
+                        ran = _cuda_launch._kernel(spec, cuda._plan(spec), cupy.cuda.Device().id, True)[0].name
+                        row[f"{align}_kernel_ran"] = ran
                     key = f"{align}_macs_per_s" + (f"@{tile}" if tile else "")
                     row[key] = M * N * K / t
                     if align not in out:
@@ -510,25 +511,21 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
                           f"{row['int_macs_per_s@' + tile]:9.3e} MAC/s", flush=True)
             os.environ.pop("TCNUMERICS_CUDA_ALIGN", None)
             os.environ.pop("TCNUMERICS_CUDA_TILE", None)
-            os.environ.pop("TCNUMERICS_CUDA_FCHAIN", None)
-            os.environ.pop("TCNUMERICS_CUDA_TCALIGN", None)
+            for k in _cuda_launch.OWN_KERNELS:
+                os.environ.pop(f"TCNUMERICS_CUDA_{k.upper()}", None)
             if tiles:
                 row["fma_macs_per_s"] = max(v for k, v in row.items() if k.startswith("fma_macs_per_s@"))
                 row["int_macs_per_s"] = max(v for k, v in row.items() if k.startswith("int_macs_per_s@"))
             row["fma_equals_int_all_outputs"] = bool(np.array_equal(out["fma"], out["int"]))
-            if "tcalign" in out:
-                row["tcalign_equals_int_all_outputs"] = bool(np.array_equal(out["tcalign"], out["int"]))
-                print(f"    gemm_tcalign {row['tcalign_macs_per_s']:9.3e} MAC/s, equal to the integer pass on every "
-                      f"output: {row['tcalign_equals_int_all_outputs']}", flush=True)
-            if "fchain" in out:
-                row["fchain_equals_int_all_outputs"] = bool(np.array_equal(out["fchain"], out["int"]))
-                print(f"    gemm_fchain {row['fchain_macs_per_s']:9.3e} MAC/s, equal to the integer pass on every "
-                      f"output: {row['fchain_equals_int_all_outputs']}", flush=True)
+            for k in own:
+                row[f"{k}_equals_int_all_outputs"] = bool(np.array_equal(out[k], out["int"]))
+                print(f"    gemm_{k} {row[f'{k}_macs_per_s']:9.3e} MAC/s (ran: {row[f'{k}_kernel_ran']}), equal to the "
+                      f"integer pass on every output: {row[f'{k}_equals_int_all_outputs']}", flush=True)
             if _cuda_build.exp_mma(cuda._plan(spec), spec) is not None:  # the tensor-core exponent pass, same bits
                 os.environ["TCNUMERICS_CUDA_EXP"] = "mma"
                 os.environ["TCNUMERICS_CUDA_ALIGN"] = "fma"
-                os.environ["TCNUMERICS_CUDA_FCHAIN"] = "off"
-                os.environ["TCNUMERICS_CUDA_TCALIGN"] = "off"
+                for k in _cuda_launch.OWN_KERNELS:
+                    os.environ[f"TCNUMERICS_CUDA_{k.upper()}"] = "off"
                 try:
                     row["exp_mma_macs_per_s"] = M * N * K / best(lambda: cuda.gemm_bits(spec, da, db, dc))
                     row["exp_mma_equals_alu_all_outputs"] = bool(np.array_equal(
@@ -536,8 +533,8 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
                 finally:
                     os.environ.pop("TCNUMERICS_CUDA_EXP", None)
                     os.environ.pop("TCNUMERICS_CUDA_ALIGN", None)
-                    os.environ.pop("TCNUMERICS_CUDA_FCHAIN", None)
-                    os.environ.pop("TCNUMERICS_CUDA_TCALIGN", None)
+                    for k in _cuda_launch.OWN_KERNELS:
+                        os.environ.pop(f"TCNUMERICS_CUDA_{k.upper()}", None)
                 print(f"    exponent pass on the tensor core: {row['exp_mma_macs_per_s']:9.3e} MAC/s, equal to the "
                       f"CUDA-core pass on every output: {row['exp_mma_equals_alu_all_outputs']}", flush=True)
             r = min(check_rows, M)

@@ -457,7 +457,8 @@ assert ZERO_EXP == -16384  # the kernel source hard-codes it
 # --- GPU build ---------------------------------------------------------------------------------
 
 _KERNEL_FLAGS = {"dot_kernel": "BUILD_DOT", "gemm_scalar": "BUILD_SCALAR", "gemm_tiled": "BUILD_TILED",
-                 "gemm_fchain": "BUILD_FCHAIN", "gemm_tcalign": "BUILD_TCALIGN"}
+                 "gemm_fchain": "BUILD_FCHAIN", "gemm_tcalign": "BUILD_TCALIGN",
+                 "gemm_native": "BUILD_NATIVE"}
 
 
 @lru_cache(maxsize=256)

@@ -14,7 +14,7 @@ import os
 
 from ._cuda_build import ALIGNS, EXP_PASSES, Tile
 
-__all__ = ["env_align", "env_exp_pass", "env_fchain", "env_tcalign", "env_tile_override"]
+__all__ = ["env_align", "env_exp_pass", "env_fchain", "env_tcalign", "env_native", "env_tile_override"]
 
 
 def env_align() -> str:
@@ -52,6 +52,16 @@ def env_tcalign() -> bool:
     value = os.environ.get("TCNUMERICS_CUDA_TCALIGN", "auto")
     if value not in ("auto", "off"):
         raise ValueError(f"TCNUMERICS_CUDA_TCALIGN must be 'auto' or 'off', not {value!r}")
+    return value == "auto"
+
+
+def env_native() -> bool:
+    """Whether the GPU engine runs ``gemm_native`` (a unit that is the GPU's own mma, run as that mma) where
+    ``native_reason`` allows and the GPU's mma passed the self-test (``TCNUMERICS_CUDA_NATIVE``: "auto", the default,
+    or "off"; same bits)."""
+    value = os.environ.get("TCNUMERICS_CUDA_NATIVE", "auto")
+    if value not in ("auto", "off"):
+        raise ValueError(f"TCNUMERICS_CUDA_NATIVE must be 'auto' or 'off', not {value!r}")
     return value == "auto"
 
 

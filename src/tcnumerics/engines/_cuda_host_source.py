@@ -89,70 +89,77 @@ static inline int tc_sync_or(int x) {  // __syncthreads_or: every thread of the 
     __syncthreads();
     return r;
 }
-// mma.sync m16n8k16 BF16 x BF16 + FP32 -> FP32 for the whole warp, on the unit model Hopper measured for it
-// (NUMERICS.md: products exact with exponent ea + eb and significand in [1, 4), C one more term, every term
-// truncated toward zero to 25 fraction bits below the largest exponent, the exact sum rounded toward zero to FP32).
+// mma.sync m16n8k16 / m16n8k8, BF16 or FP16 operands, FP32 C and D, for the whole warp, on the unit model Hopper
+// measured for it (NUMERICS.md: products exact with exponent ea + eb and significand in [1, 4), C one more term, a
+// zero term at exponent -133, every term truncated toward zero to 25 fraction bits below the largest exponent, the
+// exact sum rounded toward zero to FP32 -- 2**128 and above to infinity --; a NaN, inf x 0 or inf - inf gives the
+// canonical NaN 0x7FFFFFFF, else an infinite term its infinity; an exact zero is +0).
 // Every thread of the block calls it at the same point (the kernel's pass is uniform): registers are published,
-// the block waits, each lane gathers its warp's 16 x 16 A and 16 x 8 B through the fragment layout, waits again.
+// the block waits, each lane gathers its warp's A and B through the fragment layout (A's element (row, k) in
+// register (row >> 3) + 2 (k >> 3) of lane (row & 7) * 4 + (k & 7) / 2, B's (k, col) in register 4 + (k >> 3) of
+// lane col * 4 + (k & 7) / 2, K neighbours low half first), waits again.
 static unsigned tc_mma_regs[1024][6];
 static float tc_mma_c[1024][4];
-static inline void tc_bf16_term(unsigned short bits, int& sig, int& exp) {  // value = sig * 2**(exp - 7), sig >= 0
-    const int fe = (bits >> 7) & 0xFF, fr = bits & 0x7F;
-    sig = fe ? (fr | 0x80) : fr;
-    exp = fe ? fe - 127 : -126;
-    if (bits >> 15) sig = -sig;
+struct tc_term { long long sig; int exp, lsb, kind; };  // value sig * 2**lsb; kind 0 finite, 1 inf, 2 NaN
+static inline tc_term tc_half_term(unsigned short bits, bool f16) {
+    const int eb = f16 ? 5 : 8, mb = f16 ? 10 : 7, bias = f16 ? 15 : 127, top = (1 << eb) - 1;
+    const int fe = (bits >> mb) & top, fr = bits & ((1 << mb) - 1);
+    tc_term t{fe ? (fr | (1 << mb)) : fr, fe ? fe - bias : 1 - bias, 0, fe == top ? (fr ? 2 : 1) : 0};
+    t.lsb = t.exp - mb;
+    if (bits >> 15) t.sig = -t.sig;
+    return t;
 }
-static inline float tc_mma_element(const unsigned short* a, const unsigned short* b, float c) {
-    long long sig[17];
-    int exp[17];  // term = sig * 2**(exp - 14) for products, c's exponent normalised the same way
-    int emax = -100000;
-    for (int k = 0; k < 16; ++k) {
-        int sa, ea, sb, eb;
-        tc_bf16_term(a[k], sa, ea);
-        tc_bf16_term(b[k], sb, eb);
-        sig[k] = (long long)sa * sb;
-        exp[k] = ea + eb;
-        if (sig[k] != 0 && exp[k] > emax) emax = exp[k];
+static inline float tc_mma_element(const unsigned short* a, const unsigned short* b, int kk, bool f16, float c) {
+    tc_term terms[17];
+    bool nan = std::isnan(c), pinf = std::isinf(c) && c > 0, ninf = std::isinf(c) && c < 0;
+    for (int k = 0; k < kk; ++k) {
+        const tc_term x = tc_half_term(a[k], f16), y = tc_half_term(b[k], f16);
+        const bool zx = x.kind == 0 && x.sig == 0, zy = y.kind == 0 && y.sig == 0;
+        if (x.kind == 2 || y.kind == 2 || (x.kind == 1 && zy) || (y.kind == 1 && zx)) nan = true;
+        else if (x.kind == 1 || y.kind == 1) ((x.sig < 0) != (y.sig < 0) ? ninf : pinf) = true;
+        terms[k] = tc_term{x.sig * y.sig, x.exp + y.exp, x.lsb + y.lsb, 0};
     }
+    if (nan || (pinf && ninf)) return std::bit_cast<float>(0x7FFFFFFFu);
+    if (pinf || ninf) return pinf ? INFINITY : -INFINITY;
     int ce;
-    std::frexp((double)c, &ce);                       // |c| in [2**(ce - 1), 2**ce); a subnormal c takes -126
-    exp[16] = ce - 1 > -126 ? ce - 1 : -126;
-    sig[16] = (long long)std::ldexp((double)c, 23 - exp[16]);  // c = sig * 2**(exp - 23), exactly
-    if (c != 0.0f && exp[16] > emax) emax = exp[16];
-    if (emax == -100000) return 0.0f;
+    std::frexp((double)c, &ce);  // |c| in [2**(ce - 1), 2**ce); a subnormal c takes -126
+    const int cexp = c != 0.0f && ce - 1 > -126 ? ce - 1 : -126;
+    terms[kk] = tc_term{(long long)std::ldexp((double)c, 23 - cexp), cexp, cexp - 23, 0};
+    int emax = -100000;
+    for (int t = 0; t <= kk; ++t) emax = max(emax, terms[t].sig != 0 ? terms[t].exp : -133);
     long long total = 0;  // in units of 2**(emax - 25), each term truncated toward zero
-    for (int t = 0; t < 17; ++t) {
-        const int lsb = t < 16 ? exp[t] - 14 : exp[t] - 23;  // exponent of the term's last significand bit
-        const int d = lsb - (emax - 25);
-        const long long m = sig[t] < 0 ? -sig[t] : sig[t];
+    for (int t = 0; t <= kk; ++t) {
+        const int d = terms[t].lsb - (emax - 25);
+        const long long m = terms[t].sig < 0 ? -terms[t].sig : terms[t].sig;
         const long long q = d >= 0 ? m << d : (d > -63 ? m >> -d : 0);
-        total += sig[t] < 0 ? -q : q;
+        total += terms[t].sig < 0 ? -q : q;
     }
-    const double v = std::ldexp((double)total, emax - 25);  // |total| < 2**32: exact in double
+    const double v = std::ldexp((double)total, emax - 25);  // |total| < 2**53: exact in double
     if (std::fabs(v) >= 0x1p128) return v < 0 ? -INFINITY : INFINITY;  // measured: inf even under RZ
     return tc_in_mode(FE_TOWARDZERO, [&] { return (float)v; });
 }
-static inline void tc_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
+static inline void tc_mma_host(float* d, const unsigned* a, const unsigned* b, int kk, bool f16) {
     const int t = (int)threadIdx.x, w0 = t & ~31, lane = t & 31;
-    for (int r = 0; r < 4; ++r) { tc_mma_regs[t][r] = a[r]; tc_mma_c[t][r] = d[r]; }
-    tc_mma_regs[t][4] = b[0]; tc_mma_regs[t][5] = b[1];
+    for (int r = 0; r < 4; ++r) { tc_mma_regs[t][r] = r < kk / 4 ? a[r] : 0u; tc_mma_c[t][r] = d[r]; }
+    tc_mma_regs[t][4] = b[0]; tc_mma_regs[t][5] = kk == 16 ? b[1] : 0u;
     __syncthreads();
     float out[4];
     for (int e = 0; e < 4; ++e) {
         const int row = (lane >> 2) + 8 * (e >> 1), col = 2 * (lane & 3) + (e & 1);
         unsigned short av[16], bv[16];
-        for (int k = 0; k < 16; ++k) {
+        for (int k = 0; k < kk; ++k) {
             const int pair = (k & 7) >> 1, half = k & 1;
             const unsigned ra = tc_mma_regs[w0 + (row & 7) * 4 + pair][(row >> 3) + 2 * (k >> 3)];
             const unsigned rb = tc_mma_regs[w0 + col * 4 + pair][4 + (k >> 3)];
             av[k] = (unsigned short)(half ? ra >> 16 : ra & 0xFFFF);
             bv[k] = (unsigned short)(half ? rb >> 16 : rb & 0xFFFF);
         }
-        out[e] = tc_mma_element(av, bv, tc_mma_c[t][e]);
+        out[e] = tc_mma_element(av, bv, kk, f16, tc_mma_c[t][e]);
     }
     __syncthreads();
     for (int e = 0; e < 4; ++e) d[e] = out[e];
 }
+static inline void tc_mma_bf16(float* d, const unsigned* a, const unsigned* b) { tc_mma_host(d, a, b, 16, false); }
 """
 
 # extern "C" entry points of the host build: run a kernel's grid with CUDA's semantics
@@ -239,6 +246,14 @@ extern "C" int host_gemm_tcalign(const void* a, long long lda, const void* b, lo
     });
 }
 extern "C" int host_tcalign_slow_blocks() { return tc_tcalign_slow_blocks.exchange(0); }  // since the last call
+#endif
+#if NATIVE
+extern "C" int host_gemm_native(const void* a, long long lda, const void* b, long long ldb, const int* ta,
+                                const int* tb, unsigned* acc, int M, int N, int k0, int k1, long long smem_words) {
+    return tc_host_grid(NV_NT, NV_BM, NV_BN, M, N, smem_words, [=] {
+        gemm_native((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, 0, 0);
+    });
+}
 #endif
 """
 

@@ -1,5 +1,5 @@
-"""The GPU engine's launches (private): which compiled kernel runs a plan on this GPU (``gemm_tcalign`` where its
-self-test passed on this GPU, ``gemm_fchain``, the tiled GEMM in the first shape whose shared memory fits, or the
+"""The GPU engine's launches (private): which compiled kernel runs a plan on this GPU (``gemm_native`` and
+``gemm_tcalign`` where their self-test passed on this GPU, ``gemm_fchain``, the tiled GEMM in the first shape whose shared memory fits, or the
 per-output kernel), cached per unit and device, and one launch over a K range.  ``engines.cuda`` holds the public
 entry points.
 """
@@ -7,6 +7,7 @@ entry points.
 from __future__ import annotations
 
 import warnings
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -14,11 +15,37 @@ from ..model import InstructionSpec
 from . import _cuda_build as build
 from . import _cuda_env as env
 from . import _cuda_fchain_build as fchain
+from . import _cuda_native_build as native
 from . import _cuda_tcalign_build as tcalign
 from . import fast
 from ._fast_plan import Plan
 
-__all__: list[str] = []
+__all__ = ["OWN_KERNELS"]
+
+
+class OwnKernel(NamedTuple):
+    """A kernel with its own build: why it cannot run a plan, its launch tile, its header, its shared memory words
+    and, for the kernels that lean on the GPU's mma, the operands of the self-test that proves it on a GPU."""
+
+    reason: Callable
+    tile: object
+    header: Callable
+    smem_words: Callable
+    self_test_operands: "Callable | None" = None
+
+
+OWN_KERNELS = {  # (module functions looked up at each call: tests replace a header to check it matters)
+    "native": OwnKernel(lambda plan, spec: native.native_reason(plan, spec), native.NATIVE_TILE,
+                        lambda spec, plan: native.native_header(spec, plan), lambda plan, spec: native.native_smem_words(),
+                        lambda plan, spec: native.self_test_operands(plan, spec)),
+    "tcalign": OwnKernel(lambda plan, spec: tcalign.tcalign_reason(plan, spec), tcalign.TCALIGN_TILE,
+                         lambda spec, plan: tcalign.tcalign_header(spec, plan),
+                         lambda plan, spec: tcalign.tcalign_smem_words(plan),
+                         lambda plan, spec: tcalign.self_test_operands(plan, spec)),
+    "fchain": OwnKernel(lambda plan, spec: fchain.fchain_reason(plan, spec), fchain.FCHAIN_TILE,
+                        lambda spec, plan: fchain.fchain_header(spec, plan),
+                        lambda plan, spec: fchain.fchain_smem_words(plan, spec)),
+}
 
 _SCALAR_THREADS = 128
 _STATIC_SMEM = 48 * 1024
@@ -79,17 +106,19 @@ def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote
     kernel's build with promotion inside (its own shared memory for the main accumulator; the per-output kernel
     promotes in every build); ``fchain_ok``: False keeps ``gemm_fchain`` out (operands too large for it)."""
     align, chosen, exp_pass = env.env_align(), env.env_tile_override(), env.env_exp_pass()
-    key = (id(plan), device, tiled, promote, align, chosen, exp_pass, env.env_fchain() and fchain_ok,
-           env.env_tcalign() and fchain_ok)
+    key = (id(plan), device, tiled, promote, align, chosen, exp_pass, fchain_ok, env.env_fchain(), env.env_tcalign(),
+           env.env_native())
     if key not in _KERNELS:
         import cupy
 
-        mma = int(cupy.cuda.Device(device).compute_capability) >= 80  # mma.sync with BF16 operands
-        exp_pass = exp_pass if mma else "alu"
+        cc = int(cupy.cuda.Device(device).compute_capability)
+        exp_pass = exp_pass if cc >= 80 else "alu"  # mma.sync with BF16 operands needs sm_80
         tiles = tiled and build.tiled_reason(plan) is None
         if tiles and not promote and chosen is None and exp_pass == "alu" and fchain_ok:
-            found = _tcalign_kernel(spec, plan, device) if mma and env.env_tcalign() else None
-            found = found or (_fchain_kernel(spec, plan, device) if env.env_fchain() else None)
+            hopper = cc // 10 == 9  # the GPUs whose mma numerics are measured (NUMERICS.md)
+            wanted = [("native", hopper and env.env_native()), ("tcalign", hopper and env.env_tcalign()),
+                      ("fchain", env.env_fchain())]
+            found = next((f for f in (_own_kernel(k, spec, plan, device) for k, on in wanted if on) if f), None)
             if found is not None:
                 _KERNELS[key] = (plan,) + found
                 return found
@@ -120,39 +149,28 @@ def _smem_limit(device: int) -> int:
         return 227 * 1024
 
 
-def _fchain_kernel(spec: InstructionSpec, plan: Plan, device: int):
-    """(``gemm_fchain`` compiled for ``spec``, its shared memory bytes, its tile), or None where it does not apply
-    (``_cuda_fchain_build.fchain_reason``, or this GPU's shared memory)."""
-    if fchain.fchain_reason(plan, spec) is not None:
+def _own_kernel(kind: str, spec: InstructionSpec, plan: Plan, device: int):
+    """(``gemm_<kind>`` compiled for ``spec``, its shared memory bytes, its tile), or None where it does not apply
+    (its reason, this GPU's shared memory) or where this GPU failed its self-test."""
+    own = OWN_KERNELS[kind]
+    if own.reason(plan, spec) is not None:
         return None
-    smem = 4 * fchain.fchain_smem_words(plan, spec)
+    smem = 4 * own.smem_words(plan, spec)
     if smem > _smem_limit(device):
         return None
-    kernel = build.device_module(fchain.fchain_header(spec, plan), "gemm_fchain").get_function("gemm_fchain")
+    name = f"gemm_{kind}"
+    kernel = build.device_module(own.header(spec, plan), name).get_function(name)
     kernel.max_dynamic_shared_size_bytes = smem
-    return kernel, smem, fchain.FCHAIN_TILE
+    found = kernel, smem, own.tile
+    return found if own.self_test_operands is None or _self_test(kind, spec, plan, device, found) else None
 
 
-def _tcalign_kernel(spec: InstructionSpec, plan: Plan, device: int):
-    """(``gemm_tcalign`` compiled for ``spec``, its shared memory bytes, its tile), or None where it does not apply
-    (``tcalign_reason``, this GPU's shared memory) or where this GPU's mma failed the self-test."""
-    if tcalign.tcalign_reason(plan, spec) is not None:
-        return None
-    smem = 4 * tcalign.tcalign_smem_words(plan)
-    if smem > _smem_limit(device):
-        return None
-    kernel = build.device_module(tcalign.tcalign_header(spec, plan), "gemm_tcalign").get_function("gemm_tcalign")
-    kernel.max_dynamic_shared_size_bytes = smem
-    found = kernel, smem, tcalign.TCALIGN_TILE
-    return found if _self_test(spec, plan, device, found) else None
-
-
-def _self_test(spec: InstructionSpec, plan: Plan, device: int, found) -> bool:
-    """Whether ``gemm_tcalign`` on this GPU gives the CPU fast engine's bits on ``tcalign.self_test_operands`` (the
-    kernel leans on the GPU's BF16 mma having the measured numerics: this proves them here, for this unit)."""
+def _self_test(kind: str, spec: InstructionSpec, plan: Plan, device: int, found) -> bool:
+    """Whether ``gemm_<kind>`` on this GPU gives the CPU fast engine's bits on its self-test operands (the kernel
+    leans on the GPU's mma having the measured numerics: this proves them here, for this unit)."""
     import cupy
 
-    a, b, c = tcalign.self_test_operands(plan, spec)
+    a, b, c = OWN_KERNELS[kind].self_test_operands(plan, spec)
     want = fast.accumulate_bits(spec, a, b, c.copy(), 0, a.shape[1]).view(np.uint32)
     kernel, smem, tile = found
     da, db, work = cupy.asarray(a), cupy.asarray(b), cupy.asarray(c)
@@ -163,7 +181,7 @@ def _self_test(spec: InstructionSpec, plan: Plan, device: int, found) -> bool:
             np.int32(a.shape[1]), np.int32(0), np.int32(0)), shared_mem=smem)
     differ = int(np.count_nonzero(cupy.asnumpy(work).view(np.uint32) != want))
     if differ:
-        warnings.warn(f"gemm_tcalign: this GPU's BF16 mma.sync did not reproduce {spec.name} in the self-test "
-                      f"({differ} of {want.size} outputs differ): the GPU engine runs gemm_fchain for it here",
+        warnings.warn(f"gemm_{kind}: this GPU's mma.sync did not reproduce {spec.name} in the self-test ({differ} of "
+                      f"{want.size} outputs differ): the GPU engine runs another kernel for it here",
                       RuntimeWarning, stacklevel=4)
     return differ == 0

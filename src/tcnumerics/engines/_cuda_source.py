@@ -36,7 +36,7 @@ Kernels (``extern "C"``):
 Files: this one holds the shared device functions (decode, rounding, specials, the per-vector chain) and the
 per-vector / per-output kernels; ``_cuda_tiled_source`` the fused tiled GEMM, ``_cuda_subgroup_source`` the
 sub-group scaled tiled GEMM, ``_cuda_fchain_source`` the register-resident chain GEMM of the FP8 chains, ``_cuda_tcalign_source`` the chain
-GEMM with the tensor core as the aligner,
+GEMM with the tensor core as the aligner, ``_cuda_native_source`` the chain of a unit that is the GPU's own mma,
 ``_cuda_host_source`` the host shim and launchers.  ``KERNEL_SOURCE`` is their
 concatenation, one text for both compilers.
 """
@@ -47,6 +47,7 @@ from ._cuda_fchain_source import FCHAIN_SOURCE
 from ._cuda_host_source import (FCHAIN_HOST_LAUNCHER, FFMA_HOST_LAUNCHER, HOST_LAUNCHER, HOST_PRELUDE,
                                 TCALIGN_HOST_LAUNCHER)
 from ._cuda_subgroup_source import SUBGROUP_TILED_SOURCE
+from ._cuda_native_source import NATIVE_SOURCE
 from ._cuda_tcalign_source import TCALIGN_SOURCE
 from ._cuda_tiled_source import FUSED_TILED_SOURCE
 
@@ -528,12 +529,16 @@ TC_FN long long chain_one(const A_T* arow, const B_T* brow, const int* TA, const
 #define BUILD_TILED 1
 #define BUILD_FCHAIN 1
 #define BUILD_TCALIGN 1
+#define BUILD_NATIVE 1
 #endif
 #ifndef FCHAIN
 #define FCHAIN 0
 #endif
 #ifndef TCALIGN
 #define TCALIGN 0
+#endif
+#ifndef NATIVE
+#define NATIVE 0
 #endif
 
 #if BUILD_DOT
@@ -593,7 +598,7 @@ extern "C" __global__ void gemm_scalar(const A_T* __restrict__ A, long long lda,
 
 # one text, byte for byte as when it was one string (each piece opens with the line break after its r""")
 KERNEL_SOURCE = (COMMON_SOURCE + SUBGROUP_TILED_SOURCE[1:] + FUSED_TILED_SOURCE[1:] + FCHAIN_SOURCE[1:]
-                 + TCALIGN_SOURCE[1:])
+                 + TCALIGN_SOURCE[1:] + NATIVE_SOURCE[1:])
 
 # FP32 FFMA chains (cuBLAS's SIMT / xmma FP32 kernels, one split-K slice): one thread per output, acc = fma(a, b, acc)
 # over the given K columns in order from +0.  __fmaf_ieee_rn is IEEE RNE with subnormals whatever -ftz says.

@@ -44,8 +44,7 @@ from .._extras import install_hint
 from ..model import InstructionSpec
 from . import _cuda_build as build
 from . import _cuda_fchain_build as fchain
-from . import _cuda_tcalign_build as tcalign
-from ._cuda_launch import _SCALAR_THREADS, _device_tables, _run_gemm
+from ._cuda_launch import _SCALAR_THREADS, OWN_KERNELS, _device_tables, _run_gemm
 from ._fast_plan import Plan, build_plan, cached_planner, check_k_range
 
 __all__ = ["dot_bits", "gemm_bits", "accumulate_bits", "unsupported_reason", "promotion_reason", "ffma_chain",
@@ -457,7 +456,8 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
                          scale_b=None, promote_every: int | None = None, promote_from_acc: bool = False,
                          align: str = "auto", exp_pass: str = "alu", tile: "build.Tile | None" = None) -> np.ndarray:
     """``accumulate_bits`` through the host build (``kernel``: "tiled", "scalar", "fchain" (``gemm_fchain``),
-    "tcalign" (``gemm_tcalign``, its mma emulated on the measured unit model) or "auto"; ``align``: the tiled
+    "tcalign" (``gemm_tcalign``), "native" (``gemm_native``; both with the mma emulated on its measured unit model)
+    or "auto"; ``align``: the tiled
     kernel's truncating pass, "auto", "fma" or "int" as ``TCNUMERICS_CUDA_ALIGN``; ``exp_pass``: its exponent pass,
     "alu" or "mma" as ``TCNUMERICS_CUDA_EXP`` -- "mma" builds the device tile, 256 host threads per block; ``tile``:
     the tiled kernel's shape, default the small host tile -- tx = 32 builds the FMA pass's warp-row branch)."""
@@ -475,15 +475,15 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
     work = np.ascontiguousarray(np.asarray(acc).astype(spec.c_format.container_dtype).astype(np.uint32))
     k_stop = a.shape[1] if k_stop is None else k_stop
     _check_range(spec, a.shape[1], k_start, k_stop)
-    if kernel in ("fchain", "tcalign"):
-        reason = (fchain.fchain_reason if kernel == "fchain" else tcalign.tcalign_reason)(plan, spec)
+    own = OWN_KERNELS.get(kernel)
+    if own is not None:
+        reason = own.reason(plan, spec)
         if reason is not None or promote:
             raise ValueError(f"{spec.name}: gemm_{kernel} does not run it: {reason or 'promotion'}")
-        tile = fchain.FCHAIN_TILE if kernel == "fchain" else tcalign.TCALIGN_TILE
+        tile = own.tile
     tile = tile or (build.MMA_TILE if exp_pass == "mma" else build.HOST_TILE)
-    tiled = build.tiled_reason(plan) is None if kernel == "auto" else kernel in ("tiled", "fchain", "tcalign")
-    header = fchain.fchain_header(spec, plan) if kernel == "fchain" else tcalign.tcalign_header(spec, plan) \
-        if kernel == "tcalign" else \
+    tiled = build.tiled_reason(plan) is None if kernel == "auto" else kernel == "tiled" or own is not None
+    header = own.header(spec, plan) if own is not None else \
         build.config_header(spec, plan, tile, promote=promote and tiled, align=align, exp_pass=exp_pass)
     lib = build.host_library(header)
     ta, tb = build.tables(plan)
@@ -494,12 +494,10 @@ def host_accumulate_bits(spec: "str | InstructionSpec", a_rows: np.ndarray, b_co
             ctypes.c_int(promote_every or 0), ctypes.c_int(int(bool(promote_from_acc)))]
     scale_args, keep = _host_scales(spec, scale_a, M, scale_b, N, a.shape[1])
     if k_stop > k_start and M and N:
-        if kernel == "tcalign":
-            if lib.host_gemm_tcalign(*args[:-2], ctypes.c_longlong(tcalign.tcalign_smem_words(plan))) == 2:
-                raise RuntimeError(f"{spec.name}: gemm_tcalign computed with a subnormal FP32 value")
-        elif kernel == "fchain":
-            if lib.host_gemm_fchain(*args[:-2], ctypes.c_longlong(fchain.fchain_smem_words(plan, spec))) == 2:
-                raise RuntimeError(f"{spec.name}: gemm_fchain computed with a subnormal FP32 value")
+        if own is not None:
+            run = getattr(lib, f"host_gemm_{kernel}")
+            if run(*args[:-2], ctypes.c_longlong(own.smem_words(plan, spec))) == 2:
+                raise RuntimeError(f"{spec.name}: gemm_{kernel} computed with a subnormal FP32 value")
         elif tiled:
             words = build.smem_words(plan, tile, promote=promote, header=header)
             if lib.host_gemm_tiled(*args, ctypes.c_longlong(words), *scale_args) == 2:
