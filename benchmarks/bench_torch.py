@@ -169,7 +169,7 @@ def gpu_profile(fn) -> dict:
     for e in prof.key_averages():
         us = e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
         name = e.key
-        if "gemm_tiled" in name or "gemm_scalar" in name:
+        if any(k in name for k in ("gemm_tiled", "gemm_scalar", "gemm_fchain", "gemm_tcalign", "gemm_native")):
             shares["chains"] += us
         elif "cupy" in name.lower():
             shares["composition"] += us
