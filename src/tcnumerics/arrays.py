@@ -91,8 +91,10 @@ def fused(body):
             return body(x, xp, *params)
         fn = kernels.get(params)
         if fn is None:
-            try:
-                fn = xp.fuse(lambda v: body(v, xp, *params))
+            def kernel(v):
+                return body(v, xp, *params)
+            try:  # the kernel's name is the body's (a C identifier: a lambda's "<lambda>" does not compile)
+                fn = xp.fuse(kernel, kernel_name=f"tc{body.__name__}")
             except Exception:  # no fuse in this CuPy
                 fn = False
             kernels[params] = fn
