@@ -93,9 +93,8 @@ def fused(body):
         if fn is None:
             def kernel(v):
                 return body(v, xp, *params)
-            kernel.__name__ = f"tc{body.__name__}"  # the fused kernel's name: a C identifier ("<lambda>" is not)
-            try:
-                fn = xp.fuse(kernel)
+            try:  # the kernel's name is the body's (a C identifier: a lambda's "<lambda>" does not compile)
+                fn = xp.fuse(kernel, kernel_name=f"tc{body.__name__}")
             except Exception:  # no fuse in this CuPy
                 fn = False
             kernels[params] = fn
