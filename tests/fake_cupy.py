@@ -145,10 +145,8 @@ def asarray(x, dtype=None):
 array = asarray
 
 
-def fuse(fn, kernel_name=None):
+def fuse(fn):
     """``cupy.fuse``: one kernel on a GPU; here the traced operations run one by one, with this module's rules."""
-    if kernel_name is not None and not kernel_name.isidentifier():
-        raise ValueError(f"kernel_name {kernel_name!r}: not a C identifier (CuPy's compile would fail)")
     return fn
 
 

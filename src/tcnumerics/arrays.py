@@ -91,10 +91,8 @@ def fused(body):
             return body(x, xp, *params)
         fn = kernels.get(params)
         if fn is None:
-            def kernel(v):
-                return body(v, xp, *params)
-            try:  # the kernel's name is the body's (a C identifier: a lambda's "<lambda>" does not compile)
-                fn = xp.fuse(kernel, kernel_name=f"tc{body.__name__}")
+            try:
+                fn = xp.fuse(lambda v: body(v, xp, *params))
             except Exception:  # no fuse in this CuPy
                 fn = False
             kernels[params] = fn
