@@ -145,11 +145,6 @@ def asarray(x, dtype=None):
 array = asarray
 
 
-def fuse(fn):
-    """``cupy.fuse``: one kernel on a GPU; here the traced operations run one by one, with this module's rules."""
-    return fn
-
-
 def asnumpy(x):
     return x.get() if isinstance(x, ndarray) else np.asarray(x)
 
