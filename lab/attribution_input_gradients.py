@@ -7,7 +7,7 @@ the counterfactual of *every* input-gradient site, in two models: (1) all-FP8, a
 FP8 one, every other site exact (the two then differ by the loss's curvature only, not by re-drawn roundings);
 and the all-FP8 counterfactual's noise floor (the post-step loss under a change of the weights too small to matter).
 
-    PYTHONPATH=src python lab/attribution_input_gradients.py [--step 0]
+    PYTHONPATH=src python lab/attribution_input_gradients.py [--step 0] [--floor]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--step", type=int, default=0, help="the step attributed (default 0)")
+    parser.add_argument("--floor", action="store_true", help="print only the all-FP8 counterfactual's noise floor")
     args = parser.parse_args()
     seed, layers, width, heads, context, batch = 123456, 2, 64, 2, 32, 8
     codes, _ = study.corpus(1 << 20)
@@ -42,6 +43,8 @@ def main() -> None:
             loss.backward()
         opt.step()
     x, y = study._batch(codes, starts[args.step], context, "cpu")
+    if args.floor:
+        return _print_floor(model, x, y, setting)
     print(f"torch {torch.__version__}; the study's GPT at step {args.step}, FP8 fast accumulation, SGD probe lr "
           f"{study.PROBE_LR}; first-order / counterfactual of each input-gradient site")
     sites, first = _attributed(model, x, y, setting, None)
@@ -56,28 +59,36 @@ def main() -> None:
         print(f"{site[0][-28:]:<28} {a[0]:+20.3e} {a[1]:+10.3e} {a[0] / a[1]:6.2f}   "
               f"{b[0]:+18.3e} {b[1]:+10.3e} {b[0] / b[1]:6.2f}   {a[2]}")
     print(f"sign agreement: all-FP8 {agree[0]} of {len(sites)}, alone {agree[1]} of {len(sites)}")
-    print("the all-FP8 loss after the step when the probe's lr is changed by a factor 1 + 1e-6 (no site changed; "
-          f"first-order effect about 1e-6 of the step's gain): {_floor(model, x, y, setting):+.3e}")
+    _print_floor(model, x, y, setting)
 
 
-def _floor(model, x, y, setting) -> float:
-    """The all-FP8 post-step loss under lr * (1 + 1e-6) minus under lr: how much a tiny change of the weights
-    moves it once every later per-tensor scale and rounding is re-drawn (a counterfactual's one-sample noise)."""
+def _print_floor(model, x, y, setting) -> None:
+    change, gain = _floor(model, x, y, setting)
+    print(f"noise floor: the all-FP8 loss after the step with the probe's lr times 1 + 1e-3 (no site changed) "
+          f"minus with lr: {change:+.3e}; its first-order part, 1e-3 times the step's change of the loss: "
+          f"{1e-3 * gain:+.3e}")
+
+
+def _floor(model, x, y, setting) -> tuple[float, float]:
+    """(the all-FP8 post-step loss under lr * (1 + 1e-3) minus under lr, the step's change of the loss): how much a
+    small change of the weights moves it once every later per-tensor scale and rounding is re-drawn (the
+    one-sample noise of a counterfactual), against what the change does to first order."""
     import torch
 
     import tcnumerics.torch as tct
     from tcnumerics.experiments.fp8_training import PROBE_LR
 
     after = []
-    for lr in (PROBE_LR, PROBE_LR * (1 + 1e-6)):
+    for lr in (PROBE_LR, PROBE_LR * (1 + 1e-3)):
         probe = copy.deepcopy(model)
         with tct.emulate(**setting):
-            probe(x, y).backward()
+            before = probe(x, y)
+            before.backward()
             with torch.no_grad():
                 for p in probe.parameters():
                     p -= lr * p.grad
             after.append(float(probe(x, y).detach()))
-    return after[1] - after[0]
+    return after[1] - after[0], after[0] - float(before.detach())
 
 
 def _attributed(model, x, y, setting, alone):
