@@ -290,3 +290,43 @@ def test_input_gradient_passes_change_no_bits_and_no_other_number(monkeypatch):
                 if r.phase != "input-gradient"}
     assert numbers(run_on) == numbers(run_without)
     assert all(r.first_order is not None for r in run_on.attribution(lr=0.1) if r.phase == "input-gradient")
+
+
+class _ColumnMajorMM(torch.nn.Module):
+    """``mm`` of a column-major activation: torch computes its gradient as ``w @ grad^T`` and returns the transpose."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(64, 64) / 8)
+
+    def forward(self, h):
+        return torch.mm(h.t().contiguous().t(), self.w)
+
+
+def test_input_gradient_first_order_is_the_change_of_the_parameter_gradients():
+    # lr * <g, J^T error> against the same inner product from two runs' parameter gradients (the site on F = 4,
+    # then exact; every other site exact): J^T error is g_emulated - g_exact up to float32 rounding.  The site's
+    # GEMM is the transposed form (w @ grad^T), so this also checks which operand and which orientation are found.
+    torch.manual_seed(5)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Tanh(), _ColumnMajorMM(), torch.nn.Tanh(),
+                              torch.nn.Linear(64, 4))
+    x, start = torch.randn(48, 64), {k: v.clone() for k, v in net.state_dict().items()}
+
+    def grads(bad):
+        net.load_state_dict(start)
+        run = tct.emulate(instruction=FP8, scaling="tensor", attribution=True)
+        for name in ("Sequential.0", "Sequential.2", "Sequential.4"):
+            run.set_site(name, "exact")
+        if bad:
+            run.set_site("Sequential.2:input-gradient", tct.emulate(unit=accumulator_unit(4), scaling="tensor"))
+        with run:
+            net.zero_grad()
+            net(x).square().mean().backward()
+        return run, [p.grad.double().clone() for p in net.parameters()]
+
+    run, emulated = grads(True)
+    exact = grads(False)[1]
+    direct = sum(float((g * (g - e)).sum()) for g, e in zip(emulated, exact))
+    row = _row(run.attribution(lr=0.5), "Sequential.2", "input-gradient")
+    assert row.shape == (64, 48, 64) and row.first_order_note == ""       # w @ grad^T: the transposed form
+    assert abs(row.first_order / (0.5 * direct) - 1) < 1e-5                 # measured: 6e-8
