@@ -81,7 +81,8 @@ class Emulation:
     def attribution(self, lr: float | None = None):
         """With ``attribution=True``: per call site (module, phase) the error split by stage and the loss effect
         (``tcnumerics.torch.attribution``).  The first-order estimate of forward sites accumulates over the backward
-        passes run (inside or after the ``with``); ``lr``: an SGD learning rate (weight-gradient sites)."""
+        passes run (inside or after the ``with``); ``lr``: an SGD learning rate (weight-gradient and input-gradient
+        sites: the loss after one SGD step)."""
         return self._recorder("attribution").table(lr)
 
     def set_site(self, name: str, rule) -> None:

@@ -28,10 +28,13 @@ epilogue, one RNE conversion), every other site as emulated, from the same state
 step's loss, backward sites the loss after the step's update.  ``first_order``: its linear estimate -- forward
 sites ``-<dloss/dy, error>`` (a hook on each recorded output, summed over the backward passes run);
 weight-gradient sites ``lr * <g, error>`` (the loss after one SGD step of learning rate ``lr``, with the GEMM's
-own result ``g`` standing for the gradient); input-gradient sites have none (their error reaches the loss only
-through the update of every earlier parameter, one more backward pass per site: use the counterfactual).  The
-counterfactual is measured, the first-order estimate an approximation: each row says so
-(``SiteAttribution.first_order_method``, ``COUNTERFACTUAL_METHOD``).
+own result ``g`` standing for the gradient); input-gradient sites ``lr * <g, J^T error>``: the error of ``dloss/dx``
+reaches the loss through the gradient of every parameter before ``x``, which it moves by ``J^T error``
+(``J = dx/dparams``: one more backward pass per call, native, from ``x``'s autograd edge with
+``torch.autograd.grad``; ``g``: the parameters' gradients as this backward pass accumulated them; exactly 0 where
+no parameter lies before ``x``; ``tcnumerics.torch._input_gradient``).  The counterfactual is measured, the
+first-order estimate an approximation: each row says so (``SiteAttribution.first_order_method``,
+``COUNTERFACTUAL_METHOD``).
 
 Example:
     >>> import torch, tcnumerics.torch as tct
@@ -60,6 +63,7 @@ import torch
 from ..formats import get_format
 from ..gemm import gemm
 from ._tensors import format_name, to_numpy
+from ._input_gradient import InputGradientEffect
 from .backends import CallInfo, UnitBackend
 from .calls import GemmCall
 
@@ -76,8 +80,10 @@ FIRST_ORDER_METHODS = {
                "every later quantisation)",
     "weight-gradient": "approximation: lr * <g, error> for one SGD step of lr, the GEMM's own result g standing "
                        "for the gradient after the step (no momentum, Adam or tied weights)",
-    "input-gradient": "none: the error reaches the loss only through the update of every parameter before the "
-                      "site (one more backward pass per site); use the counterfactual",
+    "input-gradient": "approximation: lr * <g, J^T error> for one SGD step of lr, J^T error the change of every "
+                      "earlier parameter's gradient to first order (a native backward pass from the site's input, "
+                      "J at the emulated point), the parameters' gradients g standing for the gradient after the "
+                      "step (no momentum, Adam or tied weights)",
 }
 
 
@@ -120,11 +126,14 @@ class SiteAttribution:
     split: str = "stages"  # or "total": the stages are not separated for this site (see the module docstring)
     first_order: float | None = None
     counterfactual: float | None = None
+    first_order_note: str = ""  # input-gradient sites: calls whose estimate is exactly 0 or was not computed, why
 
     @property
     def first_order_method(self) -> str:
-        """What ``first_order`` is -- always an approximation (a linearisation), never a measurement."""
-        return FIRST_ORDER_METHODS[self.phase]
+        """What ``first_order`` is -- always an approximation (a linearisation), never a measurement -- and, where
+        some of the site's calls gave none or exactly 0, why."""
+        method = FIRST_ORDER_METHODS[self.phase]
+        return f"{method} [{self.first_order_note}]" if self.first_order_note else method
 
     def as_dict(self) -> dict:
         return dict(site=self.site, phase=self.phase, ops=self.ops, shape=list(self.shape), rule=self.rule,
@@ -143,7 +152,7 @@ class AttributionTable(list):
         head = (f"{'site':<28} {'phase':<15} {'calls':>5}  " + "  ".join(f"{s[:5]:>8}" for s in STAGES)
                 + f"  {'total':>8} {'ulp':>7}  {'first-order':>11}  {'counterf.':>10}")
         lines = [head, "(stage columns: RMS of |error| / (|A| @ |B|); ulp: RMS in ulps of the output format; "
-                       "first-order: a linear approximation, none for input-gradient sites; counterf.: measured)"]
+                       "first-order: a linear approximation; counterf.: measured)"]
         for r in self:
             st = "  ".join(f"{r.stages[s].as_dict()['rms_rel']:8.1e}" if r.split == "stages" or s == "accumulation"
                            else f"{'-':>8}" for s in STAGES)
@@ -203,6 +212,7 @@ class Recorder:
         self._hooks = []
         self._lock = threading.Lock()
         self.digests: list[bytes] = []  # SHA-256 of each call's result, in call order (the re-runs check against it)
+        self.inputs = InputGradientEffect()  # input-gradient sites' first-order estimates
 
     # --- entering: the tracker and the parameter registry ----------------------------------------
 
@@ -217,12 +227,14 @@ class Recorder:
         for h in self._hooks:
             h.remove()
         self._hook_outputs(None, (), None)
+        self.inputs.close()
         self.tracker.__exit__(*exc)
 
     def _note_params(self, module, args):
         for p in module.parameters(recurse=False):
             self._params.add(p.untyped_storage().data_ptr())
             self._shapes.add(tuple(p.shape[-2:]))
+            self.inputs.note_param(p)
 
     def site(self, call: GemmCall, backward: bool) -> tuple[str, str]:
         """(module name, phase) of a call."""
@@ -250,7 +262,11 @@ class Recorder:
         with self._lock:
             self.digests.append(hashlib.sha256(np.ascontiguousarray(values).tobytes()).digest())
         if self.measure:
-            self._measure(key, backend if rule is None else rule, call, backward, values, info)
+            error = self._measure(key, backend if rule is None else rule, call, backward, values, info)
+            if not backward:
+                self.inputs.forward(call)
+            elif key[1] == "input-gradient":  # one more (native) backward pass, from the call's forward operand
+                self.inputs.backward(key, call, error, self.tracker)
         return result, info
 
     def bind(self, out: torch.Tensor) -> None:
@@ -273,11 +289,14 @@ class Recorder:
 
     def _accumulator(self, key, err):
         def hook(grad):
+            if self.inputs.in_extra_pass:  # an input-gradient site's J^T e pass, not the loss's gradient
+                return
             with self._lock:
                 self.first_order[key] -= float(np.sum(_host(grad) * err))
         return hook
 
-    def _measure(self, key, backend, call: GemmCall, backward: bool, values, info: CallInfo) -> None:
+    def _measure(self, key, backend, call: GemmCall, backward: bool, values, info: CallInfo) -> np.ndarray:
+        """Add the call's stage errors to its row; its total error (emulated - exact, [batch or 1, M, N])."""
         a, b = _host(call.a), _host(call.b)
         a3, b3 = (a, b) if a.ndim == 3 else (a[None], b[None])
         out = np.asarray(values, np.float64)
@@ -306,17 +325,20 @@ class Recorder:
                     row.first_order = (row.first_order or 0.0) + float(np.sum(out3 * total))  # times -lr later
             elif call.reshape is None:
                 self._pending = (key, total if out.ndim == 3 else total[0])
+        return total
 
     # --- the table ---------------------------------------------------------------------------------
 
     def table(self, lr: float | None = None) -> AttributionTable:
         """The rows, ranked by |first-order| then by RMS error (first-order: forward sites from the backward passes
-        run so far; weight-gradient sites with ``lr``)."""
+        run so far; weight-gradient and input-gradient sites with ``lr``)."""
         rows = []
         for key, r in self.rows.items():
             row = SiteAttribution(**vars(r))
             if r.phase == "weight-gradient":
                 row.first_order = None if lr is None else lr * r.first_order
+            elif r.phase == "input-gradient":
+                row.first_order, row.first_order_note = self.inputs.value(key, lr)
             else:
                 row.first_order = self.first_order.get(key)
             row.counterfactual = self.counterfactuals.get(key)
