@@ -1,7 +1,7 @@
 """The lab's one command: ``python -m lab`` lists its tools, ``python -m lab TOOL [ARGS...]`` runs one.
 
 A tool is a script of ``lab/device`` (silicon captures and probes), ``lab/device_library`` (cuBLAS surveys:
-survey, capture, fold, fit, replay) or ``lab/device_models`` (model captures and replays), or ``lab/oracle_check.py``;
+survey, capture, fold, fit, replay) or ``lab/device_models`` (model captures and replays), or a top-level ``lab/*.py`` program (``oracle_check.py``, ``attribution_input_gradients.py``, ...);
 its name is the file's stem (``folder.stem`` where two folders share one).  The tool runs as ``python3 lab/...``
 would run it, with ``src`` and ``lab/device_library`` on the import path.  The device runner (``lab/run.sh``) is
 ``python -m lab run ...``.  lab/README.md documents the workflow.
@@ -31,7 +31,11 @@ def tools() -> dict[str, str]:
             path = os.path.join(LAB, folder, name)
             if name.endswith(".py") and '__name__ == "__main__"' in open(path, encoding="utf-8").read():
                 found.setdefault(name[:-3], []).append(path)
-    found.setdefault("oracle_check", []).append(os.path.join(LAB, "oracle_check.py"))
+    for name in sorted(os.listdir(LAB)):  # the lab's own top-level programs (oracle_check, the attribution check, ...)
+        path = os.path.join(LAB, name)
+        if name.endswith(".py") and not name.startswith("__") and '__name__ == "__main__"' in open(
+                path, encoding="utf-8").read():
+            found.setdefault(name[:-3], []).append(path)
     out = {}
     for stem, paths in found.items():
         for path in paths:
