@@ -134,3 +134,13 @@ def test_tcalign_byte_stage_for_a_permuted_k_order():
     a, b = _finite_codes(spec, (64, 96), rng, "a"), _finite_codes(spec, (128, 96), rng, "b")
     c = (rng.standard_normal((64, 128)) * 8).astype(np.float32)
     assert _check(spec, a, b, c.view(np.uint32)) == 0
+
+
+def test_tcalign_k_sub_range_continues_the_chain():
+    """accumulate_bits over K columns 32:96 of 128 (the engine's split-K slices and promotion blocks call it so):
+    the unit's chain from the given C over exactly those groups."""
+    spec = get_instruction(E4M3)
+    rng = np.random.default_rng(17)
+    a, b = _finite_codes(spec, (70, 128), rng, "a"), _finite_codes(spec, (135, 128), rng, "b")
+    c = (rng.standard_normal((70, 135)) * 20).astype(np.float32)
+    assert _check(spec, a, b, c.view(np.uint32), 32, 96) == 0
