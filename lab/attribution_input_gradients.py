@@ -97,7 +97,7 @@ def _attributed(model, x, y, setting, alone):
     import torch
 
     import tcnumerics.torch as tct
-    from tcnumerics.experiments.fp8_training import PROBE_LR
+    from tcnumerics.experiments.fp8_training import PROBE_LR, probe_step
     from tcnumerics.torch.attribution import counterfactual
 
     probe = copy.deepcopy(model)
@@ -109,13 +109,7 @@ def _attributed(model, x, y, setting, alone):
         run.set_site(f"{alone[0]}:{alone[1]}", tct.emulate(**setting))
 
     def one_step():
-        probe.zero_grad()
-        loss = probe(x, y)
-        loss.backward()
-        with torch.no_grad():
-            for p in probe.parameters():
-                p -= PROBE_LR * p.grad
-        return float(loss.detach()), float(probe(x, y).detach())
+        return probe_step(probe, x, y)
 
     start, rng, counter = copy.deepcopy(probe.state_dict()), torch.get_rng_state(), run.mode.counter
     with run:

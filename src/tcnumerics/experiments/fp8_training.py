@@ -34,7 +34,7 @@ import numpy as np
 from .plotting import check_plot_target
 from .progress import Progress
 
-__all__ = ["corpus", "GPT", "settings", "add_arguments", "run", "render", "plot"]
+__all__ = ["corpus", "GPT", "settings", "add_arguments", "run", "render", "plot", "probe_step", "PROBE_LR"]
 
 FP8 = "hopper.wgmma.m64n8k32.f32.e4m3.e4m3"
 WIDTHS = (10, 13, 16, 20, 25)
@@ -250,6 +250,19 @@ def _train(args, setting, init, codes, starts, attribute_at, bar):
     return losses, attributions
 
 
+def probe_step(model, x, y) -> tuple[float, float]:
+    """The attribution's probe: the step's loss, and the loss after one SGD step of ``PROBE_LR`` (both as the
+    running emulation computes them) -- what the counterfactuals re-run with one site exact."""
+    torch = _torch()
+    model.zero_grad()
+    loss = model(x, y)
+    loss.backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= PROBE_LR * p.grad
+    return float(loss.detach()), float(model(x, y).detach())
+
+
 def _attribute(args, setting, model, x, y, step: int) -> dict:
     """One step's attribution on a copy of the model: stages, first-order, counterfactual for the top sites."""
     import copy
@@ -260,14 +273,8 @@ def _attribute(args, setting, model, x, y, step: int) -> dict:
     probe = copy.deepcopy(model)
     run = _emulation(setting, attribution=True, device=args.device)
 
-    def one_step():  # the step's loss, and the loss after one SGD step of PROBE_LR (both emulated)
-        probe.zero_grad()
-        loss = probe(x, y)
-        loss.backward()
-        with torch.no_grad():
-            for p in probe.parameters():
-                p -= PROBE_LR * p.grad
-        return float(loss.detach()), float(probe(x, y).detach())
+    def one_step():
+        return probe_step(probe, x, y)
 
     start, rng, counter = copy.deepcopy(probe.state_dict()), torch.get_rng_state(), run.mode.counter
     with run:
