@@ -11,6 +11,8 @@ from tcnumerics.engines import _cuda_tcalign_build as tcalign_build
 from tcnumerics.engines import cuda, fast
 from tcnumerics.model import InstructionSpec, UnitModel
 
+from own_kernel_checks import check, finite_codes
+
 pytestmark = pytest.mark.skipif(build.host_compiler() is None, reason="no host C++ compiler for the kernels' host build")
 
 E4M3 = "hopper.wgmma.m64n128k32.f32.e4m3.e4m3"
@@ -24,29 +26,12 @@ def _custom(group_size: int, frac_bits: int, a="e4m3", b="e4m3") -> InstructionS
         output_rounding="rz"))
 
 
-def _finite_codes(spec: InstructionSpec, shape, rng, side) -> np.ndarray:
-    """Uniform codes (every exponent, subnormals and zeros) with the format's NaN / infinity codes replaced."""
-    codes = rng.integers(0, 256, shape, dtype=np.uint8)
-    plan = cuda._plan(spec)
-    table = plan.a_exp if side == "a" else plan.b_exp
-    codes[np.isin(codes, np.flatnonzero(np.asarray(table) < -16384))] = 0x38
-    return codes
-
-
-def _slow_blocks(spec: InstructionSpec) -> int:
-    lib = build.host_library(tcalign_build.tcalign_header(spec, cuda._plan(spec)))
-    return int(lib.host_tcalign_slow_blocks())
+def _finite_codes(spec, shape, rng, side):
+    return finite_codes(spec, shape, rng, side)
 
 
 def _check(spec, a, b, c, k0=0, k1=None) -> int:
-    """gemm_tcalign's bits == the fast engine's on every output; returns how many blocks took the slow path."""
-    k1 = a.shape[1] if k1 is None else k1
-    _slow_blocks(spec)  # reset the host build's counter
-    got = cuda.host_accumulate_bits(spec, a, b, c.copy(), k0, k1, kernel="tcalign")
-    slow = _slow_blocks(spec)
-    want = fast.accumulate_bits(spec, a, b, c.copy(), k0, k1)
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
-    return slow
+    return check(spec, "tcalign", a, b, c, k0, k1)
 
 
 def test_which_units_it_runs():

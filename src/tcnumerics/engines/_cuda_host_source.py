@@ -225,35 +225,31 @@ extern "C" int host_gemm_tiled(const void* a, long long lda, const void* b, long
 #endif
 """
 
-FCHAIN_HOST_LAUNCHER = r"""
+# the host launchers of the kernels with their own build: host_gemm_<name> runs its grid (tc_host_grid)
+OWN_LAUNCHER = r"""
+#define TC_OWN_LAUNCHER(NAME, NT_, BM_, BN_)                                                                      \
+    extern "C" int host_gemm_##NAME(const void* a, long long lda, const void* b, long long ldb, const int* ta,    \
+                                    const int* tb, unsigned* acc, int M, int N, int k0, int k1, long long words) { \
+        return tc_host_grid(NT_, BM_, BN_, M, N, words, [=] {                                                      \
+            gemm_##NAME((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, 0, 0);                  \
+        });                                                                                                         \
+    }
+"""
+
+FCHAIN_HOST_LAUNCHER = OWN_LAUNCHER + r"""
 #if FCHAIN
-extern "C" int host_gemm_fchain(const void* a, long long lda, const void* b, long long ldb, const int* ta,
-                                const int* tb, unsigned* acc, int M, int N, int k0, int k1, long long smem_words) {
-    return tc_host_grid(FC_NT, FC_BM, FC_BN, M, N, smem_words, [=] {
-        gemm_fchain((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, 0, 0);
-    });
-}
+TC_OWN_LAUNCHER(fchain, FC_NT, FC_BM, FC_BN)
 extern "C" int host_fchain_slow_blocks() { return tc_fchain_slow_blocks.exchange(0); }  // since the last call
 #endif
 """
 
 TCALIGN_HOST_LAUNCHER = r"""
 #if TCALIGN
-extern "C" int host_gemm_tcalign(const void* a, long long lda, const void* b, long long ldb, const int* ta,
-                                 const int* tb, unsigned* acc, int M, int N, int k0, int k1, long long smem_words) {
-    return tc_host_grid(TA_NT, TA_BM, TA_BN, M, N, smem_words, [=] {
-        gemm_tcalign((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, 0, 0);
-    });
-}
+TC_OWN_LAUNCHER(tcalign, TA_NT, TA_BM, TA_BN)
 extern "C" int host_tcalign_slow_blocks() { return tc_tcalign_slow_blocks.exchange(0); }  // since the last call
 #endif
 #if NATIVE
-extern "C" int host_gemm_native(const void* a, long long lda, const void* b, long long ldb, const int* ta,
-                                const int* tb, unsigned* acc, int M, int N, int k0, int k1, long long smem_words) {
-    return tc_host_grid(NV_NT, NV_BM, NV_BN, M, N, smem_words, [=] {
-        gemm_native((const A_T*)a, lda, (const B_T*)b, ldb, ta, tb, acc, M, N, k0, k1, 0, 0);
-    });
-}
+TC_OWN_LAUNCHER(native, NV_NT, NV_BM, NV_BN)
 #endif
 """
 

@@ -1,7 +1,7 @@
 """The GPU engine's launches (private): which compiled kernel runs a plan on this GPU (``gemm_native`` and
-``gemm_tcalign`` where their self-test passed on this GPU, ``gemm_fchain``, the tiled GEMM in the first shape whose shared memory fits, or the
-per-output kernel), cached per unit and device, and one launch over a K range.  ``engines.cuda`` holds the public
-entry points.
+``gemm_tcalign`` where their self-test passed on this GPU, ``gemm_fchain``, the tiled GEMM in the first shape whose
+shared memory fits, or the per-output kernel), cached per unit and device, and one launch over a K range.
+``engines.cuda`` holds the public entry points.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ class OwnKernel(NamedTuple):
 
 OWN_KERNELS = {  # (module functions looked up at each call: tests replace a header to check it matters)
     "native": OwnKernel(lambda plan, spec: native.native_reason(plan, spec), native.NATIVE_TILE,
-                        lambda spec, plan: native.native_header(spec, plan), lambda plan, spec: native.native_smem_words(),
+                        lambda spec, plan: native.native_header(spec, plan),
+                        lambda plan, spec: native.native_smem_words(),
                         lambda plan, spec: native.self_test_operands(plan, spec)),
     "tcalign": OwnKernel(lambda plan, spec: tcalign.tcalign_reason(plan, spec), tcalign.TCALIGN_TILE,
                          lambda spec, plan: tcalign.tcalign_header(spec, plan),
@@ -87,9 +88,9 @@ def _run_gemm(spec: InstructionSpec, plan: Plan, da, db, work, k0: int, k1: int,
     ta, tb = _device_tables(plan, device)
     args = (da, np.int64(da.shape[1]), db, np.int64(db.shape[1]), ta, tb, work, np.int32(M), np.int32(N),
             np.int32(k0), np.int32(k1), np.int32(promote[0]), np.int32(promote[1])) + scales
-    # gemm_fchain addresses its operands with int offsets: operands of 2**31 elements or more take the tiled kernel
-    small = max(M * int(da.shape[1]), N * int(db.shape[1])) < 1 << 31
-    kernel, smem, tile = _kernel(spec, plan, device, tiled, promote[0] > 0, small)
+    # gemm_fchain addresses its operands with int offsets: operands of 2**31 elements or more take another kernel
+    int_offsets = max(M * int(da.shape[1]), N * int(db.shape[1])) < 1 << 31
+    kernel, smem, tile = _kernel(spec, plan, device, tiled, promote[0] > 0, int_offsets)
     if smem:
         kernel(((N + tile.bn - 1) // tile.bn, (M + tile.bm - 1) // tile.bm), (tile.threads,), args, shared_mem=smem)
     else:
@@ -100,24 +101,25 @@ _KERNELS: dict = {}
 
 
 def _kernel(spec: InstructionSpec, plan: Plan, device: int, tiled: bool, promote: bool = False,
-            fchain_ok: bool = True):
+            int_offsets: bool = True):
     """(compiled kernel, dynamic shared memory bytes -- 0 for the per-output kernel --, tile), once per unit and GPU:
     a model's thousands of chain launches skip the header generation and module lookup.  ``promote``: the tiled
     kernel's build with promotion inside (its own shared memory for the main accumulator; the per-output kernel
-    promotes in every build); ``fchain_ok``: False keeps ``gemm_fchain`` out (operands too large for it)."""
+    promotes in every build); ``int_offsets``: False keeps ``gemm_fchain`` out (it addresses its
+    operands with int offsets: operands of 2**31 elements or more)."""
     align, chosen, exp_pass = env.env_align(), env.env_tile_override(), env.env_exp_pass()
-    key = (id(plan), device, tiled, promote, align, chosen, exp_pass, fchain_ok, env.env_fchain(), env.env_tcalign(),
-           env.env_native())
+    key = (id(plan), device, tiled, promote, align, chosen, exp_pass, int_offsets, env.env_fchain(),
+           env.env_tcalign(), env.env_native())
     if key not in _KERNELS:
         import cupy
 
         cc = int(cupy.cuda.Device(device).compute_capability)
         exp_pass = exp_pass if cc >= 80 else "alu"  # mma.sync with BF16 operands needs sm_80
         tiles = tiled and build.tiled_reason(plan) is None
-        if tiles and not promote and chosen is None and exp_pass == "alu" and fchain_ok:
+        if tiles and not promote and chosen is None and exp_pass == "alu":
             hopper = cc // 10 == 9  # the GPUs whose mma numerics are measured (NUMERICS.md)
             wanted = [("native", hopper and env.env_native()), ("tcalign", hopper and env.env_tcalign()),
-                      ("fchain", env.env_fchain())]
+                      ("fchain", env.env_fchain() and int_offsets)]
             found = next((f for f in (_own_kernel(k, spec, plan, device) for k, on in wanted if on) if f), None)
             if found is not None:
                 _KERNELS[key] = (plan,) + found

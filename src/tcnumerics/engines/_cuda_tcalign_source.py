@@ -105,6 +105,22 @@ TC_FN void ta_fetch(const A_T* A, long long lda, const B_T* B, long long ldb, in
     }
 }
 
+// code by code in the unit's K order (rows not 4-byte aligned, or a permuted K order): K pair p of the ROWS rows
+// from r0 into V and P (rows fastest)
+template <int ROWS, class T> TC_FN void ta_stage_codes(const T* X, long long ld, int rows, int r0, int kb, int k0,
+                                                       int tid, const unsigned* TT, unsigned* V, unsigned* P,
+                                                       int stride) {
+#pragma unroll 1
+    for (int slot = tid; slot < ROWS * TA_KP; slot += TA_NT) {
+        const int r = slot % ROWS, p = slot / ROWS;
+        const bool in = r0 + r < rows;
+        const unsigned lo = in ? TT[X[(long long)(r0 + r) * ld + ta_col(kb + 2 * p, k0)]] : 0u;
+        const unsigned hi = in ? TT[X[(long long)(r0 + r) * ld + ta_col(kb + 2 * p + 1, k0)]] : 0u;
+        V[p * stride + r] = ta_prmt(lo, hi, 0x5410u);
+        P[p * stride + r] = ta_prmt(lo, hi, 0x7632u);
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(TA_NT, 2)
 gemm_tcalign(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, long long ldb,
              const int* __restrict__ TA, const int* __restrict__ TB, unsigned* __restrict__ ACC, int M, int N, int k0,
@@ -164,22 +180,8 @@ gemm_tcalign(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B
                 ta_stage4(qb[i], TTB, VB + 2 * kq * TA_SB + r, PB + 2 * kq * TA_SB + r, TA_SB);
             }
         } else {
-#pragma unroll 1
-            for (int slot = tid; slot < TA_BM * TA_KP; slot += TA_NT) {
-                const int r = slot % TA_BM, kp = slot / TA_BM, m = m0 + r;
-                const unsigned lo = m < M ? TTA[A[(long long)m * lda + ta_col(kb + 2 * kp, k0)]] : 0u;
-                const unsigned hi = m < M ? TTA[A[(long long)m * lda + ta_col(kb + 2 * kp + 1, k0)]] : 0u;
-                VA[kp * TA_SA + r] = ta_prmt(lo, hi, 0x5410u);
-                PA[kp * TA_SA + r] = ta_prmt(lo, hi, 0x7632u);
-            }
-#pragma unroll 1
-            for (int slot = tid; slot < TA_BN * TA_KP; slot += TA_NT) {
-                const int r = slot % TA_BN, kp = slot / TA_BN, n = n0 + r;
-                const unsigned lo = n < N ? TTB[B[(long long)n * ldb + ta_col(kb + 2 * kp, k0)]] : 0u;
-                const unsigned hi = n < N ? TTB[B[(long long)n * ldb + ta_col(kb + 2 * kp + 1, k0)]] : 0u;
-                VB[kp * TA_SB + r] = ta_prmt(lo, hi, 0x5410u);
-                PB[kp * TA_SB + r] = ta_prmt(lo, hi, 0x7632u);
-            }
+            ta_stage_codes<TA_BM>(A, lda, M, m0, kb, k0, tid, TTA, VA, PA, TA_SA);
+            ta_stage_codes<TA_BN>(B, ldb, N, n0, kb, k0, tid, TTB, VB, PB, TA_SB);
         }
         __syncthreads();
         const bool more = g + 1 < groups;
