@@ -16,6 +16,7 @@ pytestmark = pytest.mark.skipif(build.host_compiler() is None, reason="no host C
 BF16 = "hopper.wgmma.m64n8k16.f32.bf16.bf16"
 FP16 = "hopper.wgmma.m64n8k16.f32.f16.f16"
 BF16_K8 = "hopper.mma.m16n8k8.f32.bf16.bf16.f32"
+TF32 = "hopper.wgmma.m64n8k8.f32.tf32.tf32"
 
 
 def test_which_units_run_natively():
@@ -23,9 +24,10 @@ def test_which_units_run_natively():
     assert host(BF16) == "hopper.mma.m16n8k16.f32.bf16.bf16.f32"
     assert host(FP16) == "hopper.mma.m16n8k16.f32.f16.f16.f32"
     assert host(BF16_K8) == "hopper.mma.m16n8k8.f32.bf16.bf16.f32"
-    # other numerics: Ampere's BF16 (groups of 8 in a k16), FP8, TF32 (not a host instruction here), Volta
+    assert host(TF32) == "hopper.mma.m16n8k8.f32.tf32.tf32.f32"
+    # other numerics: Ampere's BF16 (groups of 8 in a k16), FP8, Volta
     for name in ("ampere.mma.m16n8k16.f32.bf16.bf16.f32", "hopper.wgmma.m64n128k32.f32.e4m3.e4m3",
-                 "hopper.wgmma.m64n8k8.f32.tf32.tf32", "volta.mma.m8n8k4.f32.f16.f16.f32"):
+                 "volta.mma.m8n8k4.f32.f16.f16.f32"):
         assert host(name) is None, name
     # one field off (F = 24) is another unit
     spec = get_instruction(BF16)
@@ -40,20 +42,21 @@ def _check(spec, a, b, c, k0=0, k1=None):
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
-@pytest.mark.parametrize("name", [BF16, FP16, BF16_K8])
+@pytest.mark.parametrize("name", [BF16, FP16, BF16_K8, TF32])
 def test_native_equals_fast_engine_on_every_code(name):
-    """Uniform 16-bit codes (subnormals, infinities, NaNs of both operands) and uniform C bits, 130 x 140 outputs
-    (partial blocks), K = 144 (four stages of 32 and half of one) and the sub-range 16:80."""
+    """Uniform container patterns (subnormals, infinities, NaNs of both operands; TF32's unread low bits) and uniform
+    C bits, 130 x 140 outputs (partial blocks), K = 144 (four stages of 32 and half of one) and the sub-range 16:80."""
     spec = get_instruction(name)
     rng = np.random.default_rng(1)
-    a = rng.integers(0, 1 << 16, (130, 144), dtype=np.uint64).astype(np.uint16)
-    b = rng.integers(0, 1 << 16, (140, 144), dtype=np.uint64).astype(np.uint16)
+    dtype = np.dtype(spec.a_format.container_dtype)
+    a = rng.integers(0, 1 << (8 * dtype.itemsize), (130, 144), dtype=np.uint64).astype(dtype)
+    b = rng.integers(0, 1 << (8 * dtype.itemsize), (140, 144), dtype=np.uint64).astype(dtype)
     c = rng.integers(0, 1 << 32, (130, 140), dtype=np.uint64).astype(np.uint32)
     _check(spec, a, b, c)
     _check(spec, a, b, c, 16, 80)
 
 
-@pytest.mark.parametrize("name", [BF16, FP16])
+@pytest.mark.parametrize("name", [BF16, FP16, TF32])
 def test_native_self_test_operands_pass_on_the_host_model(name):
     """The device self-test's operands, through the host build (whose mma is the unit model): all equal -- so a
     GPU that fails them runs an instruction other than the measured unit."""

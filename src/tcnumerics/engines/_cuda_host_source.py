@@ -89,7 +89,7 @@ static inline int tc_sync_or(int x) {  // __syncthreads_or: every thread of the 
     __syncthreads();
     return r;
 }
-// mma.sync m16n8k16 / m16n8k8, BF16 or FP16 operands, FP32 C and D, for the whole warp, on the unit model Hopper
+// mma.sync m16n8k16 / m16n8k8, BF16 or FP16 operands (or m16n8k8 TF32), FP32 C and D, for the whole warp, on the unit model Hopper
 // measured for it (NUMERICS.md: products exact with exponent ea + eb and significand in [1, 4), C one more term, a
 // zero term at exponent -133, every term truncated toward zero to 25 fraction bits below the largest exponent, the
 // exact sum rounded toward zero to FP32 -- 2**128 and above to infinity --; a NaN, inf x 0 or inf - inf gives the
@@ -101,19 +101,22 @@ static inline int tc_sync_or(int x) {  // __syncthreads_or: every thread of the 
 static unsigned tc_mma_regs[1024][6];
 static float tc_mma_c[1024][4];
 struct tc_term { long long sig; int exp, lsb, kind; };  // value sig * 2**lsb; kind 0 finite, 1 inf, 2 NaN
-static inline tc_term tc_half_term(unsigned short bits, bool f16) {
-    const int eb = f16 ? 5 : 8, mb = f16 ? 10 : 7, bias = f16 ? 15 : 127, top = (1 << eb) - 1;
+// an operand's term: kind 0 BF16, 1 FP16 (16-bit patterns), 2 TF32 (an FP32 container, its low 13 bits unread)
+static inline tc_term tc_operand_term(unsigned bits, int kind) {
+    const int eb = kind == 1 ? 5 : 8, mb = kind == 0 ? 7 : 10, bias = kind == 1 ? 15 : 127, top = (1 << eb) - 1;
+    if (kind == 2) bits >>= 13;  // sign, 8 exponent bits, 10 fraction bits
+    const int width = 1 + eb + mb;
     const int fe = (bits >> mb) & top, fr = bits & ((1 << mb) - 1);
     tc_term t{fe ? (fr | (1 << mb)) : fr, fe ? fe - bias : 1 - bias, 0, fe == top ? (fr ? 2 : 1) : 0};
     t.lsb = t.exp - mb;
-    if (bits >> 15) t.sig = -t.sig;
+    if ((bits >> (width - 1)) & 1) t.sig = -t.sig;
     return t;
 }
-static inline float tc_mma_element(const unsigned short* a, const unsigned short* b, int kk, bool f16, float c) {
+static inline float tc_mma_element(const unsigned* a, const unsigned* b, int kk, int kind, float c) {
     tc_term terms[17];
     bool nan = std::isnan(c), pinf = std::isinf(c) && c > 0, ninf = std::isinf(c) && c < 0;
     for (int k = 0; k < kk; ++k) {
-        const tc_term x = tc_half_term(a[k], f16), y = tc_half_term(b[k], f16);
+        const tc_term x = tc_operand_term(a[k], kind), y = tc_operand_term(b[k], kind);
         const bool zx = x.kind == 0 && x.sig == 0, zy = y.kind == 0 && y.sig == 0;
         if (x.kind == 2 || y.kind == 2 || (x.kind == 1 && zy) || (y.kind == 1 && zx)) nan = true;
         else if (x.kind == 1 || y.kind == 1) ((x.sig < 0) != (y.sig < 0) ? ninf : pinf) = true;
@@ -138,28 +141,30 @@ static inline float tc_mma_element(const unsigned short* a, const unsigned short
     if (std::fabs(v) >= 0x1p128) return v < 0 ? -INFINITY : INFINITY;  // measured: inf even under RZ
     return tc_in_mode(FE_TOWARDZERO, [&] { return (float)v; });
 }
-static inline void tc_mma_host(float* d, const unsigned* a, const unsigned* b, int kk, bool f16) {
-    const int t = (int)threadIdx.x, w0 = t & ~31, lane = t & 31;
-    for (int r = 0; r < 4; ++r) { tc_mma_regs[t][r] = r < kk / 4 ? a[r] : 0u; tc_mma_c[t][r] = d[r]; }
-    tc_mma_regs[t][4] = b[0]; tc_mma_regs[t][5] = kk == 16 ? b[1] : 0u;
+static inline void tc_mma_host(float* d, const unsigned* a, const unsigned* b, int kk, int kind) {
+    // registers: 16-bit operands hold K pairs (k16: 4 of A, 2 of B; k8: 2 and 1), TF32 one element (k8: 4 and 2)
+    const int t = (int)threadIdx.x, w0 = t & ~31, lane = t & 31, per = kind == 2 ? 1 : 2;
+    const int na = kk / per / 2, nb = kk / per / 4;
+    for (int r = 0; r < 4; ++r) { tc_mma_regs[t][r] = r < na ? a[r] : 0u; tc_mma_c[t][r] = d[r]; }
+    tc_mma_regs[t][4] = b[0]; tc_mma_regs[t][5] = nb == 2 ? b[1] : 0u;
     __syncthreads();
     float out[4];
     for (int e = 0; e < 4; ++e) {
         const int row = (lane >> 2) + 8 * (e >> 1), col = 2 * (lane & 3) + (e & 1);
-        unsigned short av[16], bv[16];
+        unsigned av[16], bv[16];
         for (int k = 0; k < kk; ++k) {
-            const int pair = (k & 7) >> 1, half = k & 1;
-            const unsigned ra = tc_mma_regs[w0 + (row & 7) * 4 + pair][(row >> 3) + 2 * (k >> 3)];
-            const unsigned rb = tc_mma_regs[w0 + col * 4 + pair][4 + (k >> 3)];
-            av[k] = (unsigned short)(half ? ra >> 16 : ra & 0xFFFF);
-            bv[k] = (unsigned short)(half ? rb >> 16 : rb & 0xFFFF);
+            const int w = k / per, half = k % per;  // the element's word along K, and its half of it
+            const unsigned ra = tc_mma_regs[w0 + (row & 7) * 4 + (w & 3)][(row >> 3) + 2 * (w >> 2)];
+            const unsigned rb = tc_mma_regs[w0 + col * 4 + (w & 3)][4 + (w >> 2)];
+            av[k] = per == 1 ? ra : (half ? ra >> 16 : ra & 0xFFFF);
+            bv[k] = per == 1 ? rb : (half ? rb >> 16 : rb & 0xFFFF);
         }
-        out[e] = tc_mma_element(av, bv, kk, f16, tc_mma_c[t][e]);
+        out[e] = tc_mma_element(av, bv, kk, kind, tc_mma_c[t][e]);
     }
     __syncthreads();
     for (int e = 0; e < 4; ++e) d[e] = out[e];
 }
-static inline void tc_mma_bf16(float* d, const unsigned* a, const unsigned* b) { tc_mma_host(d, a, b, 16, false); }
+static inline void tc_mma_bf16(float* d, const unsigned* a, const unsigned* b) { tc_mma_host(d, a, b, 16, 0); }
 """
 
 # extern "C" entry points of the host build: run a kernel's grid with CUDA's semantics

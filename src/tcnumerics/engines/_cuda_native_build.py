@@ -2,7 +2,7 @@
 ``_cuda_native_source``).
 
 A unit runs natively where its plan is, field for field, the plan of a measured host instruction -- Hopper's BF16 or
-FP16 ``mma.sync`` m16n8k16 or m16n8k8 with FP32 C and D (NUMERICS.md) -- so that the chain over K is that
+FP16 ``mma.sync`` m16n8k16 or m16n8k8, or TF32 m16n8k8, with FP32 C and D (NUMERICS.md) -- so that the chain over K is that
 instruction run over K in order.  ``_cuda_launch`` uses the kernel only on a GPU of the measured family (sm_90)
 whose instruction passed the self-test.
 
@@ -30,8 +30,10 @@ __all__ = ["NATIVE_TILE", "HOST_INSTRUCTIONS", "native_instruction", "native_rea
            "native_smem_words", "self_test_operands"]
 
 NATIVE_TILE = Tile(tx=32, ty=8, tm=16, tn=4)  # the launch's shape: 256 threads, 128 x 128 outputs a block
-# the host instructions whose numerics are measured (NUMERICS.md, Hopper): name -> (K, FP16 operands)
-HOST_INSTRUCTIONS = {f"hopper.mma.m16n8k{k}.f32.{t}.{t}.f32": (k, t == "f16") for t in ("bf16", "f16") for k in (16, 8)}
+# the host instructions whose numerics are measured (NUMERICS.md, Hopper): name -> (K, operand type)
+HOST_INSTRUCTIONS = {**{f"hopper.mma.m16n8k{k}.f32.{t}.{t}.f32": (k, t) for t in ("bf16", "f16") for k in (16, 8)},
+                     "hopper.mma.m16n8k8.f32.tf32.tf32.f32": (8, "tf32")}
+_KINDS = {"bf16": 0, "f16": 1, "tf32": 2}  # the kernel's NV_KIND
 
 # the plan fields that decide a chain's bits (the float tables and the vectorised engine's routes follow from them)
 _FIELDS = ("kind", "group_lengths", "a_sig", "a_exp", "b_sig", "b_exp", "a_shift", "b_shift", "c_params", "d_params",
@@ -73,21 +75,22 @@ def native_header(spec: InstructionSpec, plan: Plan) -> str:
     name = native_instruction(plan, spec)
     if name is None:
         raise ValueError(f"{spec.name}: gemm_native does not run it: no measured host instruction has its numerics")
-    k, f16 = HOST_INSTRUCTIONS[name]
-    lines = ["#define NATIVE 1", f"#define NV_K {k}", f"#define NV_F16 {int(f16)}",
-             f"#define NV_TYPE \"{'f16' if f16 else 'bf16'}\""]
+    k, kind = HOST_INSTRUCTIONS[name]
+    lines = ["#define NATIVE 1", f"#define NV_K {k}", f"#define NV_KSTR \"{k}\"", f"#define NV_KIND {_KINDS[kind]}",
+             f"#define NV_TYPE \"{kind}\""]
     return config_header(spec, plan, NATIVE_TILE) + "\n".join(lines) + "\n"
 
 
 def native_smem_words() -> int:
-    """32-bit words of dynamic shared memory: a stage of A's 128 rows and B's 128 columns, 16 K pairs at stride 136."""
-    return 2 * 16 * 136
+    """32-bit words of dynamic shared memory: a stage of A's 128 rows and B's 128 columns, 32 K as 16 words of K pairs
+    (32 of TF32) at stride 136 (sized for TF32, the larger)."""
+    return 2 * 32 * 136
 
 
 def self_test_operands(plan: Plan, spec: InstructionSpec, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Operands on which ``gemm_native`` must give the unit's bits on a GPU before the engine uses it there: A [128,
-    144] and B [256, 144] 16-bit codes (K: four stages and a half one), C [128, 256] FP32 bits.  Rows 0-63 of A and
-    columns 0-127 of B are uniform codes (every exponent, subnormals, zeros of both signs, infinities, NaNs), the
+    144] and B [256, 144] codes (K: four stages and a half one), C [128, 256] FP32 bits.  Rows 0-63 of A and
+    columns 0-127 of B are uniform container patterns (every exponent, subnormals, zeros of both signs, infinities, NaNs), the
     rest N(0, 1) values scaled over 40 binades with pairs that cancel; C is uniform bit patterns for rows 0-31
     (subnormals, infinities, NaNs) and N(0, 1) over 60 binades elsewhere.
 
@@ -107,8 +110,9 @@ def self_test_operands(plan: Plan, spec: InstructionSpec, seed: int = 0) -> tupl
         return np.asarray(spec.a_format.from_float(x), dtype=dtype)
 
     a, b = values(128), values(256)
-    a[:64] = rng.integers(0, 1 << 16, (64, k), dtype=np.uint64).astype(dtype)
-    b[:128] = rng.integers(0, 1 << 16, (128, k), dtype=np.uint64).astype(dtype)
+    bits = 8 * dtype.itemsize  # TF32: the container's low 13 bits too, which the unit ignores
+    a[:64] = rng.integers(0, 1 << bits, (64, k), dtype=np.uint64).astype(dtype)
+    b[:128] = rng.integers(0, 1 << bits, (128, k), dtype=np.uint64).astype(dtype)
     c = (rng.standard_normal((128, 256)) * np.exp2(rng.integers(-30, 30, (128, 256)))).astype(np.float32).view(np.uint32)
     c[:32] = rng.integers(0, 1 << 32, (32, 256), dtype=np.uint64).astype(np.uint32)
     return a, b, c

@@ -3,7 +3,7 @@
 runs and ``_cuda_launch`` runs it only on a GPU whose mma passed the self-test there).
 
 Method.  Where the emulated unit's plan is the plan of a measured host instruction -- BF16 or FP16 ``mma.sync``
-m16n8k16 (groups of 16) or m16n8k8 (groups of 8) with FP32 C and D, NUMERICS.md's Hopper unit: the Hopper chains,
+m16n8k16 (groups of 16) or m16n8k8 (groups of 8), or TF32 m16n8k8, with FP32 C and D, NUMERICS.md's Hopper units: the Hopper chains,
 and any catalog or custom unit with exactly those numerics -- the chain over K is that instruction run over K in
 order, each result the next one's C: nothing is re-derived, so nothing can be mis-derived; what has to be right is
 that this GPU's instruction is that unit, which the self-test proves (every output of adversarial operands against
@@ -11,7 +11,7 @@ the CPU fast engine) before the engine uses the kernel.  The host build runs the
 emulated on the unit model (``_cuda_host_source``), which checks the data movement and the K order.
 
 Layout: blocks of 8 warps, 128 x 128 outputs, each warp 64 x 32 (4 x 4 mma tiles, 64 FP32 accumulators a lane); a
-stage holds 32 K of A's rows and B's columns as K pairs (one 32-bit word: the fragment's unit), at a row stride of
+stage holds 32 K of A's rows and B's columns as 32-bit words (a K pair of 16-bit operands, or one TF32), at a row stride of
 136 words (8 mod 32: fragment loads without bank conflicts), filled with 16-byte loads prefetched into registers
 during the previous stage's mmas where the rows are 16-byte aligned, element by element otherwise.
 """
@@ -26,18 +26,21 @@ NATIVE_SOURCE = r"""
 #define NV_BM 128
 #define NV_BN 128
 #define NV_KS 32                // K per stage
-#define NV_KP (NV_KS / 2)       // K pairs per stage
-#define NV_S (128 + 8)          // words per K pair of the stage
-#define NV_Q (NV_BM * NV_KS / 8 / NV_NT)  // 16-byte loads a thread and operand per stage (2)
+#define NV_EPW (NV_KIND == 2 ? 1 : 2)  // elements a 32-bit word: TF32 one, BF16 / FP16 a K pair
+#define NV_KP (NV_KS / NV_EPW)  // words along K per stage
+#define NV_S (128 + 8)          // words per K row of the stage
+#define NV_CE (4 * NV_EPW)      // elements a 16-byte load
+#define NV_Q (NV_BM * NV_KS / NV_CE / NV_NT)  // 16-byte loads a thread and operand per stage
+#define NV_WS (NV_K / NV_EPW)   // words along K an mma step reads: 8 (4 A and 2 B registers) or 4 (2 and 1)
 
-// D = A B + D on the host instruction: m16n8kNV_K, NV_F16 ? FP16 : BF16 operands, FP32 accumulator
+// D = A B + D on the host instruction: m16n8kNV_K, NV_KIND 0 BF16, 1 FP16, 2 TF32 operands, FP32 accumulator
 TC_FN void nv_mma(float* d, const unsigned* a, const unsigned* b) {
 #ifdef TC_HOST
-    tc_mma_host(d, a, b, NV_K, NV_F16 != 0);
+    tc_mma_host(d, a, b, NV_K, NV_KIND);
 #else
-#if NV_K == 16
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." NV_TYPE "." NV_TYPE ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-                 "{%8,%9}, {%0,%1,%2,%3};"
+#if NV_WS == 8
+    asm volatile("mma.sync.aligned.m16n8k" NV_KSTR ".row.col.f32." NV_TYPE "." NV_TYPE ".f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 #else
@@ -51,13 +54,13 @@ TC_FN void nv_mma(float* d, const unsigned* a, const unsigned* b) {
 
 struct nv_quad { unsigned x, y, z, w; };
 
-// this thread's 16-byte chunks of a stage (8 K of one row a chunk): slot = tid + i * NV_NT, row slot % 128, chunk
-// slot / 128 -- rows fastest, as the stage stores them
+// this thread's 16-byte chunks of a stage (NV_CE K of one row a chunk): slot = tid + i * NV_NT, row slot % 128,
+// chunk slot / 128 -- rows fastest, as the stage stores them
 template <class T> TC_FN void nv_fetch(const T* X, long long ld, int rows, int r0, int kb, int tid, nv_quad (&q)[NV_Q]) {
 #pragma unroll
     for (int i = 0; i < NV_Q; ++i) {
         const int slot = tid + i * NV_NT, r = r0 + slot % NV_BM;
-        q[i] = r < rows ? *(const nv_quad*)(X + (long long)r * ld + kb + 8 * (slot / NV_BM)) : nv_quad{0u, 0u, 0u, 0u};
+        q[i] = r < rows ? *(const nv_quad*)(X + (long long)r * ld + kb + NV_CE * (slot / NV_BM)) : nv_quad{0u, 0u, 0u, 0u};
     }
 }
 
@@ -73,15 +76,16 @@ TC_FN void nv_store(unsigned* S, int tid, const nv_quad (&q)[NV_Q]) {
     }
 }
 
-// element by element (rows not 16-byte aligned): K pairs kb + 2 p, zero past k1 (never used: steps stop at k1)
+// element by element (rows not 16-byte aligned): word p holds K kb + NV_EPW p (and its neighbour), zero past k1
+// (never used: steps stop at k1)
 template <class T> TC_FN void nv_stage_slow(const T* X, long long ld, int rows, int r0, int kb, int k1, int tid,
                                             unsigned* S) {
     for (int slot = tid; slot < NV_BM * NV_KP; slot += NV_NT) {
-        const int r = slot % NV_BM, p = slot / NV_BM, k = kb + 2 * p;
+        const int r = slot % NV_BM, p = slot / NV_BM, k = kb + NV_EPW * p;
         const bool in = r0 + r < rows;
         const unsigned lo = in && k < k1 ? (unsigned)X[(long long)(r0 + r) * ld + k] : 0u;
-        const unsigned hi = in && k + 1 < k1 ? (unsigned)X[(long long)(r0 + r) * ld + k + 1] : 0u;
-        S[p * NV_S + r] = lo | hi << 16;
+        const unsigned hi = NV_EPW == 2 && in && k + 1 < k1 ? (unsigned)X[(long long)(r0 + r) * ld + k + 1] : 0u;
+        S[p * NV_S + r] = NV_EPW == 2 ? lo | hi << 16 : lo;
     }
 }
 
@@ -109,7 +113,7 @@ gemm_native(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B,
                 const int m = m0 + wr + 16 * mt + fg + 8 * (e >> 1), n = n0 + wc + 8 * nt + 2 * ft + (e & 1);
                 acc[mt][nt][e] = TC_U2F(m < M && n < N ? ACC[(long long)m * N + n] : 0u);
             }
-    const bool quads = ((lda | ldb | k0) & 7) == 0 && (((unsigned long long)A | (unsigned long long)B) & 15) == 0;
+    const bool quads = ((lda | ldb | k0) & (NV_CE - 1)) == 0 && (((unsigned long long)A | (unsigned long long)B) & 15) == 0;
     nv_quad qa[NV_Q], qb[NV_Q];
     if (quads && k0 + NV_KS <= k1) {
         nv_fetch(A, lda, M, m0, k0, tid, qa);
@@ -133,14 +137,14 @@ gemm_native(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B,
         const int steps = min(NV_KS, k1 - kb) / NV_K;  // the unit's groups, in K order, none past k1
 #pragma unroll 1
         for (int s = 0; s < steps; ++s) {
-            const int p = s * (NV_K / 2) + ft;  // this lane's K pair (and p + 4 for k16)
-            unsigned fa[4][NV_K / 4], fb[4][NV_K / 8];
+            const int p = s * NV_WS + ft;  // this lane's word along K (and p + 4 where a step reads 8)
+            unsigned fa[4][NV_WS / 2], fb[4][NV_WS / 4];
 #pragma unroll
             for (int mt = 0; mt < 4; ++mt) {
                 const int r = wr + 16 * mt + fg;
                 fa[mt][0] = SA[p * NV_S + r];
                 fa[mt][1] = SA[p * NV_S + r + 8];
-#if NV_K == 16
+#if NV_WS == 8
                 fa[mt][2] = SA[(p + 4) * NV_S + r];
                 fa[mt][3] = SA[(p + 4) * NV_S + r + 8];
 #endif
@@ -149,7 +153,7 @@ gemm_native(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B,
             for (int nt = 0; nt < 4; ++nt) {
                 const int q = wc + 8 * nt + fg;
                 fb[nt][0] = SB[p * NV_S + q];
-#if NV_K == 16
+#if NV_WS == 8
                 fb[nt][1] = SB[(p + 4) * NV_S + q];
 #endif
             }
