@@ -145,6 +145,14 @@ def asarray(x, dtype=None):
 array = asarray
 
 
+def fuse(fn):
+    """``cupy.fuse``: one kernel on a GPU, named after ``fn``; here the traced operations run one by one, with this
+    module's rules."""
+    if not fn.__name__.isidentifier():
+        raise ValueError(f"{fn.__name__!r}: not a C identifier (CuPy's compile of the fused kernel would fail)")
+    return fn
+
+
 def asnumpy(x):
     return x.get() if isinstance(x, ndarray) else np.asarray(x)
 

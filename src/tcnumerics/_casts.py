@@ -26,7 +26,7 @@ import contextlib
 
 import numpy as np
 
-from .arrays import decode_ieee, float64, namespace
+from .arrays import decode_ieee, float64, fused, namespace
 
 # (exp_bits, man_bits, bias, signed, specials, subnormals) of the formats the casts serve
 _FP32_EXPONENT = (8, 127, True, "ieee", True)
@@ -142,27 +142,35 @@ def rne_bits(fmt, x, xp, overflow: str = "ieee"):
     """``fmt`` patterns of float64 values ``x``, rounded to nearest even with subnormals kept, in integer arithmetic
     on the float64 patterns: no float32 operation, so flush-to-zero kernels (CuPy's) give IEEE bits.  ``overflow``:
     "ieee" (beyond the largest finite: inf, or NaN / the largest finite in formats without inf, as ``encode``) or
-    "saturate"; inputs inf and NaN as ``FloatFormat.from_float``.  Formats: ``integer_route``."""
+    "saturate"; inputs inf and NaN as ``FloatFormat.from_float``.  Formats: ``integer_route``.  One fused kernel
+    on a GPU (``arrays.fused``)."""
     u = xp.asarray(x, dtype=np.float64).view(np.uint64)  # same width: any strides (and 0-d) view
+    nan = fmt.nan_bits if fmt.has_nan else 0
+    return _rne_code(u, xp, fmt.man_bits, fmt.bias, fmt.max_code, _overflow_code(fmt, overflow), fmt.specials == "fnuz",
+                     fmt.width, fmt.pad_bits, nan, np.dtype(fmt.container_dtype).str)
+
+
+@fused
+def _rne_code(u, xp, p: int, bias: int, max_code: int, overflow_code: int, fnuz: bool, width: int, pad_bits: int,
+              nan: int, container: str):
     sign = (u >> np.uint64(63)).astype(np.int64)
     e = ((u >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64)
     frac = (u & np.uint64((1 << 52) - 1)).astype(np.int64)
     sig = frac | xp.where(e > 0, 1 << 52, 0)
     E = xp.maximum(e, 1) - 1023  # exponent of the leading bit's place (float64 subnormals: far below any target)
-    p, emin = fmt.man_bits, 1 - fmt.bias
+    emin = 1 - bias
     shift = xp.minimum(52 - p + xp.maximum(emin - E, 0), 62)  # >= 54 leaves 0 (half exceeds any significand)
     q = sig >> shift
     rem = sig & ((1 << shift) - 1)
     half = 1 << (shift - 1)
     q = q + ((rem > half) | ((rem == half) & ((q & 1) == 1))).astype(np.int64)
-    code = xp.where(E >= emin, ((E + fmt.bias) << p) + q - (1 << p), q)  # a carry moves into the exponent field
-    code = xp.where(code > fmt.max_code, _overflow_code(fmt, overflow), code)  # inf inputs land here too
-    if fmt.specials == "fnuz":  # no -0; the one NaN is the "-0" pattern
+    code = xp.where(E >= emin, ((E + bias) << p) + q - (1 << p), q)  # a carry moves into the exponent field
+    code = xp.where(code > max_code, overflow_code, code)  # inf inputs land here too
+    if fnuz:  # no -0; the one NaN is the "-0" pattern
         sign = xp.where(code < 0, 1, xp.where(code == 0, 0, sign))
         code = xp.maximum(code, 0)
-    bits = ((sign << (fmt.width - 1)) | code) << fmt.pad_bits
-    nan = fmt.nan_bits if fmt.has_nan else 0
-    return xp.where(e == 0x7FF, xp.where(frac == 0, bits, nan), bits).astype(fmt.container_dtype)
+    bits = ((sign << (width - 1)) | code) << pad_bits
+    return xp.where(e == 0x7FF, xp.where(frac == 0, bits, nan), bits).astype(np.dtype(container))
 
 
 def _overflow_code(fmt, overflow: str) -> int:

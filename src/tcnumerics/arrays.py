@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["namespace", "on_device", "DeviceValues", "to_host", "asarray", "float64", "decode_ieee", "stack",
+__all__ = ["namespace", "on_device", "DeviceValues", "to_host", "asarray", "float64", "fused", "decode_ieee", "stack",
            "concatenate"]
 
 
@@ -79,20 +79,57 @@ def float64(x: Any) -> Any:
 _IEEE_FIELDS = {2: (16, 5, 10, 15), 4: (32, 8, 23, 127)}
 
 
+def fused(body):
+    """``body(x, xp, *params)`` -- elementwise, written once over the array namespace -- as one GPU kernel per
+    ``params`` on CuPy (``cupy.fuse`` traces the same Python source into a single elementwise kernel instead of one
+    kernel and one temporary per operation), as is on numpy or where CuPy cannot fuse it (then it runs unfused:
+    the same operations, the same bits).  ``params`` must be hashable constants (a format's fields)."""
+    kernels: dict = {}
+
+    def run(x, xp, *params):
+        if xp is np:
+            return body(x, xp, *params)
+        fn = kernels.get(params)
+        if fn is None:
+            def kernel(v):
+                return body(v, xp, *params)
+            kernel.__name__ = f"tc{body.__name__}"  # the fused kernel's name: a C identifier ("<lambda>" is not)
+            try:
+                fn = xp.fuse(kernel)
+            except Exception:  # no fuse in this CuPy
+                fn = False
+            kernels[params] = fn
+        if fn is not False:
+            try:
+                return fn(x)
+            except Exception:  # not fusable in this CuPy: the unfused operations from now on
+                kernels[params] = False
+        return body(x, xp, *params)
+
+    run.__doc__, run.__name__, run.__wrapped__ = body.__doc__, body.__name__, body
+    run.kernels = kernels  # params -> the fused kernel, or False where it runs unfused (for tests and benchmarks)
+    return run
+
+
 def decode_ieee(bits: Any, width: int, exp_bits: int, man_bits: int, bias: int, pad_bits: int = 0, *,
                 xp: ModuleType = np) -> Any:
     """float64 values of IEEE-style bit patterns (``width`` bits above ``pad_bits``; subnormals, inf, canonical
     NaN) in integer arithmetic and exact float64 scaling: no float32 operation, so flush-to-zero kernels give
-    the exact values.
+    the exact values (one fused kernel on a GPU).
 
     >>> decode_ieee(np.array([0x3C00, 0x0001, 0xFC00], np.uint16), 16, 5, 10, 15).tolist()
     [1.0, 5.960464477539063e-08, -inf]
     """
+    return _decode_ieee(bits, xp, width, exp_bits, man_bits, bias, pad_bits)
+
+
+@fused
+def _decode_ieee(bits: Any, xp: ModuleType, width: int, exp_bits: int, man_bits: int, bias: int, pad_bits: int) -> Any:
     v = (bits.astype(np.int64) >> pad_bits) & ((1 << width) - 1)
     sign = v >> (width - 1)
     e = (v >> man_bits) & ((1 << exp_bits) - 1)
     f = v & ((1 << man_bits) - 1)
-    normal = (((e - bias + 1023) << 52) | (f << (52 - man_bits))).astype(np.uint64).view(np.float64)
+    normal = xp.ldexp((f | (1 << man_bits)).astype(np.float64), (e - bias - man_bits).astype(np.int32))  # exact
     tiny = f.astype(np.float64) * 2.0 ** (1 - bias - man_bits)  # exact: a float64 normal number
     mag = xp.where(e == 0, tiny, normal)
     mag = xp.where(e == (1 << exp_bits) - 1, xp.where(f == 0, np.inf, np.nan), mag)
