@@ -207,3 +207,26 @@ def test_large_arrays_convert_in_blocks_with_the_same_bits(monkeypatch):
     with np.errstate(all="ignore"):
         assert np.array_equal(_casts.exact_values(fmt, whole[0], np).view(np.uint64), whole_values.view(np.uint64))
     assert np.array_equal(_casts.rne_bits(fmt, x.T, np, "saturate"), whole[0].T)  # strided input
+
+
+def test_every_conversion_runs_as_one_fused_kernel_on_the_fake_device(monkeypatch):
+    """``arrays.fused`` falls back silently where CuPy cannot fuse a body; here every format's RNE encode and decode
+    must fuse (the fake refuses what CuPy 14.2 compiled wrongly: a ``where`` of two bare Python scalars) and keep
+    the host's bits."""
+    import fake_cupy
+
+    from tcnumerics.arrays import _decode_ieee
+
+    cupy = fake_cupy.install(monkeypatch)
+    for name in NARROW + FORMATS:
+        fmt = get_format(name)
+        x = _hard_values(fmt, np.random.default_rng(6))
+        for overflow in ("ieee", "saturate"):
+            want = _spec_bits(fmt, x, overflow)
+            assert np.array_equal(_casts.rne_bits(fmt, cupy.asarray(x), cupy, overflow).get(), want), name
+        bits = _spec_bits(fmt, x)
+        assert np.array_equal(_casts.exact_values(fmt, cupy.asarray(bits), cupy).get().view(np.uint64),
+                              _casts.exact_values(fmt, bits, np).view(np.uint64)), name
+    for cache in (_casts._rne_code.kernels, _decode_ieee.kernels):  # (namespace, *params) -> kernel or False
+        here = [kernel for key, kernel in cache.items() if key[0] is cupy]
+        assert here and all(kernel is not False for kernel in here)

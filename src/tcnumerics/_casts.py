@@ -156,7 +156,7 @@ def _rne_code(u, xp, p: int, bias: int, max_code: int, overflow_code: int, fnuz:
     sign = (u >> np.uint64(63)).astype(np.int64)
     e = ((u >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64)
     frac = (u & np.uint64((1 << 52) - 1)).astype(np.int64)
-    sig = frac | xp.where(e > 0, 1 << 52, 0)
+    sig = frac | ((e > 0).astype(np.int64) << 52)  # the hidden bit (no where of two scalars: see arrays.fused)
     E = xp.maximum(e, 1) - 1023  # exponent of the leading bit's place (float64 subnormals: far below any target)
     emin = 1 - bias
     shift = xp.minimum(52 - p + xp.maximum(emin - E, 0), 62)  # >= 54 leaves 0 (half exceeds any significand)
@@ -165,12 +165,12 @@ def _rne_code(u, xp, p: int, bias: int, max_code: int, overflow_code: int, fnuz:
     half = 1 << (shift - 1)
     q = q + ((rem > half) | ((rem == half) & ((q & 1) == 1))).astype(np.int64)
     code = xp.where(E >= emin, ((E + bias) << p) + q - (1 << p), q)  # a carry moves into the exponent field
-    code = xp.where(code > max_code, overflow_code, code)  # inf inputs land here too
+    code = xp.where(code > max_code, np.int64(overflow_code), code)  # inf inputs land here too
     if fnuz:  # no -0; the one NaN is the "-0" pattern
-        sign = xp.where(code < 0, 1, xp.where(code == 0, 0, sign))
+        sign = xp.where(code < 0, np.int64(1), xp.where(code == 0, np.int64(0), sign))
         code = xp.maximum(code, 0)
     bits = ((sign << (width - 1)) | code) << pad_bits
-    return xp.where(e == 0x7FF, xp.where(frac == 0, bits, nan), bits).astype(np.dtype(container))
+    return xp.where(e == 0x7FF, xp.where(frac == 0, bits, np.int64(nan)), bits).astype(np.dtype(container))
 
 
 def _overflow_code(fmt, overflow: str) -> int:

@@ -83,13 +83,19 @@ def fused(body):
     """``body(x, xp, *params)`` -- elementwise, written once over the array namespace -- as one GPU kernel per
     ``params`` on CuPy (``cupy.fuse`` traces the same Python source into a single elementwise kernel instead of one
     kernel and one temporary per operation), as is on numpy or where CuPy cannot fuse it (then it runs unfused:
-    the same operations, the same bits).  ``params`` must be hashable constants (a format's fields)."""
+    the same operations, the same bits).  ``params`` must be hashable constants (a format's fields).
+
+    The body must not depend on Python scalars' types: CuPy's fusion types a bare Python scalar by its kind alone
+    (measured on CuPy 14.2: ``where(c, 1 << 52, 0)`` became an int8 kernel and gave 0); typed numpy scalars
+    (``np.int64(...)``) or arrays on each branch of a ``where`` keep the width.  The tests' fake CuPy refuses a
+    ``where`` of two Python scalars inside ``fuse``."""
     kernels: dict = {}
 
     def run(x, xp, *params):
         if xp is np:
             return body(x, xp, *params)
-        fn = kernels.get(params)
+        key = (xp, *params)
+        fn = kernels.get(key)
         if fn is None:
             def kernel(v):
                 return body(v, xp, *params)
@@ -98,16 +104,16 @@ def fused(body):
                 fn = xp.fuse(kernel)
             except Exception:  # no fuse in this CuPy
                 fn = False
-            kernels[params] = fn
+            kernels[key] = fn
         if fn is not False:
             try:
                 return fn(x)
             except Exception:  # not fusable in this CuPy: the unfused operations from now on
-                kernels[params] = False
+                kernels[key] = False
         return body(x, xp, *params)
 
     run.__doc__, run.__name__, run.__wrapped__ = body.__doc__, body.__name__, body
-    run.kernels = kernels  # params -> the fused kernel, or False where it runs unfused (for tests and benchmarks)
+    run.kernels = kernels  # (namespace, *params) -> the fused kernel, or False: runs unfused (tests, benchmarks)
     return run
 
 
@@ -132,7 +138,7 @@ def _decode_ieee(bits: Any, xp: ModuleType, width: int, exp_bits: int, man_bits:
     normal = xp.ldexp((f | (1 << man_bits)).astype(np.float64), (e - bias - man_bits).astype(np.int32))  # exact
     tiny = f.astype(np.float64) * 2.0 ** (1 - bias - man_bits)  # exact: a float64 normal number
     mag = xp.where(e == 0, tiny, normal)
-    mag = xp.where(e == (1 << exp_bits) - 1, xp.where(f == 0, np.inf, np.nan), mag)
+    mag = xp.where(e == (1 << exp_bits) - 1, xp.where(f == 0, np.float64(np.inf), np.float64(np.nan)), mag)
     return xp.where(sign == 1, -mag, mag)
 
 
