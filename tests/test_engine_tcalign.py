@@ -1,6 +1,7 @@
 """gemm_tcalign (the GPU engine's kernel that lets the tensor core align: BF16 mma.sync truncates the FP8 chain's
 products onto the unit's grid) through its host build, whose mma is the measured unit model: every output equal to
-the CPU fast engine, on its fast path and on the slow path it takes for blocks outside its checked range."""
+the CPU fast engine, on its fast path and on the slow path it takes for blocks outside its checked range -- for
+one-byte operands and for BF16 ones (the wide form)."""
 
 import numpy as np
 import pytest
@@ -41,7 +42,10 @@ def test_which_units_it_runs():
     assert reason(_custom(32, 16)) is None and reason(_custom(16, 8)) is None
     assert reason(_custom(32, 17)) == "terms truncated onto more than 16 fraction bits"
     assert reason(_custom(8, 13)) == "groups other than 16 or 32 long"
-    assert reason(get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")) == "operands wider than one byte"
+    assert reason(get_instruction("hopper.wgmma.m64n8k16.f32.f16.f16")) == "operands neither one byte wide nor BF16"
+    assert reason(get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")) == (  # F = 25: gemm_native's
+        "terms truncated onto more than 16 fraction bits")
+    assert reason(_custom(8, 16, "bf16", "bf16")) is None and reason(_custom(32, 0, "bf16", "bf16")) is None
     assert reason(get_instruction("hopper.wgmma.m64n128k32.f32.e5m2.e5m2")) is None  # eight products a power sum
 
 
@@ -129,3 +133,47 @@ def test_tcalign_k_sub_range_continues_the_chain():
     a, b = _finite_codes(spec, (70, 128), rng, "a"), _finite_codes(spec, (135, 128), rng, "b")
     c = (rng.standard_normal((70, 135)) * 20).astype(np.float32)
     assert _check(spec, a, b, c.view(np.uint32), 32, 96) == 0
+
+
+def _bf16_codes(rng, shape, lo=100, hi=154):
+    """BF16 codes with exponent fields in [lo, hi), every sign and fraction, one in eight a zero."""
+    x = (rng.integers(0, 2, shape) << 15 | rng.integers(lo, hi, shape) << 7 | rng.integers(0, 128, shape))
+    x = x.astype(np.uint16)
+    x[rng.random(shape) < 1 / 8] = 0
+    return x
+
+
+@pytest.mark.parametrize("group_size,frac_bits", [(8, 16), (16, 13), (32, 7), (8, 0)])
+def test_tcalign_wide_bf16_equals_fast_engine(group_size, frac_bits):
+    """BF16 operands (the wide form: values as they are, the exponent pass on CUDA cores, E checked per group):
+    partial blocks, zero rows, zeros and wide C, cancellation down to the grid -- all on the fast path."""
+    spec = _custom(group_size, frac_bits, "bf16", "bf16")
+    rng = np.random.default_rng(group_size + frac_bits)
+    M, N, K = 70, 135, 96
+    a, b = _bf16_codes(rng, (M, K)), _bf16_codes(rng, (N, K))
+    a[3, 1::2] = a[3, 0::2] ^ 0x8000  # row 3: each product followed by its negation (same B codes)...
+    b[:, 1::2] = b[:, 0::2]
+    a[3, 3::8] = _bf16_codes(rng, (K // 8,), 60, 80)  # ...but for a few tiny ones
+    a[2, :] = 0
+    c = (rng.standard_normal((M, N)) * np.exp2(rng.integers(-40, 40, (M, N)))).astype(np.float32)
+    c[0, :2] = [0.0, -0.0]
+    assert _check(spec, a, b, c.view(np.uint32)) == 0
+    assert _check(spec, a, b, c.view(np.uint32), 32, 64) == 0  # a K sub-range continues the chain
+
+
+def test_tcalign_wide_slow_path_blocks_equal_fast_engine():
+    """What the wide form cannot bound statically sends exactly its block to the slow path: a subnormal operand, a
+    product exponent above EMAX, a group grid below FP32's normal range, an infinity; every output is the unit's."""
+    spec = _custom(8, 16, "bf16", "bf16")
+    rng = np.random.default_rng(23)
+    M, N, K = 128, 512, 32  # 2 x 4 blocks of 64 x 128
+    a, b = _bf16_codes(rng, (M, K)), _bf16_codes(rng, (N, K))
+    c = rng.standard_normal((M, N)).astype(np.float32)
+    assert _check(spec, a, b, c.view(np.uint32)) == 0
+    a[5, 7] = 0x0003                 # a subnormal in row 5: blocks (0, 0..3)
+    b[130, 9] = 0x7E00 | (b[130, 9] & 0x807F)  # column 130, exponent 125: products far above EMAX: block (1, 1)?
+    a[70, 9] = 0x3F80                # row 70 meets it: block (1, 1)
+    a[100, :8] = 0x0880              # row 100, first group: 2**-110 * ~1 -> grid below 2**-126: block (1, 2)
+    b[300, :8] = 0x3F80
+    b[450, 20] = 0x7F80              # an infinity in column 450: blocks (0, 3), (1, 3)
+    assert _check(spec, a, b, c.view(np.uint32)) == 4 + 1 + 1 + 1

@@ -5,7 +5,7 @@ which plans it runs and compiles its two forms: FP8 operands, and BF16 / FP16 / 
 Method.  A block is 8 warps; warp w owns 8 rows (warp-uniform), lane L the 4 columns L + 32 j; a K-group is staged
 in shared memory as values x = +-(|sig| << LS) * 2**e (A signed, B as its positive and negative part; FP32 for FP8,
 FP64 for the wide form) and as exponents packed two per word.  Per group and output: pass 1 takes E = max(C's
-exponent, max_k ea + eb) two outputs per instruction (``__viaddmax_s16x2``).  FP8: two accumulators start at
+exponent, max_k ea + eb) two outputs per instruction (``TC_ADDMAX2``).  FP8: two accumulators start at
 +-2**(23 + g) (g = E + RS, the unit's grid 2**(E - F) in these units) with C's term already truncated onto the grid
 by the same directed-rounding FMA that pass 2 then uses for every product -- exact by the argument of the tiled
 kernel's FMA pass: P only grows within the binade whose ulp is 2**g, so fma_rz truncates each non-negative term onto
@@ -147,14 +147,6 @@ static inline double2 make_double2(double x, double y) { return double2{x, y}; }
 struct uint2 { unsigned x, y; };
 static inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 static std::atomic<int> tc_fchain_slow_blocks{0};  // blocks that took the slow path (the host build's tests count them)
-TC_FN unsigned fc_addmax2(unsigned a, unsigned b, unsigned c) {  // per signed 16-bit half: max(a + b, c)
-    unsigned r = 0;
-    for (int h = 0; h < 32; h += 16) {
-        const int x = (short)(a >> h) + (short)(b >> h), y = (short)(c >> h);
-        r |= (unsigned)(unsigned short)(x > y ? x : y) << h;
-    }
-    return r;
-}
 template <class T> static inline T tc_fma_ru_host(T a, T b, T c) {  // the device's __fma_ru
     return tc_in_mode(FE_UPWARD, [&] { return std::fma(a, b, c); });
 }
@@ -168,7 +160,6 @@ static inline float tc_d2f_rz_host(double x) {  // the device's __double2float_r
 #define FC_D2HI(x) (unsigned)(std::bit_cast<unsigned long long>((double)(x)) >> 32)
 #define FC_SYNC_OR(x) tc_sync_or(x)
 #else
-#define fc_addmax2(a, b, c) __viaddmax_s16x2((a), (b), (c))
 #if FC_WIDE
 #define FC_FMA_RZ(a, b, c) __fma_rz((a), (b), (c))
 #else
@@ -230,7 +221,7 @@ TC_FN unsigned fc_cexp2(unsigned lo, unsigned hi) {
     return (unsigned)((flo ? flo - 127 : E_ZERO) & 0xFFFF) | ((unsigned)(fhi ? fhi - 127 : E_ZERO) << 16);
 #else
     const unsigned fields = ((lo & 0x7FFFFFFFu) >> 23) | (((hi & 0x7FFFFFFFu) >> 7) & 0x00FF0000u);
-    return fc_addmax2(fields, 0xFF81FF81u, 0x80008000u);  // fields - 127 per half (max with -32768: a no-op)
+    return TC_ADDMAX2(fields, 0xFF81FF81u, 0x80008000u);  // fields - 127 per half (max with -32768: a no-op)
 #endif
 }
 
@@ -403,7 +394,7 @@ gemm_fchain(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B,
 #pragma unroll
             for (int i = 0; i < FC_TM; ++i)
 #pragma unroll
-                for (int jj = 0; jj < FC_TN / 2; ++jj) E2[i][jj] = fc_addmax2(ea[i], eb[jj], E2[i][jj]);
+                for (int jj = 0; jj < FC_TN / 2; ++jj) E2[i][jj] = TC_ADDMAX2(ea[i], eb[jj], E2[i][jj]);
         }
         // the accumulators, C's term truncated onto the grid 2**g by the first FMA of each: FP8 P and N from
         // +-2**(23 + g); wide units one accumulator from 1.5 * 2**(52 + g), the middle of the binade whose ulp is 2**g

@@ -43,6 +43,14 @@ static inline unsigned TC_SHR(unsigned x, unsigned d) { return d >= 32 ? 0u : x 
 #define TC_POPC(x) __builtin_popcount(x)
 #define TC_LDG(p) (*(p))
 #define TC_ADDMAX(a, b, c) max((a) + (b), (c))
+static inline unsigned TC_ADDMAX2(unsigned a, unsigned b, unsigned c) {  // per signed 16-bit half: max(a + b, c)
+    unsigned r = 0;
+    for (int h = 0; h < 32; h += 16) {
+        const int x = (short)(a >> h) + (short)(b >> h), y = (short)(c >> h);
+        r |= (unsigned)(unsigned short)(x > y ? x : y) << h;
+    }
+    return r;
+}
 #define TC_NAN std::numeric_limits<double>::quiet_NaN()
 #define TC_INF std::numeric_limits<double>::infinity()
 #define TC_SIGNBIT(x) std::signbit(x)

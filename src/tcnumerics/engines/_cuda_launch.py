@@ -41,7 +41,7 @@ OWN_KERNELS = {  # (module functions looked up at each call: tests replace a hea
                         lambda plan, spec: native.self_test_operands(plan, spec)),
     "tcalign": OwnKernel(lambda plan, spec: tcalign.tcalign_reason(plan, spec), tcalign.TCALIGN_TILE,
                          lambda spec, plan: tcalign.tcalign_header(spec, plan),
-                         lambda plan, spec: tcalign.tcalign_smem_words(plan),
+                         lambda plan, spec: tcalign.tcalign_smem_words(plan, spec),
                          lambda plan, spec: tcalign.self_test_operands(plan, spec)),
     "fchain": OwnKernel(lambda plan, spec: fchain.fchain_reason(plan, spec), fchain.FCHAIN_TILE,
                         lambda spec, plan: fchain.fchain_header(spec, plan),

@@ -73,6 +73,7 @@ __device__ __forceinline__ unsigned tc_shr_dev(unsigned x, unsigned d) {
 #else
 #define TC_ADDMAX(a, b, c) max((a) + (b), (c))
 #endif
+#define TC_ADDMAX2(a, b, c) __viaddmax_s16x2((a), (b), (c))  // per signed 16-bit half: max(a + b, c)
 #define TC_NAN __longlong_as_double(0x7FF8000000000000LL)
 #define TC_INF __longlong_as_double(0x7FF0000000000000LL)
 #define TC_SIGNBIT(x) (__double_as_longlong(x) < 0)

@@ -1,9 +1,11 @@
 """Which plans ``gemm_tcalign`` runs and the constants it is compiled with (private; the kernel's method and its
 argument are in ``_cuda_tcalign_source``).
 
-It runs fused units whose terms are truncated toward zero onto F <= 16 fraction bits, with one-byte operands whose
-values are exact in BF16 (FP8, FP6, FP4), equal groups of 16 or 32, FP32 C and D and a result cut toward zero --
-the FP8 chains of Hopper and Ada, and custom units of that shape.  The host instruction's numerics are NUMERICS.md's
+It runs fused units whose terms are truncated toward zero onto F <= 16 fraction bits, with FP32 C and D and a result
+cut toward zero, and either one-byte operands whose values are exact in BF16 (FP8, FP6, FP4) in equal groups of 16
+or 32 -- the FP8 chains of Hopper and Ada, and custom units of that shape -- or BF16 operands (the *wide* form,
+``TA_WIDE``) in groups of 8, 16 or 32 -- custom BF16 units with a narrower accumulator than the GPU's own.
+The host instruction's numerics are NUMERICS.md's
 Hopper BF16 ``mma.sync`` (F = 25); ``_cuda_launch`` proves them on each GPU before it uses the kernel there.
 
 Example:
@@ -12,8 +14,8 @@ Example:
     >>> spec = get_instruction("hopper.wgmma.m64n128k32.f32.e4m3.e4m3")
     >>> tcalign_reason(cuda._plan(spec), spec) is None
     True
-    >>> tcalign_reason(*(lambda s: (cuda._plan(s), s))(get_instruction("hopper.wgmma.m64n8k16.f32.bf16.bf16")))
-    'operands wider than one byte'
+    >>> tcalign_reason(*(lambda s: (cuda._plan(s), s))(get_instruction("hopper.wgmma.m64n8k16.f32.f16.f16")))
+    'operands neither one byte wide nor BF16'
 """
 
 from __future__ import annotations
@@ -59,12 +61,36 @@ def _exp_pass(plan: Plan, spec: InstructionSpec) -> "tuple[int, object] | None":
     return None
 
 
+def wide(spec: InstructionSpec) -> bool:
+    """BF16 operands: the kernel's wide form (``TA_WIDE``: the values as they are, the exponent pass on CUDA cores)."""
+    return spec.a_format.name == "bf16" and spec.b_format.name == "bf16"
+
+
+def _wide_bounds(plan: Plan, spec: InstructionSpec) -> "int | str":
+    """EMAX for BF16 operands, or why not: their exponents span too much to bound statically, so the kernel checks
+    each group's E (a product exponent above EMAX, a grid below FP32's normal range, a subnormal operand: the block's
+    slow path) and only the fixed facts are checked here."""
+    gl, f = _group_length(plan), int(plan.frac_bits)
+    checks = {
+        "groups other than 8, 16 or 32 long": gl in (8, 16, 32),
+        "C, D and the output are not FP32 rounded toward zero with overflow to infinity": fp32_rz_end(plan),
+        "C is added after the group": not plan.ieee_add,
+        "terms truncated onto more than 16 fraction bits": 0 <= f <= 16,
+        "a group's sum may leave FP32's exact range": (2 + gl * 4) * 2.0 ** f < 2.0 ** 24,
+        "the unit's zero exponent is not below every normal FP32 C": plan.e_zero < -126,
+    }
+    failed = [name for name, ok in checks.items() if not ok]
+    return failed[0] if failed else min(127 - (HOST_FRAC_BITS - f), 119)
+
+
 def _bounds(plan: Plan, spec: InstructionSpec) -> "int | str":
     """The largest exponent a group's E may have on the fast path (EMAX), or why the kernel cannot run ``plan``."""
     if tiled_reason(plan) is not None or isinstance(plan, SubgroupPlan) or spec.model.algorithm != "fused":
         return "not a fused unit the tiled kernel runs"
+    if wide(spec):
+        return _wide_bounds(plan, spec)
     if not all(np.dtype(x.container_dtype).itemsize == 1 for x in (spec.a_format, spec.b_format)):
-        return "operands wider than one byte"
+        return "operands neither one byte wide nor BF16"
     gl, f = _group_length(plan), int(plan.frac_bits)
     a_nz, b_nz = plan.a_exp > ZERO_EXP, plan.b_exp > ZERO_EXP
     if not (a_nz.any() and b_nz.any()):
@@ -105,19 +131,45 @@ def tcalign_header(spec: InstructionSpec, plan: Plan) -> str:
     emax = _bounds(plan, spec)
     if isinstance(emax, str):
         raise ValueError(f"{spec.name}: gemm_tcalign does not run it: {emax}")
-    terms, em = _exp_pass(plan, spec)
     man = int(plan.out_params[4])
-    lines = ["#define TCALIGN 1", f"#define TA_XTERMS {terms}", f"#define MMA_M {em.m}", f"#define XBIAS_A ({em.bias_a})",
-             f"#define XBIAS_B ({em.bias_b})", f"#define TA_EMAX ({emax})", f"#define TA_UMAX {(emax + 1 + 127) << 23}u",
+    lines = ["#define TCALIGN 1", f"#define TA_EMAX ({emax})", f"#define TA_UMAX {(emax + 1 + 127) << 23}u",
              f"#define TA_MASK {(0xFFFFFFFF << (23 - man)) & 0xFFFFFFFF}u"]
+    if wide(spec):
+        lines.append("#define TA_WIDE 1")
+    else:
+        terms, em = _exp_pass(plan, spec)
+        lines += ["#define TA_WIDE 0", f"#define TA_XTERMS {terms}", f"#define MMA_M {em.m}",
+                  f"#define XBIAS_A ({em.bias_a})", f"#define XBIAS_B ({em.bias_b})"]
     return config_header(spec, plan, TCALIGN_TILE) + "\n".join(lines) + "\n"
 
 
-def tcalign_smem_words(plan: Plan) -> int:
+def _byte_codes(rng, shape, exp: np.ndarray, tiny: bool = False) -> np.ndarray:
+    """Uniform one-byte codes, the format's specials replaced by zeros (``tiny``: the four least)."""
+    x = rng.integers(0, 4 if tiny else 256, shape, dtype=np.uint8)
+    return np.where(np.isin(x, np.flatnonzero(np.asarray(exp) < ZERO_EXP)), np.uint8(0), x).astype(np.uint8)
+
+
+def _wide_codes(rng, shape, exp: np.ndarray, tiny: bool = False) -> np.ndarray:
+    """BF16 codes over 48 binades around 1 (``tiny``: 40 binades below them) with every sign and fraction, one in
+    sixteen a zero; the last 8 rows of A (and of B) also hold subnormals and infinities: their blocks take the slow
+    path, which must give the same bits."""
+    field = rng.integers(87, 103, shape) if tiny else rng.integers(103, 151, shape)
+    x = (rng.integers(0, 2, shape) << 15 | field << 7 | rng.integers(0, 128, shape)).astype(np.uint16)
+    x[rng.random(shape) < 1 / 16] = 0
+    if not tiny:
+        x[-8:, 5::17] = rng.integers(1, 128, x[-8:, 5::17].shape).astype(np.uint16)  # subnormals
+        x[-8:, 11::29] = 0x7F80  # infinity
+    return x
+
+
+def tcalign_smem_words(plan: Plan, spec: "InstructionSpec | None" = None) -> int:
     """32-bit words of dynamic shared memory: the group's stage (values and powers of A's 64 rows and B's 128
-    columns, K pairs at strides 72 and 136) and the two per-code tables."""
-    kp = _group_length(plan) // 2
-    return kp * 2 * (64 + 8) + kp * 2 * (128 + 8) + 2 * 256
+    columns, K pairs at strides 72 and 136) and the two per-code tables; the wide form: values by K pair and
+    exponents by K, no tables."""
+    gl = _group_length(plan)
+    if spec is not None and wide(spec):
+        return (gl // 2 + gl) * ((64 + 8) + (128 + 8))
+    return gl // 2 * 2 * (64 + 8) + gl // 2 * 2 * (128 + 8) + 2 * 256
 
 
 def self_test_operands(plan: Plan, spec: InstructionSpec, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -136,17 +188,13 @@ def self_test_operands(plan: Plan, spec: InstructionSpec, seed: int = 0) -> tupl
     """
     rng = np.random.default_rng(seed)
     k = 4 * max(_group_length(plan), int(plan.k))
-
-    def codes(rows: int, exp: np.ndarray) -> np.ndarray:
-        x = rng.integers(0, 256, (rows, k), dtype=np.uint8)
-        special = np.flatnonzero(np.asarray(exp) < ZERO_EXP)
-        return np.where(np.isin(x, special), np.uint8(0), x).astype(np.uint8)
-
-    a, b = codes(128, plan.a_exp), codes(256, plan.b_exp)
-    sign = np.uint8(1 << (8 * np.dtype(spec.a_format.container_dtype).itemsize - 1))
+    codes = _wide_codes if wide(spec) else _byte_codes
+    a, b = codes(rng, (128, k), plan.a_exp), codes(rng, (256, k), plan.b_exp)
+    dtype = a.dtype.type
+    sign = dtype(1 << (8 * a.dtype.itemsize - 1))
     a[:32, 1::2] = a[:32, 0::2] ^ sign  # rows 0-31: each product followed by its negation (same B column codes)...
     b[:, 1::2] = np.where(np.arange(256)[:, None] < 128, b[:, 0::2], b[:, 1::2])
-    a[:32, 3::8] = rng.integers(0, 4, (32, k // 8), dtype=np.uint8)  # ...but for a few tiny ones
+    a[:32, 3::8] = codes(rng, (32, k // 8), plan.a_exp, tiny=True)  # ...but for a few tiny ones
     c = (rng.standard_normal((128, 256)) * np.exp2(rng.integers(-30, 30, (128, 256)))).astype(np.float32)
     c[::7, ::5] = 0.0
     c[3::7, ::5] = -0.0
