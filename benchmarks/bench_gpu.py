@@ -487,6 +487,7 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
             da, db = cupy.asarray(a), cupy.asarray(b)
             dc = cupy.zeros((M, N), spec.c_format.container_dtype)
             row = dict(label=label, entry=spec.name, shape=[M, N, K], fma_width=fa and fa.width)
+            print(f"  {label} {M}x{N}x{K}:", flush=True)  # (its kernels' lines follow, then the tiled kernel's)
             out = {}
             own = [k for k, o in _cuda_launch.OWN_KERNELS.items() if o.reason(cuda._plan(spec), spec) is None]
             for tile in tiles or [""]:
@@ -544,7 +545,7 @@ def bench_align(shapes: list[tuple], units: list[str], rng, check_rows: int, til
             if spec.a_format.name in ("e4m3", "e5m2") and spec.a_format == spec.b_format:
                 row["mmaemu_macs_per_s"], row["mmaemu_equal_bits"] = _mmaemu_rate(spec, a, b, out["fma"].view(np.uint32))
             tc, mm = row["tensor_core_macs_per_s"], row.get("mmaemu_macs_per_s")
-            print(f"  {label:26s} {M}x{N}x{K}  FMA(w{row['fma_width']}) {row['fma_macs_per_s']:9.3e}  "
+            print(f"    tiled kernel FMA(w{row['fma_width']}) {row['fma_macs_per_s']:9.3e}  "
                   f"int {row['int_macs_per_s']:9.3e} MAC/s  FMA==int {row['fma_equals_int_all_outputs']}  "
                   f"{r} rows==CPU {row['rows_equal_cpu_fast']}  tensor core {tc and f'{tc:.3e}'}  "
                   f"mmaemu {mm and f'{mm:.3e}'} (bits equal {row.get('mmaemu_equal_bits')})", flush=True)
