@@ -44,7 +44,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
 from ._fast_numba import FLAG_SPECIAL, FLAG_ZERO, _decode, _fused_one, _ieee_add, _round
 from ._numba_launch import fork_safe
@@ -248,17 +249,28 @@ def _group_round32(c, c_old, E, T32, exc, nb, k):
     return any_exc
 
 
-@njit(cache=True, nogil=True, inline="always")
+def _at(x, i):
+    """x[i], or None where x is None (the maximum's missing scales); compiled by ``_at_typed``."""
+    return None if x is None else x[i]
+
+
+@overload(_at, inline="always")
+def _at_typed(x, i):  # chosen per argument type: an `is None` branch would make x[i] Optional
+    if isinstance(x, types.NoneType):
+        return lambda x, i: None
+    return lambda x, i: x[i]
+
+
+@njit(cache=True, nogil=True)
 def _four(x, i):
     """x[i], .., x[i + 3] as a tuple: four rows of a tile, or four K of a row (held in registers)."""
-    return x[i], x[i + 1], x[i + 2], x[i + 3]
+    return _at(x, i), _at(x, i + 1), _at(x, i + 2), _at(x, i + 3)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _step4x4(rows, b, kk):
-    """The operands of one step of the four-row kernels: B's panel rows kk .. kk+3 (lane vectors) and
-    the 4 x 4 entries of the four rows of A at those K, each loaded once a step -- one load of B
-    serves four rows of A, the point of those kernels."""
+    """The operands of one step of ``_four_rows``: B's panel rows kk .. kk+3 (lane vectors) and the
+    4 x 4 entries of the four rows of A at those K, each loaded once a step."""
     r0, r1, r2, r3 = rows
     return _four(b, kk), (_four(r0, kk), _four(r1, kk), _four(r2, kk), _four(r3, kk))
 
@@ -357,59 +369,60 @@ def _add_row32(T32, U, a32, b32, k0, L, nb):
         kk += 1
 
 
-@njit(cache=True, nogil=True)
-def _max_rows(E, a_exp, m0, tm, b_exp, k0, L, nb):
-    """``_max_row`` for rows m0 .. m0+tm-1 of A (E[t] for row m0 + t), four rows per pass
-    over the group's B panel: one load of B serves four rows."""
-    t = 0
-    while t + 4 <= tm:
-        E0, E1, E2, E3 = _four(E, t)
-        rows = _four(a_exp, m0 + t)
-        kk = k0
-        while kk + 4 <= k0 + L:
-            (b0, b1, b2, b3), (p0, p1, p2, p3) = _step4x4(rows, b_exp, kk)
-            for j in range(nb):
-                x = (b0[j], b1[j], b2[j], b3[j])
-                E0[j] = _max4(E0[j], p0, x)
-                E1[j] = _max4(E1[j], p1, x)
-                E2[j] = _max4(E2[j], p2, x)
-                E3[j] = _max4(E3[j], p3, x)
-            kk += 4
-        if kk < k0 + L:  # the last K, below a step of four: row by row
-            for u in range(4):
-                _max_row(E[t + u], rows[u], b_exp, kk, k0 + L - kk, nb)
-        t += 4
-    while t < tm:
-        _max_row(E[t], a_exp[m0 + t], b_exp, k0, L, nb)
-        t += 1
+def _lane4(acc, p, x, u):
+    """Four K of one lane's group operation: the exponents' maximum (``_max_row``; u is None) or
+    the int32 route's truncated terms added to acc (``_add_row32``; u the lane's scale)."""
+    return _max4(acc, p, x) if u is None else acc + _terms4(p, x, u)
+
+
+@overload(_lane4, inline="always")
+def _lane4_typed(acc, p, x, u):  # chosen per type of u: the maximum compiles no term code, and no Optional
+    if isinstance(u, types.NoneType):
+        return lambda acc, p, x, u: _max4(acc, p, x)
+    return lambda acc, p, x, u: acc + _terms4(p, x, u)
+
+
+def _one_row(acc, U, a, b, k0, L, nb):
+    """One row's group operation over K[k0:k0+L): ``_max_row`` (U None) or ``_add_row32``."""
+    if U is None:
+        _max_row(acc, a, b, k0, L, nb)
+    else:
+        _add_row32(acc, U, a, b, k0, L, nb)
+
+
+@overload(_one_row)
+def _one_row_typed(acc, U, a, b, k0, L, nb):  # as _lane4_typed
+    if isinstance(U, types.NoneType):
+        return lambda acc, U, a, b, k0, L, nb: _max_row(acc, a, b, k0, L, nb)
+    return lambda acc, U, a, b, k0, L, nb: _add_row32(acc, U, a, b, k0, L, nb)
 
 
 @njit(cache=True, nogil=True)
-def _sum_rows32(T32, U, a32, m0, tm, b32, k0, L, nb):
-    """T32[t] = ``_add_row32``'s terms for rows m0 .. m0+tm-1 of A (U[t] for row m0 + t), four
-    rows per pass over the group's B panel."""
-    T32[:tm, :nb] = 0
+def _four_rows(acc, U, a, m0, tm, b, k0, L, nb):
+    """A group operation (``_one_row``) for rows m0 .. m0+tm-1 of A (acc[t], U[t] for row m0 + t),
+    four rows per pass over the group's B panel: one load of B serves four rows.  acc = E (int16,
+    U None): the exponents' maximum; acc = T32 (int32, from 0), U: the int32 route's terms."""
     t = 0
     while t + 4 <= tm:
-        T0, T1, T2, T3 = _four(T32, t)
+        A0, A1, A2, A3 = _four(acc, t)
         U0, U1, U2, U3 = _four(U, t)
-        rows = _four(a32, m0 + t)
+        rows = _four(a, m0 + t)
         kk = k0
         while kk + 4 <= k0 + L:
-            (b0, b1, b2, b3), (p0, p1, p2, p3) = _step4x4(rows, b32, kk)
+            (b0, b1, b2, b3), (p0, p1, p2, p3) = _step4x4(rows, b, kk)
             for j in range(nb):
                 x = (b0[j], b1[j], b2[j], b3[j])
-                T0[j] += _terms4(p0, x, U0[j])
-                T1[j] += _terms4(p1, x, U1[j])
-                T2[j] += _terms4(p2, x, U2[j])
-                T3[j] += _terms4(p3, x, U3[j])
+                A0[j] = _lane4(A0[j], p0, x, _at(U0, j))
+                A1[j] = _lane4(A1[j], p1, x, _at(U1, j))
+                A2[j] = _lane4(A2[j], p2, x, _at(U2, j))
+                A3[j] = _lane4(A3[j], p3, x, _at(U3, j))
             kk += 4
         if kk < k0 + L:  # the last K, below a step of four: row by row
             for r in range(4):
-                _add_row32(T32[t + r], U[t + r], rows[r], b32, kk, k0 + L - kk, nb)
+                _one_row(acc[t + r], _at(U, t + r), rows[r], b, kk, k0 + L - kk, nb)
         t += 4
     while t < tm:
-        _add_row32(T32[t], U[t], a32[m0 + t], b32, k0, L, nb)
+        _one_row(acc[t], _at(U, t), a[m0 + t], b, k0, L, nb)
         t += 1
 
 
@@ -525,11 +538,12 @@ def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst
                     block_wide = window == 0 or (b_any[blk, gg] & FLAG_WIDE) != 0
                     for t in range(tm):
                         any_exc[t] = _group_begin(c[t], ck[t], bf, a_flag[m0 + t, gg], E[t], exc[t], nb, k)
-                    _max_rows(E, a_e16, m0, tm, be16, k0, L, nb)
+                    _four_rows(E, None, a_e16, m0, tm, be16, k0, L, nb)
                     if not block_wide:  # the int32 route for every row (rows with a wide group redo below)
                         for t in range(tm):
                             _group_scale32(c[t], c_old[t], E[t], U[t], a_off[m0 + t, gg], b_off[blk, gg], nb, k)
-                        _sum_rows32(T32, U, a32, m0, tm, b32_blk, k0, L, nb)
+                        T32[:tm, :nb] = 0  # each group's int32 terms start from 0
+                        _four_rows(T32, U, a32, m0, tm, b32_blk, k0, L, nb)
                     for t in range(tm):
                         m = m0 + t
                         if block_wide or (a_flag[m, gg] & FLAG_WIDE) != 0:
