@@ -90,6 +90,19 @@ TC_FN int tc_row(int t, int i) { return i < TM / 2 ? t * (TM / 2) + i : BM / 2 +
 TC_FN int tc_col(int t, int j) { return j < TN / 2 ? t * (TN / 2) + j : BN / 2 + t * (TN / 2) + (j - TN / 2); }
 #endif
 
+#if FMA_ALIGN == 2
+// the FP64 FMA pass's operand at stage index at: its value x = mag * 2**exp (exact in FP64: _cuda_build checks the
+// ranges) as a positive and a negative part, one of them 0, so that pass 2 routes each product by sign with no branch
+// (FMA_ALIGN == 1 stages the FP32 parts themselves: tc_load_stage)
+TC_FN void tc_parts(const unsigned* MAG, const int* EXP, const int* SGN, int at, FT& p, FT& n) {
+    const unsigned m = MAG[at];
+    const FT x = m ? (FT)m * TC_POW2(FT, EXP[at]) : (FT)0;
+    const bool ng = SGN[at] != 0;
+    p = ng ? (FT)0 : x;
+    n = ng ? -x : (FT)0;
+}
+#endif
+
 #if FAST_END
 // The group's end in FP32 for FP32 C/D and an FP32-cut output rounded toward zero (_cuda_build.fast_end says when):
 // s = P + N is the truncated products' exact sum in FMA units, whose grid is 2**g, g = emax + RS_AB (unclamped here);
@@ -321,21 +334,9 @@ gemm_tiled(const A_T* __restrict__ A, long long lda, const B_T* __restrict__ B, 
                 for (int j = 0; j < TN; ++j) TC_LDS2(BMG + 2 * ((kb + kk) * BN + tc_col(tx, j)), bp[j], bn[j]);
 #else
 #pragma unroll
-                for (int i = 0; i < TM; ++i) {
-                    const int at = (kb + kk) * BM + tc_row(ty, i);
-                    const unsigned m = AM[at];
-                    const FT x = m ? (FT)m * TC_POW2(FT, AE[at]) : (FT)0;
-                    const bool ng = AS[at] != 0;
-                    ap[i] = ng ? (FT)0 : x; an[i] = ng ? -x : (FT)0;
-                }
+                for (int i = 0; i < TM; ++i) tc_parts(AM, AE, AS, (kb + kk) * BM + tc_row(ty, i), ap[i], an[i]);
 #pragma unroll
-                for (int j = 0; j < TN; ++j) {
-                    const int at = (kb + kk) * BN + tc_col(tx, j);
-                    const unsigned m = BMG[at];
-                    const FT x = m ? (FT)m * TC_POW2(FT, BE[at]) : (FT)0;
-                    const bool ng = BS[at] != 0;
-                    bp[j] = ng ? (FT)0 : x; bn[j] = ng ? -x : (FT)0;
-                }
+                for (int j = 0; j < TN; ++j) tc_parts(BMG, BE, BS, (kb + kk) * BN + tc_col(tx, j), bp[j], bn[j]);
 #endif
 #if ROW_BRANCH
                 // a warp is one thread row (TX == 32): a's sign is the same in every lane, so a branch on it routes

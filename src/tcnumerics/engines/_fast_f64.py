@@ -14,7 +14,7 @@ on the float64 bit pattern of ``sum * 2**(E - F)`` (sign-magnitude: adding an in
 masking low bits rounds the magnitude, carries renormalise).  In exchange LLVM vectorises
 every inner loop, with no per-element branches.
 
-The GEMM kernel's int32 route (``_sum_row32``; the plan's ``sum32_window`` R): in a group
+The GEMM kernel's int32 route (``_add_row32``; the plan's ``sum32_window`` R): in a group
 whose nonzero operands lie within 2**-R of the group's largest exponent (per row of A, per
 column of B), the products are formed in float32 from operands stored relative to that
 exponent (exact and normal), scaled by adding to their exponent field, truncated by the
@@ -44,7 +44,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
 from ._fast_numba import FLAG_SPECIAL, FLAG_ZERO, _decode, _fused_one, _ieee_add, _round
 from ._numba_launch import fork_safe
@@ -213,6 +214,17 @@ def _round_lane(total, e, k):
     return (_bits_f64(sign | r) if r != 0 else 0.0), bad
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _round_into(c, exc, j, total, e, k):
+    """Lane j's end of a group: c[j] = ``_round_lane``'s value of total * 2**(e - F), its
+    out-of-range mark ORed into exc[j]; returns exc[j]."""
+    value, bad = _round_lane(total, e, k)
+    x = exc[j] | bad
+    exc[j] = x
+    c[j] = value
+    return x
+
+
 @njit(cache=True, nogil=True)
 def _group_round(c, E, T, exc, nb, k):
     """c[j] = the exact sum T[j] * 2**(E - F) rounded once to the output format (``_round_lane``);
@@ -220,11 +232,7 @@ def _group_round(c, E, T, exc, nb, k):
     lane is marked."""
     any_exc = np.int64(0)
     for j in range(nb):
-        value, bad = _round_lane(T[j], E[j], k)
-        x = exc[j] | bad
-        exc[j] = x
-        any_exc |= x
-        c[j] = value
+        any_exc |= _round_into(c, exc, j, T[j], E[j], k)
     return any_exc
 
 
@@ -237,12 +245,41 @@ def _group_round32(c, c_old, E, T32, exc, nb, k):
     for j in range(nb):
         e = E[j]
         total = np.int64(c_old[j] * _bits_f64((F - np.int64(e) + 1023) << 52)) + T32[j]
-        value, bad = _round_lane(total, e, k)
-        x = exc[j] | bad
-        exc[j] = x
-        any_exc |= x
-        c[j] = value
+        any_exc |= _round_into(c, exc, j, total, e, k)
     return any_exc
+
+
+def _at(x, i):
+    """x[i], or None where x is None (the maximum's missing scales); compiled by ``_at_typed``."""
+    return None if x is None else x[i]
+
+
+@overload(_at, inline="always")
+def _at_typed(x, i):  # chosen per argument type: an `is None` branch would make x[i] Optional
+    if isinstance(x, types.NoneType):
+        return lambda x, i: None
+    return lambda x, i: x[i]
+
+
+@njit(cache=True, nogil=True)
+def _four(x, i):
+    """x[i], .., x[i + 3] as a tuple: four rows of a tile, or four K of a row (held in registers)."""
+    return _at(x, i), _at(x, i + 1), _at(x, i + 2), _at(x, i + 3)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _step4x4(rows, b, kk):
+    """The operands of one step of ``_four_rows``: B's panel rows kk .. kk+3 (lane vectors) and the
+    4 x 4 entries of the four rows of A at those K, each loaded once a step."""
+    r0, r1, r2, r3 = rows
+    return _four(b, kk), (_four(r0, kk), _four(r1, kk), _four(r2, kk), _four(r3, kk))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _max4(e, p, x):
+    """max(e, p[i] + x[i] for i < 4) in int16 lanes: four K of ``_max_row`` at once."""
+    return _max16(_max16(e, _max16(_add16(p[0], x[0]), _add16(p[1], x[1]))),
+                  _max16(_add16(p[2], x[2]), _add16(p[3], x[3])))
 
 
 @njit(cache=True, nogil=True)
@@ -285,7 +322,7 @@ def _group_scale32(c, c_old, E, U, a_off, b_off, nb, k):
     relative to their group's largest exponent, a_off for the row of A, b_off[j] per column
     of B, and A SCALE32_BIAS further below); keeps C in c_old (its term is taken when
     rounding, ``_group_round32``).  The clamp to [1, 126] only acts where no product can
-    contribute (``_sum_row32``).  E needs no floor here: ``_group_begin`` starts it at C's
+    contribute (``_add_row32``).  E needs no floor here: ``_group_begin`` starts it at C's
     exponent, D's emin or E_zero, all within +-900."""
     bias = np.float32(k[8] + SCALE32_BIAS)
     for j in range(nb):
@@ -304,21 +341,25 @@ def _scaled_term(a, b, u):
     return np.int32(_bits_f32(_f32_bits(a * b) + u))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _terms4(p, x, u):
+    """The sum of four ``_scaled_term`` (p[i], x[i], u): four K of ``_add_row32`` at once."""
+    return (_scaled_term(p[0], x[0], u) + _scaled_term(p[1], x[1], u)) + \
+        (_scaled_term(p[2], x[2], u) + _scaled_term(p[3], x[3], u))
+
+
 @njit(cache=True, nogil=True)
-def _sum_row32(T32, U, a32, b32, k0, L, nb):
-    """T32[j] = the group's truncated product terms, in float32 / int32 lanes (sixteen per
-    AVX-512 op): ``_scaled_term`` is a * b * 2**(F - E[j]) truncated toward zero, exactly,
-    for operands within the plan's window; L terms below 2**(F+2) fit int32."""
-    for j in range(nb):
-        T32[j] = 0
+def _add_row32(T32, U, a32, b32, k0, L, nb):
+    """T32[j] += the group's truncated product terms over K[k0:k0+L), in float32 / int32 lanes
+    (sixteen per AVX-512 op): ``_scaled_term`` is a * b * 2**(F - E[j]) truncated toward zero,
+    exactly, for operands within the plan's window; L terms below 2**(F+2) fit int32 (and int32
+    sums are exact in any order, so a row may be taken in pieces)."""
     kk = k0
     while kk + 4 <= k0 + L:
-        v0, v1, v2, v3 = a32[kk], a32[kk + 1], a32[kk + 2], a32[kk + 3]
-        b0, b1, b2, b3 = b32[kk], b32[kk + 1], b32[kk + 2], b32[kk + 3]
+        v = _four(a32, kk)
+        b0, b1, b2, b3 = _four(b32, kk)
         for j in range(nb):
-            u = U[j]
-            T32[j] += (_scaled_term(v0, b0[j], u) + _scaled_term(v1, b1[j], u)) + \
-                (_scaled_term(v2, b2[j], u) + _scaled_term(v3, b3[j], u))
+            T32[j] += _terms4(v, (b0[j], b1[j], b2[j], b3[j]), U[j])
         kk += 4
     while kk < k0 + L:
         v0 = a32[kk]
@@ -328,89 +369,60 @@ def _sum_row32(T32, U, a32, b32, k0, L, nb):
         kk += 1
 
 
-@njit(cache=True, nogil=True)
-def _max_rows(E, a_exp, m0, tm, b_exp, k0, L, nb):
-    """``_max_row`` for rows m0 .. m0+tm-1 of A (E[t] for row m0 + t), four rows per pass
-    over the group's B panel: one load of B serves four rows."""
-    t = 0
-    while t + 4 <= tm:
-        E0, E1, E2, E3 = E[t], E[t + 1], E[t + 2], E[t + 3]
-        r0, r1, r2, r3 = a_exp[m0 + t], a_exp[m0 + t + 1], a_exp[m0 + t + 2], a_exp[m0 + t + 3]
-        kk = k0
-        while kk + 4 <= k0 + L:
-            b0, b1, b2, b3 = b_exp[kk], b_exp[kk + 1], b_exp[kk + 2], b_exp[kk + 3]
-            p00, p01, p02, p03 = r0[kk], r0[kk + 1], r0[kk + 2], r0[kk + 3]
-            p10, p11, p12, p13 = r1[kk], r1[kk + 1], r1[kk + 2], r1[kk + 3]
-            p20, p21, p22, p23 = r2[kk], r2[kk + 1], r2[kk + 2], r2[kk + 3]
-            p30, p31, p32, p33 = r3[kk], r3[kk + 1], r3[kk + 2], r3[kk + 3]
-            for j in range(nb):
-                x0, x1, x2, x3 = b0[j], b1[j], b2[j], b3[j]
-                E0[j] = _max16(_max16(E0[j], _max16(_add16(p00, x0), _add16(p01, x1))),
-                               _max16(_add16(p02, x2), _add16(p03, x3)))
-                E1[j] = _max16(_max16(E1[j], _max16(_add16(p10, x0), _add16(p11, x1))),
-                               _max16(_add16(p12, x2), _add16(p13, x3)))
-                E2[j] = _max16(_max16(E2[j], _max16(_add16(p20, x0), _add16(p21, x1))),
-                               _max16(_add16(p22, x2), _add16(p23, x3)))
-                E3[j] = _max16(_max16(E3[j], _max16(_add16(p30, x0), _add16(p31, x1))),
-                               _max16(_add16(p32, x2), _add16(p33, x3)))
-            kk += 4
-        if kk < k0 + L:
-            for u in range(4):
-                _max_row(E[t + u], a_exp[m0 + t + u], b_exp, kk, k0 + L - kk, nb)
-        t += 4
-    while t < tm:
-        _max_row(E[t], a_exp[m0 + t], b_exp, k0, L, nb)
-        t += 1
+def _lane4(acc, p, x, u):
+    """Four K of one lane's group operation: the exponents' maximum (``_max_row``; u is None) or
+    the int32 route's truncated terms added to acc (``_add_row32``; u the lane's scale)."""
+    return _max4(acc, p, x) if u is None else acc + _terms4(p, x, u)
+
+
+@overload(_lane4, inline="always")
+def _lane4_typed(acc, p, x, u):  # chosen per type of u: the maximum compiles no term code, and no Optional
+    if isinstance(u, types.NoneType):
+        return lambda acc, p, x, u: _max4(acc, p, x)
+    return lambda acc, p, x, u: acc + _terms4(p, x, u)
+
+
+def _one_row(acc, U, a, b, k0, L, nb):
+    """One row's group operation over K[k0:k0+L): ``_max_row`` (U None) or ``_add_row32``."""
+    if U is None:
+        _max_row(acc, a, b, k0, L, nb)
+    else:
+        _add_row32(acc, U, a, b, k0, L, nb)
+
+
+@overload(_one_row)
+def _one_row_typed(acc, U, a, b, k0, L, nb):  # as _lane4_typed
+    if isinstance(U, types.NoneType):
+        return lambda acc, U, a, b, k0, L, nb: _max_row(acc, a, b, k0, L, nb)
+    return lambda acc, U, a, b, k0, L, nb: _add_row32(acc, U, a, b, k0, L, nb)
 
 
 @njit(cache=True, nogil=True)
-def _sum_rows32(T32, U, a32, m0, tm, b32, k0, L, nb):
-    """``_sum_row32`` for rows m0 .. m0+tm-1 of A (T32[t], U[t] for row m0 + t), four rows per
-    pass over the group's B panel."""
+def _four_rows(acc, U, a, m0, tm, b, k0, L, nb):
+    """A group operation (``_one_row``) for rows m0 .. m0+tm-1 of A (acc[t], U[t] for row m0 + t),
+    four rows per pass over the group's B panel: one load of B serves four rows.  acc = E (int16,
+    U None): the exponents' maximum; acc = T32 (int32, from 0), U: the int32 route's terms."""
     t = 0
     while t + 4 <= tm:
-        T0, T1, T2, T3 = T32[t], T32[t + 1], T32[t + 2], T32[t + 3]
-        U0, U1, U2, U3 = U[t], U[t + 1], U[t + 2], U[t + 3]
-        r0, r1, r2, r3 = a32[m0 + t], a32[m0 + t + 1], a32[m0 + t + 2], a32[m0 + t + 3]
-        for j in range(nb):
-            T0[j] = 0
-            T1[j] = 0
-            T2[j] = 0
-            T3[j] = 0
+        A0, A1, A2, A3 = _four(acc, t)
+        U0, U1, U2, U3 = _four(U, t)
+        rows = _four(a, m0 + t)
         kk = k0
         while kk + 4 <= k0 + L:
-            b0, b1, b2, b3 = b32[kk], b32[kk + 1], b32[kk + 2], b32[kk + 3]
-            p00, p01, p02, p03 = r0[kk], r0[kk + 1], r0[kk + 2], r0[kk + 3]
-            p10, p11, p12, p13 = r1[kk], r1[kk + 1], r1[kk + 2], r1[kk + 3]
-            p20, p21, p22, p23 = r2[kk], r2[kk + 1], r2[kk + 2], r2[kk + 3]
-            p30, p31, p32, p33 = r3[kk], r3[kk + 1], r3[kk + 2], r3[kk + 3]
+            (b0, b1, b2, b3), (p0, p1, p2, p3) = _step4x4(rows, b, kk)
             for j in range(nb):
-                x0, x1, x2, x3 = b0[j], b1[j], b2[j], b3[j]
-                u = U0[j]
-                T0[j] += (_scaled_term(p00, x0, u) + _scaled_term(p01, x1, u)) + \
-                    (_scaled_term(p02, x2, u) + _scaled_term(p03, x3, u))
-                u = U1[j]
-                T1[j] += (_scaled_term(p10, x0, u) + _scaled_term(p11, x1, u)) + \
-                    (_scaled_term(p12, x2, u) + _scaled_term(p13, x3, u))
-                u = U2[j]
-                T2[j] += (_scaled_term(p20, x0, u) + _scaled_term(p21, x1, u)) + \
-                    (_scaled_term(p22, x2, u) + _scaled_term(p23, x3, u))
-                u = U3[j]
-                T3[j] += (_scaled_term(p30, x0, u) + _scaled_term(p31, x1, u)) + \
-                    (_scaled_term(p32, x2, u) + _scaled_term(p33, x3, u))
+                x = (b0[j], b1[j], b2[j], b3[j])
+                A0[j] = _lane4(A0[j], p0, x, _at(U0, j))
+                A1[j] = _lane4(A1[j], p1, x, _at(U1, j))
+                A2[j] = _lane4(A2[j], p2, x, _at(U2, j))
+                A3[j] = _lane4(A3[j], p3, x, _at(U3, j))
             kk += 4
-        while kk < k0 + L:
+        if kk < k0 + L:  # the last K, below a step of four: row by row
             for r in range(4):
-                v = a32[m0 + t + r, kk]
-                b0 = b32[kk]
-                Ur = U[t + r]
-                Tr = T32[t + r]
-                for j in range(nb):
-                    Tr[j] += _scaled_term(v, b0[j], Ur[j])
-            kk += 1
+                _one_row(acc[t + r], _at(U, t + r), rows[r], b, kk, k0 + L - kk, nb)
         t += 4
     while t < tm:
-        _sum_row32(T32[t], U[t], a32[m0 + t], b32, k0, L, nb)
+        _one_row(acc[t], _at(U, t), a[m0 + t], b, k0, L, nb)
         t += 1
 
 
@@ -526,11 +538,12 @@ def gemm_fused_f64(a_val, a_exp, a_flag, b_val, b_exp, b_flag, acc, glen, n_inst
                     block_wide = window == 0 or (b_any[blk, gg] & FLAG_WIDE) != 0
                     for t in range(tm):
                         any_exc[t] = _group_begin(c[t], ck[t], bf, a_flag[m0 + t, gg], E[t], exc[t], nb, k)
-                    _max_rows(E, a_e16, m0, tm, be16, k0, L, nb)
+                    _four_rows(E, None, a_e16, m0, tm, be16, k0, L, nb)
                     if not block_wide:  # the int32 route for every row (rows with a wide group redo below)
                         for t in range(tm):
                             _group_scale32(c[t], c_old[t], E[t], U[t], a_off[m0 + t, gg], b_off[blk, gg], nb, k)
-                        _sum_rows32(T32, U, a32, m0, tm, b32_blk, k0, L, nb)
+                        T32[:tm, :nb] = 0  # each group's int32 terms start from 0
+                        _four_rows(T32, U, a32, m0, tm, b32_blk, k0, L, nb)
                     for t in range(tm):
                         m = m0 + t
                         if block_wide or (a_flag[m, gg] & FLAG_WIDE) != 0:

@@ -213,7 +213,7 @@ def _f64_reason(spec: InstructionSpec, model: UnitModel, a_exp: np.ndarray, b_ex
 
 
 def _sum32_window(frac_bits: int, lengths: list[int], man_a: int, man_b: int) -> int:
-    """R of the int32 sum route (``_fast_f64._sum_row32``), 0 where it is not exact.
+    """R of the int32 sum route (``_fast_f64._add_row32``), 0 where it is not exact.
 
     Operands within 2**-R of their group's largest exponent, A scaled 2**-4 further, have a
     product exact in float32 (significands within 24 bits) and normal (2R + 4 <= 126); every
