@@ -18,10 +18,10 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from .. import interop
+from .. import arrays, interop
 from ..arrays import on_device
 
-__all__ = ["to_numpy", "from_numpy", "to_array", "to_tensor", "format_name", "TORCH_FORMATS"]
+__all__ = ["to_numpy", "from_numpy", "to_array", "to_tensor", "float64_values", "on_gpu_engine", "format_name", "TORCH_FORMATS"]
 
 # torch dtype -> (integer view dtype for the bits, numpy/ml_dtypes type, tcnumerics format name)
 _VIEWS = {
@@ -95,6 +95,21 @@ def to_array(t: torch.Tensor, engine: str | None = None):
             raise TypeError(f"tensor: dtype {t.dtype} is not a floating-point matrix operand type")
         return interop.from_torch(t)
     return to_numpy(t)
+
+
+def on_gpu_engine(t: torch.Tensor) -> bool:
+    """Does a GEMM of ``t`` run on the GPU engine (a CUDA tensor, CuPy usable)?"""
+    from .devices import engine_for
+
+    return t.is_cuda and engine_for(t.device.type, "auto") == "cuda"
+
+
+def float64_values(t: torch.Tensor, device: bool):
+    """Exact float64 values of ``t`` where the measurement runs: with ``device`` (a CUDA tensor on the GPU engine)
+    a CuPy array decoded from the tensor's own memory (no host copy), else a numpy array (error attribution)."""
+    if device:
+        return arrays.float64(to_array(t, "cuda"))
+    return np.asarray(to_numpy(t), np.float64)
 
 
 def to_tensor(result, device: torch.device) -> torch.Tensor:
