@@ -463,7 +463,8 @@ def _stage_values(backend, call: GemmCall, backward: bool, a3, b3, info: CallInf
         quantised = [recipe.quantize(a3[i], b3[i]) for i in range(a3.shape[0])]
         engine = recipe.engine if recipe.engine != "auto" else "auto"
     else:
-        structure = getattr(getattr(info.call, "plan", None), "structure", None) or _library_structure(backend, call)
+        structure = (getattr(getattr(info.call, "plan", None), "structure", None)
+                     or _library_structure(backend, call, arrays.on_device(a3)))
         if structure is None or call.op == "_scaled_mm" or any(getattr(structure, k, None) for k in (
                 "simt_kernel", "stream_k", "split_interleave", "input_rounding", "split_partial_format")):
             return [], "total"
@@ -485,11 +486,13 @@ def _stage_values(backend, call: GemmCall, backward: bool, a3, b3, info: CallInf
     return [arrays.stack(dequantised), arrays.stack(chained), arrays.stack(ordered)], "stages"
 
 
-def _library_structure(backend, call: GemmCall):
-    """The library plan's structure (its instruction, promotion, split-K) for a library-mode call."""
+def _library_structure(backend, call: GemmCall, device: bool):
+    """The library plan's structure (its instruction, promotion, split-K) for a library-mode call (CUDA tensors'
+    operands stay on the device: the plan reads their shapes and strides)."""
+    engine = "cuda" if device else "fast"
     try:
-        fn, args, kwargs, _ = backend._route(call, None, "fast")
-        plan, _ = fn.prepare(*args, **dict(kwargs, engine="fast"))
+        fn, args, kwargs, _ = backend._route(call, None, engine)
+        plan, _ = fn.prepare(*args, **dict(kwargs, engine=engine))
     except Exception:  # a call the plan cannot describe: its stages are not separated
         return None
     return plan.structure
@@ -500,6 +503,8 @@ def _dequantise(q, descale, axis: int):
     if descale is None:
         return values
     d = arrays.float64(descale)
+    if arrays.namespace(d) is not arrays.namespace(values):  # a host descale of device operands (a scale vector up)
+        d = arrays.namespace(values).asarray(arrays.to_host(d))
     return values * (d.reshape(-1, 1) if axis == 1 and d.size > 1 else d.reshape(1, -1) if d.size > 1 else d)
 
 
