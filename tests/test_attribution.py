@@ -193,7 +193,11 @@ def test_study_rejects_bad_options_before_training(tmp_path):
     from tcnumerics.experiments.cli import build_parser, load_experiment
 
     module = load_experiment("fp8-training")
-    for argv, text in ((["--heads", "3"], "--heads"), (["--only", "nope"], "--only"), (["--steps", "0"], "--steps")):
+    bad = [(["--heads", "3"], "--heads"), (["--only", "nope"], "--only"), (["--steps", "0"], "--steps"),
+           (["--device", "nope"], "--device")]
+    if not torch.cuda.is_available():
+        bad.append((["--device", "cuda"], "--device: 'cuda' asked for"))
+    for argv, text in bad:
         args = build_parser("fp8-training", module).parse_args(argv + ["--quiet"])
         with pytest.raises(ValueError, match=text):
             module.run(args)

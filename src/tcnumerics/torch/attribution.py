@@ -373,14 +373,14 @@ def counterfactual(emulation, step, sites, *, state=()) -> dict:
 
     rec = emulation._recorder("counterfactual")
     saved = [copy.deepcopy(obj.state_dict()) for obj in state]
-    rng = torch.get_rng_state()
+    rng = _rng_state()
     counter = emulation.mode.counter  # the call index seeds stochastic rounding: every re-run starts from it
     rules = dict(rec.overrides)  # the sites' own rules (set_site) stay; one site at a time becomes exact
 
     def run(override):
         for obj, st in zip(state, saved):
             obj.load_state_dict(copy.deepcopy(st))
-        torch.set_rng_state(rng)
+        _set_rng_state(rng)
         emulation.mode.counter = counter
         rec.overrides = dict(rules)
         if override is not None:
@@ -405,9 +405,22 @@ def counterfactual(emulation, step, sites, *, state=()) -> dict:
     emulation.mode.counter = counter
     for obj, st in zip(state, saved):
         obj.load_state_dict(st)
-    torch.set_rng_state(rng)
+    _set_rng_state(rng)
     rec.counterfactuals.update(out)
     return out
+
+
+def _rng_state() -> tuple:
+    """torch's CPU generator state and, where CUDA is in use, every GPU's (dropout on CUDA tensors draws there)."""
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    return torch.get_rng_state(), cuda
+
+
+def _set_rng_state(state: tuple) -> None:
+    cpu, cuda = state
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
 
 
 def _check_reproduced(measured: list, rerun: list) -> None:
