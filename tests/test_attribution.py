@@ -138,6 +138,16 @@ def test_one_site_exact_keeps_earlier_sites_and_other_rules(device):
     assert rules == before                                       # every other site keeps its rule
 
 
+def test_emulated_bits_are_the_cpus(device):
+    # the emulated GEMMs are the same bits on every device; torch's own ops (tanh on CUDA) need not be, so only the
+    # first site -- the same inputs everywhere -- is compared (its output, attribution on, backward run too)
+    def first_output(where):
+        net, x = _three_layers(where), torch.randn(16, 64, generator=torch.Generator().manual_seed(6)).to(where)
+        return _outputs(net, tct.emulate(instruction=FP8, scaling="tensor", attribution=True), x)[0].cpu()
+
+    assert torch.equal(first_output(device), first_output("cpu"))
+
+
 def _bad_layer_run(device="cpu"):
     net, x = _three_layers(device), torch.randn(32, 64).to(device)
     run = tct.emulate(instruction=FP8, scaling="tensor", promote_every=64, attribution=True)
