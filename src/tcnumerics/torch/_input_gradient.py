@@ -203,10 +203,11 @@ class InputGradientEffect:
         if not waiting:
             return
         device = _tensors.on_gpu_engine(p.grad)
-        g = _tensors.float64_values(p.grad, device)
-        for key, dg in waiting:  # one scalar each reaches the host
-            value = float((g * _tensors.float64_values(dg, device)).sum())
-            with self._lock:
+        with _tensors.gpu_work(p.grad):
+            g = _tensors.float64_values(p.grad, device)
+            values = [(key, float((g * _tensors.float64_values(dg, device)).sum())) for key, dg in waiting]
+        with self._lock:  # one scalar each reached the host
+            for key, value in values:
                 self._sums[key] += value
 
 

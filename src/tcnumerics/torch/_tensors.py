@@ -21,7 +21,7 @@ import torch
 from .. import arrays, interop
 from ..arrays import on_device
 
-__all__ = ["to_numpy", "from_numpy", "to_array", "to_tensor", "float64_values", "on_gpu_engine", "format_name",
+__all__ = ["to_numpy", "from_numpy", "to_array", "to_tensor", "float64_values", "on_gpu_engine", "gpu_work", "format_name",
            "TORCH_FORMATS"]
 
 # torch dtype -> (integer view dtype for the bits, numpy/ml_dtypes type, tcnumerics format name)
@@ -103,6 +103,18 @@ def on_gpu_engine(t: torch.Tensor) -> bool:
     from .devices import engine_for
 
     return t.is_cuda and engine_for(t.device.type, "auto") == "cuda"
+
+
+def gpu_work(t: torch.Tensor):
+    """A context for CuPy work on ``t``'s values outside the emulation's own call (autograd hooks): on torch's
+    current stream and allocator where ``t`` is on the GPU engine, as the emulated GEMMs are; else nothing."""
+    import contextlib
+
+    if not on_gpu_engine(t):
+        return contextlib.nullcontext()
+    from .devices import on_torch_stream
+
+    return on_torch_stream(t.device)
 
 
 def float64_values(t: torch.Tensor, device: bool):

@@ -298,7 +298,8 @@ class Recorder:
         def hook(grad):
             if self.inputs.in_extra_pass:  # an input-gradient site's J^T e pass, not the loss's gradient
                 return
-            value = float((_tensors.float64_values(grad, arrays.on_device(err)) * err).sum())  # one scalar
+            with _tensors.gpu_work(grad):  # one scalar reaches the host
+                value = float((_tensors.float64_values(grad, arrays.on_device(err)) * err).sum())
             with self._lock:
                 self.first_order[key] -= value
         return hook
