@@ -120,8 +120,8 @@ def gpu_work(t: torch.Tensor):
 def float64_values(t: torch.Tensor, device: bool):
     """Exact float64 values of ``t`` where the measurement runs: with ``device`` (a CUDA tensor on the GPU engine)
     a CuPy array decoded from the tensor's own memory (no host copy), else a numpy array (error attribution)."""
-    if device:
-        return arrays.float64(to_array(t, "cuda"))
+    if device:  # contiguous on the device first: an expanded gradient (stride 0) need not survive DLPack as a view
+        return arrays.float64(to_array(t.detach().contiguous(), "cuda"))
     return np.asarray(to_numpy(t), np.float64)
 
 
