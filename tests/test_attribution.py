@@ -1,4 +1,10 @@
-"""Error attribution inside a model (tcnumerics.torch.attribution): stages, site rules, loss effects."""
+"""Error attribution inside a model (tcnumerics.torch.attribution): stages, site rules, loss effects.
+
+The tests taking ``device`` run three times: on CPU tensors; on CUDA tensors (skipped without a GPU), where no
+CUDA tensor may be copied to the host while the GPU engine runs; and on the strict fake device (``fake_cupy``, CPU
+tensors), where every array the measurement computes with is a "device" array that refuses to mix with host arrays
+or to turn into one implicitly -- the CUDA code path, exercised on machines without a GPU.
+"""
 
 import warnings
 
@@ -9,6 +15,11 @@ torch = pytest.importorskip("torch")
 import tcnumerics.torch as tct  # noqa: E402
 from tcnumerics.experiments.fp8_training import accumulator_unit  # noqa: E402
 from tcnumerics.torch.attribution import counterfactual  # noqa: E402
+from tcnumerics import arrays  # noqa: E402
+from tcnumerics.formats import get_format  # noqa: E402
+from tcnumerics.torch import _tensors, devices  # noqa: E402
+from tcnumerics.torch import mode as mode_module  # noqa: E402
+from tcnumerics.torch.backends import LibraryBackend, UnitBackend  # noqa: E402
 
 BF16 = "hopper.wgmma.m64n8k16.f32.bf16.bf16"
 FP8 = "hopper.wgmma.m64n8k32.f32.e4m3.e4m3"
@@ -18,13 +29,56 @@ def _row(table, site, phase="forward"):
     return next(r for r in table if (r.site, r.phase) == (site, phase))
 
 
-def test_stages_are_exactly_zero_where_exact():
+@pytest.fixture(params=["cpu", "cuda", "fake-device"])
+def device(request, monkeypatch):
+    """Where the attributed model runs (see the module docstring); tensors are made on the CPU and moved there."""
+    if request.param == "cpu":
+        return torch.device("cpu")
+    if request.param == "cuda":
+        if not torch.cuda.is_available():
+            pytest.skip("no CUDA device for torch here")
+        if devices.gpu_engine_usable():  # the GPU engine runs: no CUDA tensor may reach the host (reductions only)
+            def refuse(t):
+                raise AssertionError(f"a CUDA tensor {tuple(t.shape)} was copied to the host")
+            monkeypatch.setattr(_tensors, "_cpu_copy", refuse)
+        return torch.device("cuda")
+    _fake_device(monkeypatch)
+    return torch.device("cpu")
+
+
+def _fake_device(monkeypatch):
+    """Every value the measurement reads -- operands, results, gradients -- as a strict fake device array."""
+    fake = pytest.importorskip("fake_cupy").install(monkeypatch)
+    values, to_tensor = _tensors.float64_values, _tensors.to_tensor
+
+    def on_device(result):
+        result = arrays.to_host(result)
+        if result.dtype.kind == "f" and result.dtype.itemsize in (4, 8):
+            return fake.asarray(result)
+        fmt = get_format(result.dtype.name)
+        return arrays.DeviceValues(fake.asarray(fmt.bits_of(result)), fmt)
+
+    def host(result, device):
+        return to_tensor(arrays.to_host(result), device)
+
+    monkeypatch.setattr(_tensors, "float64_values", lambda t, device: fake.asarray(values(t, False)))
+    monkeypatch.setattr(_tensors, "to_tensor", host)
+    monkeypatch.setattr(mode_module, "to_tensor", host)
+    for backend in (UnitBackend, LibraryBackend):
+        def execute(self, call, *, _execute=backend.execute, **options):
+            result, info = _execute(self, call, **options)
+            return on_device(result), info
+        monkeypatch.setattr(backend, "execute", execute)
+
+
+def test_stages_are_exactly_zero_where_exact(device):
     # BF16 operands on a BF16 unit: no quantisation; small integers: every sum exact, FP32 output exact
-    a = torch.randint(-4, 5, (8, 64)).to(torch.bfloat16).float()
+    a = torch.randint(-4, 5, (8, 64)).to(torch.bfloat16).float().to(device)
     b = torch.randint(-4, 5, (64, 8)).to(torch.bfloat16).float()
     lin = torch.nn.Linear(64, 8, bias=False)
     with torch.no_grad():
         lin.weight.copy_(b.T)
+    lin.to(device)
     with tct.emulate(instruction=BF16, attribution=True) as run:
         lin(a)
     row = _row(run.attribution(), "Linear")
@@ -34,10 +88,10 @@ def test_stages_are_exactly_zero_where_exact():
     assert row.total.max_rel == 0.0
 
 
-def test_each_stage_appears_where_it_acts():
+def test_each_stage_appears_where_it_acts(device):
     torch.manual_seed(0)
-    lin = torch.nn.Linear(256, 16)
-    x = torch.randn(8, 256)
+    lin = torch.nn.Linear(256, 16).to(device)
+    x = torch.randn(8, 256).to(device)
     with tct.emulate(instruction=FP8, scaling="tensor", promote_every=64, attribution=True) as run:
         lin(x).bfloat16()
     row = _row(run.attribution(), "Linear")
@@ -50,10 +104,10 @@ def test_each_stage_appears_where_it_acts():
     assert row.total.max_rel <= sum(v.max_rel for v in row.stages.values()) * (1 + 1e-12)
 
 
-def _three_layers():
+def _three_layers(device="cpu"):
     torch.manual_seed(1)
     return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64), torch.nn.Tanh(),
-                               torch.nn.Linear(64, 4))
+                               torch.nn.Linear(64, 4)).to(device)
 
 
 def _outputs(net, run, x):
@@ -67,8 +121,8 @@ def _outputs(net, run, x):
     return seen
 
 
-def test_one_site_exact_keeps_earlier_sites_and_other_rules():
-    net, x = _three_layers(), torch.randn(16, 64)
+def test_one_site_exact_keeps_earlier_sites_and_other_rules(device):
+    net, x = _three_layers(device), torch.randn(16, 64).to(device)
     base_run = tct.emulate(instruction=FP8, scaling="tensor", attribution=True)
     base = _outputs(net, base_run, x)
     net.zero_grad()
@@ -84,8 +138,18 @@ def test_one_site_exact_keeps_earlier_sites_and_other_rules():
     assert rules == before                                       # every other site keeps its rule
 
 
-def _bad_layer_run():
-    net, x = _three_layers(), torch.randn(32, 64)
+def test_emulated_bits_are_the_cpus(device):
+    # the emulated GEMMs are the same bits on every device; torch's own ops (tanh on CUDA) need not be, so only the
+    # first site -- the same inputs everywhere -- is compared (its output, attribution on, backward run too)
+    def first_output(where):
+        net, x = _three_layers(where), torch.randn(16, 64, generator=torch.Generator().manual_seed(6)).to(where)
+        return _outputs(net, tct.emulate(instruction=FP8, scaling="tensor", attribution=True), x)[0].cpu()
+
+    assert torch.equal(first_output(device), first_output("cpu"))
+
+
+def _bad_layer_run(device="cpu"):
+    net, x = _three_layers(device), torch.randn(32, 64).to(device)
     run = tct.emulate(instruction=FP8, scaling="tensor", promote_every=64, attribution=True)
     run.set_site("Sequential.2", tct.emulate(unit=accumulator_unit(4), scaling="tensor"))
 
@@ -98,8 +162,8 @@ def _bad_layer_run():
     return run, net, step
 
 
-def test_bad_unit_ranks_first_by_both_estimates_and_they_agree():
-    run, net, step = _bad_layer_run()
+def test_bad_unit_ranks_first_by_both_estimates_and_they_agree(device):
+    run, net, step = _bad_layer_run(device)
     table = run.attribution()
     assert (table[0].site, table[0].phase) == ("Sequential.2", "forward")     # first-order ranking
     forward = [(r.site, r.phase) for r in table if r.phase == "forward"]
@@ -112,10 +176,10 @@ def test_bad_unit_ranks_first_by_both_estimates_and_they_agree():
     assert 0.1 < top.first_order / top.counterfactual < 10
 
 
-def test_library_mode_and_the_table_print():
+def test_library_mode_and_the_table_print(device):
     torch.manual_seed(2)
-    net = torch.nn.Linear(64, 16).bfloat16()
-    x = torch.randn(8, 64).bfloat16()
+    net = torch.nn.Linear(64, 16).bfloat16().to(device)
+    x = torch.randn(8, 64).bfloat16().to(device)
     with tct.emulate("hopper", attribution=True) as run:
         net(x).float().sum().backward()
     table = run.attribution(lr=0.1)
@@ -126,6 +190,8 @@ def test_library_mode_and_the_table_print():
     text = str(table)
     assert "Linear" in text and "weight-gradient" in text
     assert '"site": "Linear"' in table.to_json()
+    assert row.split == "stages"                                               # the plan's stages, not the total
+    assert row.total.max_rel <= sum(v.max_rel for v in row.stages.values()) * (1 + 1e-12)
 
 
 def test_attribution_needs_the_option():
@@ -137,7 +203,11 @@ def test_study_rejects_bad_options_before_training(tmp_path):
     from tcnumerics.experiments.cli import build_parser, load_experiment
 
     module = load_experiment("fp8-training")
-    for argv, text in ((["--heads", "3"], "--heads"), (["--only", "nope"], "--only"), (["--steps", "0"], "--steps")):
+    bad = [(["--heads", "3"], "--heads"), (["--only", "nope"], "--only"), (["--steps", "0"], "--steps"),
+           (["--device", "nope"], "--device")]
+    if not torch.cuda.is_available():
+        bad.append((["--device", "cuda"], "--device: 'cuda' asked for"))
+    for argv, text in bad:
         args = build_parser("fp8-training", module).parse_args(argv + ["--quiet"])
         with pytest.raises(ValueError, match=text):
             module.run(args)
@@ -153,12 +223,12 @@ def test_study_units_differ_only_in_fraction_bits():
     assert accumulator_unit(13).model == base.model        # F = 13 is Hopper's fast accumulation itself
 
 
-def test_first_order_is_the_counterfactuals_linear_part():
+def test_first_order_is_the_counterfactuals_linear_part(device):
     # One FP8 site in an otherwise exact model, a loss linear in the last output: the loss is a smooth function of
     # that site's output, so the first-order estimate and the counterfactual differ only by the curvature term (here
     # tanh's, small).  In an all-FP8 model the counterfactual also holds the re-rounding of every later site's
     # operands (docs/attribution.md), which this test removes on purpose; a flipped sign or a scale error fails it.
-    net, x = _three_layers(), torch.randn(32, 64)
+    net, x = _three_layers(device), torch.randn(32, 64).to(device)
     run = tct.emulate(instruction=FP8, scaling="tensor", attribution=True)
     for other in ("Sequential.0", "Sequential.4"):
         run.set_site(other, "exact")
@@ -215,10 +285,10 @@ def _sgd_step(net, x, lr):
     return step
 
 
-def test_bad_unit_at_an_input_gradient_site_first_order_agrees_with_counterfactual():
+def test_bad_unit_at_an_input_gradient_site_first_order_agrees_with_counterfactual(device):
     # F = 4 aligned fraction bits on one input-gradient site (dloss/d input of Sequential.2), every other site exact:
     # its error reaches the loss after the step only through Sequential.0's parameters' gradients (J^T error)
-    net, x, lr = _three_layers(), torch.randn(32, 64), 0.1
+    net, x, lr = _three_layers(device), torch.randn(32, 64).to(device), 0.1
     run = tct.emulate(instruction=FP8, scaling="tensor", attribution=True)
     for name in ("Sequential.0", "Sequential.2", "Sequential.4"):
         run.set_site(name, "exact")

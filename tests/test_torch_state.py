@@ -69,7 +69,7 @@ def test_a_bf16_model_is_modelled_without_warnings():
 def test_a_torch_block_freed_at_interpreter_exit_is_quiet():
     """CuPy arrays living in torch's allocator are freed by ``_TorchBlock.__del__``; at exit torch's internals are gone
     (a GPU run printed "Exception ignored in _TorchBlock.__del__"): quiet then, an error otherwise."""
-    from tcnumerics.torch.mode import _TorchBlock
+    from tcnumerics.torch.devices import _TorchBlock
 
     def broken(ptr):
         raise AttributeError("'NoneType' object has no attribute 'cuda'")

@@ -22,6 +22,7 @@ optimizer run on PyTorch's CPU kernels, whose bits may differ between CPU types 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -192,6 +193,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     for name in ("steps", "batch", "context", "width", "layers", "heads"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name}: must be >= 1, got {getattr(args, name)}")
+    _check_device(torch, args.device)
     chosen = settings()
     if args.only:
         unknown = [n for n in args.only if n not in chosen]
@@ -208,7 +210,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                     corpus_sha256=digest, threads=torch.get_num_threads())
     rows = [dict(kind="config", **{k: getattr(args, k) for k in ("steps", "batch", "context", "width", "layers",
                                                                  "heads", "lr", "seed", "device")}, **versions)]
-    with Progress(len(chosen) * args.steps, "fp8-training", enabled=not args.quiet) as bar:
+    with _deterministic(torch, args.device), \
+            Progress(len(chosen) * args.steps, "fp8-training", enabled=not args.quiet) as bar:
         for name, setting in chosen.items():
             t0 = time.perf_counter()
             losses, attributions = _train(args, setting, init, codes, starts, attribute_at
@@ -221,6 +224,35 @@ def run(args: argparse.Namespace) -> list[dict]:
     if args.plot:
         plot(rows, args.plot)
     return rows
+
+
+def _check_device(torch, device: str) -> None:
+    """``--device``: a torch device this torch can use (a clear error before any training, not a traceback)."""
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise ValueError(f"--device: not a torch device: {device!r} (e.g. cpu, cuda, cuda:1)") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device: {device!r} asked for, but torch {torch.__version__} sees no CUDA device")
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"--device: {device!r}: the study runs on cpu or cuda")
+
+
+@contextlib.contextmanager
+def _deterministic(torch, device: str):
+    """On CUDA, torch's deterministic kernels for the study's own (non-GEMM) ops: the embedding's backward
+    otherwise adds with atomics in a varying order, and the JSON would not reproduce bit for bit, nor would a
+    counterfactual's re-run reproduce the attributed step.  ``warn_only``: an op without one warns, not fails."""
+    if torch.device(device).type != "cuda":
+        yield
+        return
+    before = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before, warn_only=warn_only)
 
 
 def _batch(codes, starts, context, device):

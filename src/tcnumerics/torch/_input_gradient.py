@@ -30,11 +30,11 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch.autograd.graph import GradientEdge
 
-from ._tensors import to_numpy
+from .. import arrays
+from . import _tensors
 from .calls import GemmCall
 
 __all__ = ["InputGradientEffect", "NO_PARAMETER", "NOT_FOUND", "AMBIGUOUS", "NOT_ACCUMULATED"]
@@ -103,16 +103,16 @@ class InputGradientEffect:
             for role, op in zip("ab", pair):
                 self._by_data.setdefault(op.data, []).append((role, pair))
 
-    def backward(self, key: tuple, call: GemmCall, error: np.ndarray, tracker) -> None:
-        """``J^T e`` of one input-gradient call (``error``: [batch or 1, M, N], emulated - exact), kept until
-        the parameters' gradients are accumulated."""
+    def backward(self, key: tuple, call: GemmCall, error, tracker) -> None:
+        """``J^T e`` of one input-gradient call (``error``: [batch or 1, M, N], emulated - exact, numpy or CuPy
+        where the call ran), kept until the parameters' gradients are accumulated."""
         found = self._forward_operand(call)
         if isinstance(found, str):
             return self._note(key, found)
         x, transposed = found
         e = error if call.batched else error[0]
-        e = (np.swapaxes(e, -1, -2) if transposed else e) * x.alpha
-        e = torch.from_numpy(np.ascontiguousarray(e)).to(dtype=x.dtype, device=x.device)
+        e = (e.swapaxes(-1, -2) if transposed else e) * x.alpha
+        e = _tensors.to_tensor(arrays.namespace(e).ascontiguousarray(e), x.device).to(dtype=x.dtype)
         grads = self._vjp(x, e, tracker)
         if isinstance(grads, str):
             return self._note(key, grads)
@@ -121,7 +121,7 @@ class InputGradientEffect:
         with self._lock:
             self._sums.setdefault(key, 0.0)
             for p, g in grads:
-                self._pending.setdefault(id(p), []).append((key, np.asarray(to_numpy(g), np.float64)))
+                self._pending.setdefault(id(p), []).append((key, g.detach()))
                 if id(p) not in self._hooks:
                     self._hooks[id(p)] = p.register_post_accumulate_grad_hook(self._consume)
 
@@ -202,10 +202,13 @@ class InputGradientEffect:
             waiting = self._pending.pop(id(p), [])
         if not waiting:
             return
-        g = np.asarray(to_numpy(p.grad), np.float64)
-        with self._lock:
-            for key, dg in waiting:
-                self._sums[key] += float(np.sum(g * dg))
+        device = _tensors.on_gpu_engine(p.grad)
+        with _tensors.gpu_work(p.grad):
+            g = _tensors.float64_values(p.grad, device)
+            values = [(key, float((g * _tensors.float64_values(dg, device)).sum())) for key, dg in waiting]
+        with self._lock:  # one scalar each reached the host
+            for key, value in values:
+                self._sums[key] += value
 
 
 def _operand(t: torch.Tensor, alpha: float) -> _Operand:

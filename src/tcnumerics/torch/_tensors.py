@@ -18,10 +18,11 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from .. import interop
+from .. import arrays, interop
 from ..arrays import on_device
 
-__all__ = ["to_numpy", "from_numpy", "to_array", "to_tensor", "format_name", "TORCH_FORMATS"]
+__all__ = ["to_numpy", "from_numpy", "to_array", "to_tensor", "float64_values", "on_gpu_engine", "gpu_work", "format_name",
+           "TORCH_FORMATS"]
 
 # torch dtype -> (integer view dtype for the bits, numpy/ml_dtypes type, tcnumerics format name)
 _VIEWS = {
@@ -95,6 +96,33 @@ def to_array(t: torch.Tensor, engine: str | None = None):
             raise TypeError(f"tensor: dtype {t.dtype} is not a floating-point matrix operand type")
         return interop.from_torch(t)
     return to_numpy(t)
+
+
+def on_gpu_engine(t: torch.Tensor) -> bool:
+    """Does a GEMM of ``t`` run on the GPU engine (a CUDA tensor, CuPy usable)?"""
+    from .devices import engine_for
+
+    return t.is_cuda and engine_for(t.device.type, "auto") == "cuda"
+
+
+def gpu_work(t: torch.Tensor):
+    """A context for CuPy work on ``t``'s values outside the emulation's own call (autograd hooks): on torch's
+    current stream and allocator where ``t`` is on the GPU engine, as the emulated GEMMs are; else nothing."""
+    import contextlib
+
+    if not on_gpu_engine(t):
+        return contextlib.nullcontext()
+    from .devices import on_torch_stream
+
+    return on_torch_stream(t.device)
+
+
+def float64_values(t: torch.Tensor, device: bool):
+    """Exact float64 values of ``t`` where the measurement runs: with ``device`` (a CUDA tensor on the GPU engine)
+    a CuPy array decoded from the tensor's own memory (no host copy), else a numpy array (error attribution)."""
+    if device:  # contiguous on the device first: an expanded gradient (stride 0) need not survive DLPack as a view
+        return arrays.float64(to_array(t.detach().contiguous(), "cuda"))
+    return np.asarray(to_numpy(t), np.float64)
 
 
 def to_tensor(result, device: torch.device) -> torch.Tensor:

@@ -60,9 +60,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .. import arrays
 from ..formats import get_format
 from ..gemm import gemm
-from ._tensors import format_name, to_numpy
+from . import _tensors
+from ._tensors import format_name
 from ._input_gradient import InputGradientEffect
 from .backends import CallInfo, UnitBackend
 from .calls import GemmCall
@@ -97,13 +99,16 @@ class _Stat:
     sq_ulp: float = 0.0
     n: int = 0
 
-    def add(self, rel: np.ndarray, ulp: np.ndarray) -> None:
+    def add(self, rel, ulp) -> None:
+        """Fold in one call's errors (numpy or, on the GPU engine, CuPy arrays: only four scalars reach the host)."""
         if rel.size:
-            self.max_rel = max(self.max_rel, float(np.max(rel)))
-            self.max_ulp = max(self.max_ulp, float(np.max(ulp)))
-            self.sq_rel += float(np.sum(rel * rel))
-            self.sq_ulp += float(np.sum(ulp * ulp))
-            self.n += rel.size
+            xp = arrays.namespace(rel)
+            sums = arrays.to_host(xp.stack([rel.max(), ulp.max(), (rel * rel).sum(), (ulp * ulp).sum()]))
+            self.max_rel = max(self.max_rel, float(sums[0]))
+            self.max_ulp = max(self.max_ulp, float(sums[1]))
+            self.sq_rel += float(sums[2])
+            self.sq_ulp += float(sums[3])
+            self.n += int(rel.size)
 
     def as_dict(self) -> dict:
         n = max(self.n, 1)
@@ -253,16 +258,18 @@ class Recorder:
         """The backend's ``execute``, routed by the site's override, with the stages measured."""
         key = self.site(call, backward)
         rule = self.overrides.get(f"{key[0]}:{key[1]}", self.overrides.get(key[0]))  # the phase's own rule first
+        device = options.get("engine") == "cuda"  # a CUDA tensor on the GPU engine: measure there, no host copy
         if rule == "exact":
-            result, info = _exact(call), CallInfo("exact (float64)")
+            result, info = _exact(call, device), CallInfo("exact (float64)")
         else:
             backend = backend if rule is None else rule
             result, info = backend.execute(call, backward=backward, index=index, **options)
-        values = _host_values(result)
+        values = arrays.float64(result)
+        digest = _digest(values)
         with self._lock:
-            self.digests.append(hashlib.sha256(np.ascontiguousarray(values).tobytes()).digest())
+            self.digests.append(digest)
         if self.measure:
-            error = self._measure(key, backend if rule is None else rule, call, backward, values, info)
+            error = self._measure(key, backend if rule is None else rule, call, backward, values, info, device)
             if not backward:
                 self.inputs.forward(call)
             elif key[1] == "input-gradient":  # one more (native) backward pass, from the call's forward operand
@@ -291,19 +298,22 @@ class Recorder:
         def hook(grad):
             if self.inputs.in_extra_pass:  # an input-gradient site's J^T e pass, not the loss's gradient
                 return
+            with _tensors.gpu_work(grad):  # one scalar reaches the host
+                value = float((_tensors.float64_values(grad, arrays.on_device(err)) * err).sum())
             with self._lock:
-                self.first_order[key] -= float(np.sum(_host(grad) * err))
+                self.first_order[key] -= value
         return hook
 
-    def _measure(self, key, backend, call: GemmCall, backward: bool, values, info: CallInfo) -> np.ndarray:
-        """Add the call's stage errors to its row; its total error (emulated - exact, [batch or 1, M, N])."""
-        a, b = _host(call.a), _host(call.b)
+    def _measure(self, key, backend, call: GemmCall, backward: bool, values, info: CallInfo, device: bool):
+        """Add the call's stage errors to its row; its total error (emulated - exact, [batch or 1, M, N]), an
+        array where the call ran (numpy, or CuPy on the GPU engine: only reductions come to the host)."""
+        a, b = _tensors.float64_values(call.a, device), _tensors.float64_values(call.b, device)
         a3, b3 = (a, b) if a.ndim == 3 else (a[None], b[None])
-        out = np.asarray(values, np.float64)
+        out = values
         out3 = out if out.ndim == 3 else out[None]
-        epi = _Epilogue(call)
-        ref = epi(np.matmul(a3, b3))
-        mag = epi.scale(np.matmul(np.abs(a3), np.abs(b3)))
+        epi = _Epilogue(call, device)
+        ref = epi(a3 @ b3)
+        mag = epi.scale(abs(a3) @ abs(b3))
         values, split = _stage_values(backend, call, backward, a3, b3, info)
         values = [ref] + [epi(v) for v in values] + [out3]
         fmt = get_format(format_name(call.out_dtype))
@@ -316,13 +326,13 @@ class Recorder:
             if split == "total":
                 values = [values[0], values[0], values[-1], values[-1], values[-1]]
             for stage, before, after in zip(STAGES, values, values[1:]):
-                e = np.abs(after - before)
+                e = abs(after - before)
                 row.stages[stage].add(_ratio(e, mag), _ratio(e, ulp))
             total = out3 - ref
-            row.total.add(_ratio(np.abs(total), mag), _ratio(np.abs(total), ulp))
+            row.total.add(_ratio(abs(total), mag), _ratio(abs(total), ulp))
             if backward:
                 if key[1] == "weight-gradient":
-                    row.first_order = (row.first_order or 0.0) + float(np.sum(out3 * total))  # times -lr later
+                    row.first_order = (row.first_order or 0.0) + float((out3 * total).sum())  # times -lr later
             elif call.reshape is None:
                 self._pending = (key, total if out.ndim == 3 else total[0])
         return total
@@ -364,14 +374,14 @@ def counterfactual(emulation, step, sites, *, state=()) -> dict:
 
     rec = emulation._recorder("counterfactual")
     saved = [copy.deepcopy(obj.state_dict()) for obj in state]
-    rng = torch.get_rng_state()
+    rng = _rng_state()
     counter = emulation.mode.counter  # the call index seeds stochastic rounding: every re-run starts from it
     rules = dict(rec.overrides)  # the sites' own rules (set_site) stay; one site at a time becomes exact
 
     def run(override):
         for obj, st in zip(state, saved):
             obj.load_state_dict(copy.deepcopy(st))
-        torch.set_rng_state(rng)
+        _set_rng_state(rng)
         emulation.mode.counter = counter
         rec.overrides = dict(rules)
         if override is not None:
@@ -396,9 +406,22 @@ def counterfactual(emulation, step, sites, *, state=()) -> dict:
     emulation.mode.counter = counter
     for obj, st in zip(state, saved):
         obj.load_state_dict(st)
-    torch.set_rng_state(rng)
+    _set_rng_state(rng)
     rec.counterfactuals.update(out)
     return out
+
+
+def _rng_state() -> tuple:
+    """torch's CPU generator state and, where CUDA is in use, every GPU's (dropout on CUDA tensors draws there)."""
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    return torch.get_rng_state(), cuda
+
+
+def _set_rng_state(state: tuple) -> None:
+    cpu, cuda = state
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
 
 
 def _check_reproduced(measured: list, rerun: list) -> None:
@@ -414,13 +437,16 @@ def _check_reproduced(measured: list, rerun: list) -> None:
 class _Epilogue:
     """alpha * acc + beta * C + bias in float64 (the reference epilogue) and its scale for |A| @ |B|."""
 
-    def __init__(self, call: GemmCall):
+    def __init__(self, call: GemmCall, device: bool):
+        def values(t):
+            return _tensors.float64_values(t, device)
+
         self.alpha = float(call.alpha)
-        self.c = None if call.c is None or call.beta == 0 else float(call.beta) * _host(call.c)
-        self.bias = None if call.bias is None else _host(call.bias)
+        self.c = None if call.c is None or call.beta == 0 else float(call.beta) * values(call.c)
+        self.bias = None if call.bias is None else values(call.bias)
         self.scales = None
         if call.op == "_scaled_mm":
-            self.scales = (_host(call.scale_a), _host(call.scale_b))
+            self.scales = (values(call.scale_a), values(call.scale_b))
 
     def _descale(self, acc):
         if self.scales is None:
@@ -430,7 +456,7 @@ class _Epilogue:
                       else sa.reshape(-1, 1) * sb.reshape(1, -1))
 
     def scale(self, acc):
-        return abs(self.alpha) * np.abs(self._descale(acc))
+        return abs(self.alpha) * abs(self._descale(acc))
 
     def __call__(self, acc):
         r = self.alpha * self._descale(acc)
@@ -451,7 +477,8 @@ def _stage_values(backend, call: GemmCall, backward: bool, a3, b3, info: CallInf
         quantised = [recipe.quantize(a3[i], b3[i]) for i in range(a3.shape[0])]
         engine = recipe.engine if recipe.engine != "auto" else "auto"
     else:
-        structure = getattr(getattr(info.call, "plan", None), "structure", None) or _library_structure(backend, call)
+        structure = (getattr(getattr(info.call, "plan", None), "structure", None)
+                     or _library_structure(backend, call, arrays.on_device(a3)))
         if structure is None or call.op == "_scaled_mm" or any(getattr(structure, k, None) for k in (
                 "simt_kernel", "stream_k", "split_interleave", "input_rounding", "split_partial_format")):
             return [], "total"
@@ -460,68 +487,82 @@ def _stage_values(backend, call: GemmCall, backward: bool, a3, b3, info: CallInf
                      k_residue=structure.k_residue, split_granule=structure.split_granule)
         quantised = [(a3[i], None, b3[i], None) for i in range(a3.shape[0])]
         engine = "auto"
+    if arrays.on_device(a3):  # the unit's stages on the GPU engine too ("auto" picks it for device operands)
+        engine = "cuda" if engine in ("auto", "fast", "cuda") else engine
     dequantised, chained, ordered = [], [], []
     for qa, da, qb, db in quantised:
         dequantised.append(_dequantise(qa, da, 1) @ _dequantise(qb, db, 0))
-        one = np.asarray(gemm(qa, qb, instruction=spec, scale_a=da, scale_b=db, engine=engine), np.float64)
+        one = arrays.float64(gemm(qa, qb, instruction=spec, scale_a=da, scale_b=db, engine=engine))
         chained.append(one)
         if any(v is not None for v in order.values()):
-            one = np.asarray(gemm(qa, qb, instruction=spec, scale_a=da, scale_b=db, engine=engine, **order),
-                             np.float64)
+            one = arrays.float64(gemm(qa, qb, instruction=spec, scale_a=da, scale_b=db, engine=engine, **order))
         ordered.append(one)
-    return [np.stack(dequantised), np.stack(chained), np.stack(ordered)], "stages"
+    return [arrays.stack(dequantised), arrays.stack(chained), arrays.stack(ordered)], "stages"
 
 
-def _library_structure(backend, call: GemmCall):
-    """The library plan's structure (its instruction, promotion, split-K) for a library-mode call."""
+def _library_structure(backend, call: GemmCall, device: bool):
+    """The library plan's structure (its instruction, promotion, split-K) for a library-mode call (CUDA tensors'
+    operands stay on the device: the plan reads their shapes and strides)."""
+    engine = "cuda" if device else "fast"
     try:
-        fn, args, kwargs, _ = backend._route(call, None, "fast")
-        plan, _ = fn.prepare(*args, **dict(kwargs, engine="fast"))
+        fn, args, kwargs, _ = backend._route(call, None, engine)
+        plan, _ = fn.prepare(*args, **dict(kwargs, engine=engine))
     except Exception:  # a call the plan cannot describe: its stages are not separated
         return None
     return plan.structure
 
 
 def _dequantise(q, descale, axis: int):
-    values = np.asarray(q, np.float64)
+    values = arrays.float64(q)
     if descale is None:
         return values
-    d = np.asarray(descale, np.float64)
+    d = arrays.float64(descale)
+    if arrays.namespace(d) is not arrays.namespace(values):  # a host descale of device operands (a scale vector up)
+        d = arrays.namespace(values).asarray(arrays.to_host(d))
     return values * (d.reshape(-1, 1) if axis == 1 and d.size > 1 else d.reshape(1, -1) if d.size > 1 else d)
 
 
-def _exact(call: GemmCall) -> np.ndarray:
-    """The call in float64 (product and epilogue), one RNE conversion to the output dtype."""
+def _exact(call: GemmCall, device: bool):
+    """The call in float64 (product and epilogue), one RNE conversion to the output dtype -- where the call runs
+    (CuPy arrays on the GPU engine)."""
     from .unit import epilogue
 
-    a, b = _host(call.a), _host(call.b)
-    acc = np.matmul(a, b)
+    def values(t):
+        return _tensors.float64_values(t, device)
+
+    a, b = values(call.a), values(call.b)
+    acc = a @ b
     if call.op == "_scaled_mm":
-        acc = _Epilogue(call)._descale(acc)
-    c = None if call.c is None else np.broadcast_to(_host(call.c), acc.shape)
+        acc = _Epilogue(call, device)._descale(acc)
+    c = None if call.c is None else arrays.namespace(acc).broadcast_to(values(call.c), acc.shape)
     return epilogue(acc, format_name(call.out_dtype), alpha=call.alpha, C=c, beta=call.beta,
-                    bias=None if call.bias is None else _host(call.bias), acc_format="fp64")
+                    bias=None if call.bias is None else values(call.bias), acc_format="fp64")
 
 
-def _host(t: torch.Tensor) -> np.ndarray:
-    return np.asarray(to_numpy(t), np.float64)
+def _digest(values) -> bytes:
+    """A fingerprint of a call's result bits (the counterfactual's re-run is checked against it): SHA-256 of a host
+    array; for a device array two sums of its 64-bit patterns with odd weights, mod 2**64 (computed on the device,
+    16 bytes to the host: a change of any one value always changes them)."""
+    if not arrays.on_device(values):
+        return hashlib.sha256(np.ascontiguousarray(values).tobytes()).digest()
+    xp = arrays.namespace(values)
+    bits = xp.ascontiguousarray(values).reshape(-1).view(np.uint64)
+    weights = xp.arange(bits.size, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    sums = xp.stack([bits.sum(dtype=np.uint64), (bits * weights).sum(dtype=np.uint64)])
+    return hashlib.sha256(arrays.to_host(sums).tobytes()).digest()
 
 
-def _host_values(result) -> np.ndarray:
-    from .. import arrays
-
-    return arrays.to_host(arrays.float64(result))
-
-
-def _ulp(ref: np.ndarray, fmt) -> np.ndarray:
-    """The output format's ulp at each value of ``ref`` (its smallest ulp below the normal range)."""
+def _ulp(ref, fmt):
+    """The output format's ulp at each value of ``ref`` (its smallest ulp below the normal range), in its namespace."""
+    xp = arrays.namespace(ref)
     with np.errstate(divide="ignore"):
-        e = np.floor(np.log2(np.abs(ref)))
-    e = np.where(np.isfinite(e), np.maximum(e, fmt.emin), fmt.emin)
-    return np.exp2(e - fmt.man_bits)
+        e = xp.floor(xp.log2(abs(ref)))
+    e = xp.where(xp.isfinite(e), xp.maximum(e, float(fmt.emin)), float(fmt.emin))
+    return xp.exp2(e - fmt.man_bits)
 
 
-def _ratio(e: np.ndarray, scale: np.ndarray) -> np.ndarray:
+def _ratio(e, scale):
+    xp = arrays.namespace(e, scale)
     with np.errstate(invalid="ignore", divide="ignore"):
-        r = np.where(scale > 0, e / np.where(scale > 0, scale, 1), np.where(e > 0, np.inf, 0.0))
-    return np.nan_to_num(r, nan=np.inf)
+        r = xp.where(scale > 0, e / xp.where(scale > 0, scale, 1.0), xp.where(e > 0, np.inf, 0.0))
+    return xp.nan_to_num(r, nan=np.inf)

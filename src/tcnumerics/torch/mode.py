@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ._tensors import to_tensor
 from .backends import CallInfo, NotModelledWarning
 from .calls import GEMM_OPS, GemmCall, finish, normalise
-from .devices import engine_for
+from .devices import engine_for, on_torch_stream as _on_torch_stream
 
 __all__ = ["EmulationMode", "CallSite", "Report"]
 
@@ -253,54 +253,6 @@ class EmulationMode(TorchDispatchMode):
     def report(self) -> Report:
         with self._lock:
             return Report(CallSite(**vars(s)) for s in self.sites.values())
-
-
-@contextlib.contextmanager
-def _on_torch_stream(device: torch.device):
-    """CuPy work on ``device``, on torch's current stream there (emulated GEMMs order with torch's kernels) and in
-    torch's caching allocator (one memory pool: CuPy's own pool would hold freed blocks torch cannot reuse)."""
-    import cupy
-
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    stream = torch.cuda.current_stream(index)
-    with cupy.cuda.Device(index), _cupy_stream(cupy, stream), cupy.cuda.using_allocator(_torch_allocator(index, stream)):
-        yield
-
-
-def _cupy_stream(cupy, stream):
-    """torch's stream as a CuPy stream (the CUDA stream protocol where CuPy has it, else the raw handle)."""
-    try:
-        return cupy.cuda.Stream.from_external(stream)
-    except (AttributeError, TypeError, ValueError):  # an older CuPy, or a torch stream without the protocol
-        return cupy.cuda.ExternalStream(stream.cuda_stream)
-
-
-class _TorchBlock:
-    """Owns one block of torch's caching allocator; handing it back when CuPy drops the memory."""
-
-    __slots__ = ("ptr",)
-
-    def __init__(self, ptr: int):
-        self.ptr = ptr
-
-    # both bound at class creation: at interpreter exit the module's globals (torch, sys) are already None
-    def __del__(self, _free=torch.cuda.caching_allocator_delete, _finalizing=sys.is_finalizing):
-        try:
-            _free(self.ptr)
-        except Exception:
-            if not _finalizing():  # at exit torch releases its whole pool itself
-                raise
-
-
-def _torch_allocator(index: int, stream):
-    import cupy
-
-    def alloc(size: int):
-        if size == 0:
-            return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(0, 0, None, index), 0)
-        ptr = torch.cuda.caching_allocator_alloc(size, index, stream)
-        return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(ptr, size, _TorchBlock(ptr), index), 0)
-    return alloc
 
 
 def _dtypes(call: GemmCall) -> str:
