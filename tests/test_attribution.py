@@ -400,3 +400,15 @@ def test_input_gradient_first_order_is_the_change_of_the_parameter_gradients():
     row = _row(run.attribution(lr=0.5), "Sequential.2", "input-gradient")
     assert row.shape == (64, 48, 64) and row.first_order_note == ""       # w @ grad^T: the transposed form
     assert abs(row.first_order / (0.5 * direct) - 1) < 1e-5                 # measured: 6e-8
+
+
+def test_study_counts_sign_agreement_on_its_top_sites_apart():
+    """The study compares the top sites by first-order and, besides, the input-gradient site of largest error: the
+    summary counts the top ones on their own (the acceptance's figure) and all of them."""
+    from tcnumerics.experiments import fp8_training
+
+    site = lambda fo, cf: dict(first_order=fo, counterfactual=cf)  # noqa: E731
+    sites = [site(-3e-3, -1e-3), site(2e-3, 1e-3), site(1e-3, None), site(-1e-4, 2e-3), site(None, None)]
+    row = dict(kind="attribution", top=2, sites=[dict(s, phase="forward") for s in sites])
+    fp8_training._summarise([row])
+    assert row["sign_agreement_top"] == [2, 2] and row["sign_agreement"] == [2, 3]

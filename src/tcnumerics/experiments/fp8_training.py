@@ -319,7 +319,7 @@ def _attribute(args, setting, model, x, y, step: int) -> dict:
     worst_input = sorted((r for r in table if r.phase == "input-gradient"), key=lambda r: -r.total.as_dict()["rms_rel"])
     top += [(r.site, r.phase) for r in worst_input[:1]]
     counterfactual(run, one_step, top, state=[probe])
-    return dict(kind="attribution", step=step, setting="FP8 fast accumulation", sites=[
+    return dict(kind="attribution", step=step, setting="FP8 fast accumulation", top=args.top, sites=[
         r.as_dict() for r in run.attribution(lr=PROBE_LR)])
 
 
@@ -339,8 +339,14 @@ def _summarise(rows: list[dict]) -> None:
                     by_phase[s["phase"]] = by_phase.get(s["phase"], 0.0) + abs(s["first_order"])
             r["first_order_by_phase"] = by_phase
             both = [s for s in r["sites"] if s["first_order"] is not None and s["counterfactual"] is not None]
-            r["sign_agreement"] = [int(sum(np.sign(s["first_order"]) == np.sign(s["counterfactual"]) for s in both)),
-                                   len(both)]
+            ranked = [s for s in r["sites"] if s["first_order"] is not None][:r["top"]]  # the table's order
+            r["sign_agreement"] = _agreement(both)
+            r["sign_agreement_top"] = _agreement([s for s in ranked if s["counterfactual"] is not None])
+
+
+def _agreement(sites: list[dict]) -> list[int]:
+    """[sites whose first-order and counterfactual have the same sign, sites]."""
+    return [int(sum(np.sign(s["first_order"]) == np.sign(s["counterfactual"]) for s in sites)), len(sites)]
 
 
 def render(rows: list[dict], args) -> str:
@@ -364,9 +370,10 @@ def render(rows: list[dict], args) -> str:
         lines.append(str(table))
         lines.append("summed |first-order| by phase: " + ", ".join(f"{k} {v:.2e}" for k, v in
                                                                    r["first_order_by_phase"].items()))
-        agree, n = r["sign_agreement"]
-        lines.append(f"first-order and counterfactual agree in sign on {agree} of {n} sites (a counterfactual is one "
-                     "sample: it also holds the re-rounding of every later site, docs/attribution.md)")
+        (agree, n), (top_agree, top_n) = r["sign_agreement"], r["sign_agreement_top"]
+        lines.append(f"first-order and counterfactual agree in sign on {top_agree} of the {top_n} top sites by "
+                     f"first-order, {agree} of {n} with the input-gradient site of largest error (a counterfactual is "
+                     "one sample: it also holds the re-rounding of every later site, docs/attribution.md)")
     return "\n".join(lines)
 
 
