@@ -125,9 +125,10 @@ def tcalign_reason(plan: Plan, spec: InstructionSpec) -> str | None:
 
 
 def tcalign_header(spec: InstructionSpec, plan: Plan) -> str:
-    """The compile-time constants of ``gemm_tcalign`` for ``spec``: the unit's (``config_header``), the exponent
-    pass's (``_exp_pass``: TA_XTERMS products a sum, MMA_M, XBIAS_A, XBIAS_B), the fast path's largest E (TA_EMAX) and C bound (TA_UMAX, the
-    FP32 bits of 2**(EMAX + 1)) and the output's significand mask."""
+    """The compile-time constants of ``gemm_tcalign`` for ``spec``: the unit's (``config_header``), the fast path's
+    largest E (TA_EMAX) and C bound (TA_UMAX, the FP32 bits of 2**(EMAX + 1)), the output's significand mask, and
+    the form: wide (BF16 operands) or the one-byte form's exponent pass (``_exp_pass``: TA_XTERMS products a sum,
+    MMA_M, XBIAS_A, XBIAS_B)."""
     emax = _bounds(plan, spec)
     if isinstance(emax, str):
         raise ValueError(f"{spec.name}: gemm_tcalign does not run it: {emax}")
@@ -162,12 +163,12 @@ def _wide_codes(rng, shape, exp: np.ndarray, tiny: bool = False) -> np.ndarray:
     return x
 
 
-def tcalign_smem_words(plan: Plan, spec: "InstructionSpec | None" = None) -> int:
+def tcalign_smem_words(plan: Plan, spec: InstructionSpec) -> int:
     """32-bit words of dynamic shared memory: the group's stage (values and powers of A's 64 rows and B's 128
     columns, K pairs at strides 72 and 136) and the two per-code tables; the wide form: values by K pair and
     exponents by K, no tables."""
     gl = _group_length(plan)
-    if spec is not None and wide(spec):
+    if wide(spec):
         return (gl // 2 + gl) * ((64 + 8) + (128 + 8))
     return gl // 2 * 2 * (64 + 8) + gl // 2 * 2 * (128 + 8) + 2 * 256
 

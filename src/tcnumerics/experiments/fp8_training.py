@@ -371,9 +371,10 @@ def render(rows: list[dict], args) -> str:
         lines.append("summed |first-order| by phase: " + ", ".join(f"{k} {v:.2e}" for k, v in
                                                                    r["first_order_by_phase"].items()))
         (agree, n), (top_agree, top_n) = r["sign_agreement"], r["sign_agreement_top"]
+        extra = f", {agree} of {n} with the input-gradient site of largest error" if n > top_n else ""
         lines.append(f"first-order and counterfactual agree in sign on {top_agree} of the {top_n} top sites by "
-                     f"first-order, {agree} of {n} with the input-gradient site of largest error (a counterfactual is "
-                     "one sample: it also holds the re-rounding of every later site, docs/attribution.md)")
+                     f"first-order{extra} (a counterfactual is one sample: it also holds the re-rounding of every "
+                     "later site, docs/attribution.md)")
     return "\n".join(lines)
 
 

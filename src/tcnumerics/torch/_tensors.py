@@ -21,8 +21,8 @@ import torch
 from .. import arrays, interop
 from ..arrays import on_device
 
-__all__ = ["to_numpy", "from_numpy", "to_array", "to_tensor", "float64_values", "on_gpu_engine", "gpu_work", "format_name",
-           "TORCH_FORMATS"]
+__all__ = ["to_numpy", "from_numpy", "to_array", "to_tensor", "float64_values", "on_gpu_engine", "gpu_work",
+           "format_name", "TORCH_FORMATS"]
 
 # torch dtype -> (integer view dtype for the bits, numpy/ml_dtypes type, tcnumerics format name)
 _VIEWS = {

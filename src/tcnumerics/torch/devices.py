@@ -47,7 +47,8 @@ def on_torch_stream(device: torch.device):
 
     index = device.index if device.index is not None else torch.cuda.current_device()
     stream = torch.cuda.current_stream(index)
-    with cupy.cuda.Device(index), _cupy_stream(cupy, stream), cupy.cuda.using_allocator(_torch_allocator(index, stream)):
+    allocator = _torch_allocator(index, stream)
+    with cupy.cuda.Device(index), _cupy_stream(cupy, stream), cupy.cuda.using_allocator(allocator):
         yield
 
 
