@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .shared import shared_input
+
 __all__ = ["MODELS", "evaluate"]
 
 MODELS = ("mlp", "transformer")
@@ -53,12 +55,28 @@ def _model(name: str, width: int, seed: int):
     return Encoder()
 
 
+def _reference(p: dict, seed: int) -> tuple:
+    """(float32 model, inputs, float64 logits, labels, float64 loss): the same for every unit of a sweep."""
+    import torch
+    import torch.nn.functional as F
+
+    model = _model(p["model"], p["width"], seed).eval()
+    rng = np.random.default_rng(seed)
+    shape = (p["batch"], p["width"]) if p["model"] == "mlp" else (p["batch"], _SEQ, p["width"])
+    x = torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+    with torch.no_grad():
+        ref = model.double()(x.double())
+    labels = ref.argmax(dim=1)
+    return model.float(), x, ref, labels, float(F.cross_entropy(ref, labels))
+
+
 def evaluate(spec, p: dict, seed: int, engine: str = "auto") -> dict:
     """One row of metrics for unit ``spec`` and parameters ``p`` (model, batch, width, scaling, promote_every).
 
     ``engine``: where the emulated GEMMs run ("cuda": the GPU engine).  The model itself (activations,
     normalisation, the loss) always runs on the CPU in one thread, so that the row does not depend on the engine:
-    CUDA's GELU or softmax may differ from the CPU's in the last bit (measured on an H200: the loss column moved)."""
+    CUDA's GELU or softmax may differ from the CPU's in the last bit (measured on an H200: the loss column moved).
+    The model, its inputs and its float64 evaluation are shared by every unit of the sweep (``sweep.shared``)."""
     import torch
     import torch.nn.functional as F
 
@@ -69,21 +87,15 @@ def evaluate(spec, p: dict, seed: int, engine: str = "auto") -> dict:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        model = _model(p["model"], p["width"], seed).eval()
-        rng = np.random.default_rng(seed)
-        shape = (p["batch"], p["width"]) if p["model"] == "mlp" else (p["batch"], _SEQ, p["width"])
-        x = torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+        key = ("model_eval", seed, p["model"], p["width"], p["batch"])
+        model, x, ref, labels, ref_loss = shared_input(key, lambda: _reference(p, seed))
         with torch.no_grad():
-            ref = model.double()(x.double())
-            labels = ref.argmax(dim=1)
-            model = model.float()
             scaling = None if p["scaling"] == "none" else p["scaling"]
             promote = None if p["promote_every"] == "none" else p["promote_every"]
             with tct.emulate(unit=spec, scaling=scaling, promote_every=promote, engine=engine):
                 got = model(x)
         got = got.double()
         diff = (got - ref).abs()
-        ref_loss = float(F.cross_entropy(ref, labels))
         loss = float(F.cross_entropy(got, labels))
         return {"loss": loss, "ref_loss": ref_loss, "loss_delta": loss - ref_loss,
                 "accuracy": float((got.argmax(dim=1) == labels).double().mean()),

@@ -35,6 +35,8 @@ from .._extras import install_hint
 from ..formats import FloatFormat, get_format
 from ..model import InstructionSpec
 from .exact import exact_matmul
+from .shared import shared_input
+from .threads import limit_threads
 from .errors import SpecError
 
 __all__ = ["Workload", "WORKLOADS", "DISTRIBUTIONS", "SCALINGS", "run_task", "draw_operand"]
@@ -202,6 +204,20 @@ def error_metrics(got: np.ndarray, exact: np.ndarray, fmt) -> dict:
     }
 
 
+def _gemm_inputs(p: dict, seed: int, fa: FloatFormat, fb: FloatFormat) -> tuple:
+    """(A, B, quantised A, quantised B, scale_a, scale_b, exact product): what every unit of a sweep shares for
+    one parameter set and seed (the operands derive from the workload, not the unit) -- computed once a worker."""
+    def make():
+        rng = np.random.default_rng(seed)
+        A = draw_operand(rng, (p["M"], p["K"]), p["distribution"])
+        B = draw_operand(rng, (p["K"], p["N"]), p["distribution"])
+        qa, qb, sa, sb = _scaled_operands(A, B, fa, fb, p["scaling"])
+        return A, B, qa, qb, sa, sb, _exact_scaled(qa, qb, sa, sb, p["scaling"])
+
+    key = ("gemm_error", seed, fa, fb, p["M"], p["N"], p["K"], p["distribution"], p["scaling"])
+    return shared_input(key, make)
+
+
 def _gemm_error(spec: InstructionSpec, p: dict, seed: int, engine: str) -> dict:
     from ..arrays import to_host
     from ..gemm import gemm
@@ -209,11 +225,7 @@ def _gemm_error(spec: InstructionSpec, p: dict, seed: int, engine: str) -> dict:
     fa, fb = spec.a_format, spec.b_format
     if not (isinstance(fa, FloatFormat) and isinstance(fb, FloatFormat)):
         raise ValueError(f"gemm_error: {spec.name} has integer operands; this workload draws floats")
-    M, N, K = p["M"], p["N"], p["K"]
-    rng = np.random.default_rng(seed)
-    A = draw_operand(rng, (M, K), p["distribution"])
-    B = draw_operand(rng, (K, N), p["distribution"])
-    qa, qb, sa, sb = _scaled_operands(A, B, fa, fb, p["scaling"])
+    A, B, qa, qb, sa, sb, exact = _gemm_inputs(p, seed, fa, fb)
     promote = None if p["promote_every"] == "none" else p["promote_every"]
     out_format = None if p["out_format"] == "none" else p["out_format"]
     kwargs = {}
@@ -224,7 +236,6 @@ def _gemm_error(spec: InstructionSpec, p: dict, seed: int, engine: str) -> dict:
                    promote_every=promote, split_k=p["split_k"] if p["split_k"] > 1 else None,
                    out_format=out_format, engine=engine, **kwargs)
     got = np.asarray(to_host(got), np.float64)
-    exact = _exact_scaled(qa, qb, sa, sb, p["scaling"])
     fmt = get_format(out_format) if out_format else spec.model.output_format
     row = error_metrics(got, exact, fmt)
     e2e = error_metrics(got, A @ B, fmt)
@@ -327,13 +338,14 @@ WORKLOADS = {
 def run_task(task, threads: int | None = None, engine: str = "auto") -> dict:
     """One task's row: the unit's parameters, the workload's parameters, the seed and the metrics.
 
-    ``threads`` caps the compiled engine's threads in this worker (workers x threads = cores); ``engine`` is where
+    ``threads`` caps this worker's native threads -- numba, OpenBLAS, torch (``sweep.threads``) -- so that
+    workers x threads = cores; ``engine`` is where
     the arithmetic runs (every engine gives the same row).
     """
     from .units import build_unit
 
     if threads:
-        _set_threads(threads)
+        limit_threads(threads)
     spec = build_unit(task.entry, task.unit_params)
     workload = WORKLOADS[task.workload]
     params = {**workload.defaults, **task.params}
@@ -351,10 +363,3 @@ def _cell(value):
     """A parameter as a table cell: the spec's "none" becomes a missing value (typed columns)."""
     return None if value == "none" else value
 
-
-def _set_threads(n: int) -> None:
-    try:
-        import numba
-    except ImportError:
-        return
-    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))

@@ -162,10 +162,10 @@ def _peak_rss_mib() -> float:
 def generate_shard(task: ShardTask, threads: int | None = None) -> dict:
     """Write one shard file and its receipt; return the receipt (plus this worker's timing and peak RSS)."""
     from ..catalog import get_instruction
-    from ..sweep.workloads import _set_threads
+    from ..sweep.threads import limit_threads
 
     if threads:
-        _set_threads(threads)
+        limit_threads(threads)
     t0, c0 = time.perf_counter(), time.process_time()
     spec = get_instruction(task.instruction)
     rng = np.random.default_rng([task.seed, task.index])
@@ -296,11 +296,11 @@ def _stats(runs: list[dict], wall: float) -> dict:
 def verify_shard(entry: dict, directory: str, engine: str = "auto", rows: int = 1 << 15,
                  threads: int | None = None) -> dict:
     """Check one shard's checksum and replay it; a dict with the counts (never raises for a bad file)."""
-    from ..sweep.workloads import _set_threads
+    from ..sweep.threads import limit_threads
     from .verify import verify_file
 
     if threads:
-        _set_threads(threads)
+        limit_threads(threads)
     t0, c0 = time.perf_counter(), time.process_time()
     path = os.path.join(directory, entry["file"])
     out = {"file": entry["file"], "index": entry["index"], "n": 0, "mismatches": 0, "checksum_ok": False,
