@@ -147,17 +147,6 @@ def test_the_fake_device_flushes_like_cupy_and_the_conversions_do_not_care(monke
                           get_format("bf16").from_float(tiny))
 
 
-@pytest.mark.parametrize("name", FORMATS)
-def test_rounding_in_float64_arithmetic_equals_the_encoder(name):
-    fmt = get_format(name)
-    x = _hard_values(fmt, np.random.default_rng(5))
-    with np.errstate(invalid="ignore", over="ignore"):
-        got = _casts.rne_values(fmt, x, np)
-    want = fmt.to_float(_spec_bits(fmt, x))
-    same = (got.view(np.uint64) == want.view(np.uint64)) | (np.isnan(got) & np.isnan(want))
-    assert same.all(), x[~same][:5]
-
-
 @pytest.mark.parametrize("name", NARROW + FORMATS)
 @pytest.mark.parametrize("overflow", ["ieee", "saturate"])
 def test_the_integer_path_of_every_signed_format_equals_the_encoder(name, overflow):
@@ -197,13 +186,13 @@ def test_large_arrays_convert_in_blocks_with_the_same_bits(monkeypatch):
     """Above ``_BLOCK`` elements the paths run block by block (bounded temporaries on a GPU): same bits."""
     fmt = get_format("e4m3")
     x = _hard_values(fmt, np.random.default_rng(3)).reshape(-1, 2)
-    whole = (_casts.rne_bits(fmt, x, np, "saturate"), _casts.rne_values(get_format("bf16"), x, np))
+    whole = (_casts.rne_bits(fmt, x, np, "saturate"), _casts.rne_bits(get_format("bf16"), x, np))
     with np.errstate(all="ignore"):
         whole_values = _casts.exact_values(fmt, whole[0], np)
     monkeypatch.setattr(_casts, "_BLOCK", 1000)
     assert x.size > 3 * 1000
     assert np.array_equal(_casts.rne_bits(fmt, x, np, "saturate"), whole[0])
-    assert np.array_equal(_casts.rne_values(get_format("bf16"), x, np).view(np.uint64), whole[1].view(np.uint64))
+    assert np.array_equal(_casts.rne_bits(get_format("bf16"), x, np), whole[1])
     with np.errstate(all="ignore"):
         assert np.array_equal(_casts.exact_values(fmt, whole[0], np).view(np.uint64), whole_values.view(np.uint64))
     assert np.array_equal(_casts.rne_bits(fmt, x.T, np, "saturate"), whole[0].T)  # strided input

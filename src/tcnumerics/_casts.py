@@ -185,23 +185,6 @@ def _overflow_code(fmt, overflow: str) -> int:
 
 
 @_in_blocks
-def rne_values(fmt, v, xp):
-    """float64 values ``v`` rounded to ``fmt`` (RNE, IEEE overflow, subnormals kept), as float64, in float64
-    arithmetic only: adding and subtracting 1.5 * 2^(u + 52), where 2^u is the target's quantum at ``v``, rounds to a
-    multiple of 2^u by the float64 addition's own round-to-nearest-even.  Ten elementwise operations where
-    ``rne_bits`` + ``exact_values`` take forty; float64 arithmetic is IEEE under CuPy's flush-to-zero."""
-    v = xp.asarray(v, dtype=np.float64)
-    _, e = xp.frexp(v)  # v = m * 2^e, 0.5 <= |m| < 1: the leading bit's place is e - 1
-    top = fmt.emax - fmt.man_bits  # the largest quantum: beyond 2^(emax + 1) everything rounds to inf anyway
-    quantum = xp.clip(e.astype(np.int64) - 1 - fmt.man_bits, 1 - fmt.bias - fmt.man_bits, top)
-    magic = xp.ldexp(1.5, (quantum + 52).astype(np.int32))
-    r = (v + magic) - magic
-    r = xp.where(xp.abs(v) >= 2.0 ** (fmt.emax + 1), v * np.inf, r)  # v * inf: a signed inf, NaN stays NaN
-    r = xp.where(xp.abs(r) > fmt.max_finite, xp.copysign(np.inf, v), r)
-    return xp.where(r == 0, xp.copysign(0.0, v), r)  # a value rounding to zero keeps its sign; inf, NaN pass
-
-
-@_in_blocks
 def exact_values(fmt, bits, xp):
     """float64 values of ``fmt`` patterns (canonical NaN), in integer arithmetic plus exact float64 scaling of
     subnormals: no float32 operation (see ``rne_bits``; ``arrays.decode_ieee``)."""
@@ -239,9 +222,8 @@ def fp32_round(fmt, x):
     if _route(fmt) != "fp32" or x.dtype.kind != "f":
         return None
     xp = namespace(x)
-    if xp is not np:
-        v = rne_values(fmt, x if x.dtype == np.float64 else float64(x), xp)  # float16/32 from their patterns
-        return xp.where(xp.isnan(v), np.nan, v)
+    if xp is not np:  # two fused kernels, no float32 operation (CuPy's flush to zero); NaN decodes as np.nan
+        return exact_values(fmt, rne_bits(fmt, x if x.dtype == np.float64 else float64(x), xp), xp)
     if not _usable(xp):
         return None
     with _quiet(xp):
