@@ -214,8 +214,11 @@ def test_every_conversion_runs_as_one_fused_kernel_on_the_fake_device(monkeypatc
             want = _spec_bits(fmt, x, overflow)
             assert np.array_equal(_casts.rne_bits(fmt, cupy.asarray(x), cupy, overflow).get(), want), name
         bits = _spec_bits(fmt, x)
-        assert np.array_equal(_casts.exact_values(fmt, cupy.asarray(bits), cupy).get().view(np.uint64),
-                              _casts.exact_values(fmt, bits, np).view(np.uint64)), name
+        if name in NARROW:  # every pattern through FloatFormat.to_float: the device's fused decode, the host's own
+            bits = np.arange(1 << fmt.width, dtype=np.uint64).astype(fmt.container_dtype)
+        got, want = fmt.to_float(cupy.asarray(bits)).get(), fmt.to_float(bits)
+        assert np.array_equal(np.isnan(got), np.isnan(want)), name
+        assert np.array_equal(got[~np.isnan(got)].view(np.uint64), want[~np.isnan(want)].view(np.uint64)), name
     for cache in (_casts._rne_code.kernels, _decode_ieee.kernels):  # (namespace, *params) -> kernel or False
         here = [kernel for key, kernel in cache.items() if key[0] is cupy]
         assert here and all(kernel is not False for kernel in here)

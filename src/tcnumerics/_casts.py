@@ -186,9 +186,10 @@ def _overflow_code(fmt, overflow: str) -> int:
 
 @_in_blocks
 def exact_values(fmt, bits, xp):
-    """float64 values of ``fmt`` patterns (canonical NaN), in integer arithmetic plus exact float64 scaling of
-    subnormals: no float32 operation (see ``rne_bits``; ``arrays.decode_ieee``)."""
-    return decode_ieee(bits, fmt.width, fmt.exp_bits, fmt.man_bits, fmt.bias, fmt.pad_bits, xp=xp)
+    """float64 values of ``fmt`` patterns (the formats of ``integer_route``), in integer arithmetic plus exact
+    float64 scaling of subnormals: no float32 operation (see ``rne_bits``; ``arrays.decode_ieee``)."""
+    return decode_ieee(bits, fmt.width, fmt.exp_bits, fmt.man_bits, fmt.bias, fmt.pad_bits, xp=xp,
+                       specials=fmt.specials)
 
 
 def fp32_values(fmt, bits):
@@ -346,13 +347,16 @@ def from_float(fmt, x, overflow: str = "ieee"):
 
 
 def to_float(fmt, bits):
-    """Exact float64 values of ``fmt`` patterns (canonical NaN), or None if no cast applies."""
-    route = _route(fmt)
-    if route is None or bits.dtype != np.dtype(fmt.container_dtype):
+    """Exact float64 values of ``fmt`` patterns (canonical NaN), or None if no cast applies.  On a GPU every format
+    of ``integer_route`` (FP8, FP6 and FP4 included) decodes in one fused kernel."""
+    if bits.dtype != np.dtype(fmt.container_dtype):
         return None
     xp = namespace(bits)
-    if xp is not np and _ieee_like(fmt):
+    if xp is not np and integer_route(fmt):
         return exact_values(fmt, bits, xp)
+    route = _route(fmt)
+    if route is None:
+        return None
     if not _usable(xp):
         return None
     if route == "fp32":

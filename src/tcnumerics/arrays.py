@@ -118,28 +118,42 @@ def fused(body):
 
 
 def decode_ieee(bits: Any, width: int, exp_bits: int, man_bits: int, bias: int, pad_bits: int = 0, *,
-                xp: ModuleType = np) -> Any:
-    """float64 values of IEEE-style bit patterns (``width`` bits above ``pad_bits``; subnormals, inf, canonical
-    NaN) in integer arithmetic and exact float64 scaling: no float32 operation, so flush-to-zero kernels give
-    the exact values (one fused kernel on a GPU).
+                xp: ModuleType = np, specials: str = "ieee") -> Any:
+    """float64 values of signed bit patterns with subnormals (``width`` bits above ``pad_bits``) in integer
+    arithmetic and exact float64 scaling: no float32 operation, so flush-to-zero kernels give the exact values
+    (one fused kernel on a GPU).  ``specials``: "ieee" (the top exponent is inf / NaN), "fn" (only the all-ones
+    magnitude is NaN; OCP E4M3), "fnuz" (only the "-0" pattern is NaN) or "none" (every pattern finite: FP6, FP4);
+    the NaN of "fn" / "fnuz" is the canonical float64 NaN, as ``FloatFormat.to_float`` gives.
 
     >>> decode_ieee(np.array([0x3C00, 0x0001, 0xFC00], np.uint16), 16, 5, 10, 15).tolist()
     [1.0, 5.960464477539063e-08, -inf]
+    >>> decode_ieee(np.array([0x7E, 0x7F, 0x80], np.uint8), 8, 4, 3, 7, specials="fn").tolist()
+    [448.0, nan, -0.0]
     """
-    return _decode_ieee(bits, xp, width, exp_bits, man_bits, bias, pad_bits)
+    if specials not in ("ieee", "fn", "fnuz", "none"):
+        raise ValueError(f"specials: expected 'ieee', 'fn', 'fnuz' or 'none', got {specials!r}")
+    return _decode_ieee(bits, xp, width, exp_bits, man_bits, bias, pad_bits, specials)
 
 
 @fused
-def _decode_ieee(bits: Any, xp: ModuleType, width: int, exp_bits: int, man_bits: int, bias: int, pad_bits: int) -> Any:
+def _decode_ieee(bits: Any, xp: ModuleType, width: int, exp_bits: int, man_bits: int, bias: int, pad_bits: int,
+                 specials: str) -> Any:
     v = (bits.astype(np.int64) >> pad_bits) & ((1 << width) - 1)
     sign = v >> (width - 1)
-    e = (v >> man_bits) & ((1 << exp_bits) - 1)
-    f = v & ((1 << man_bits) - 1)
+    code = v & ((1 << (width - 1)) - 1)
+    e = code >> man_bits
+    f = code & ((1 << man_bits) - 1)
     normal = xp.ldexp((f | (1 << man_bits)).astype(np.float64), (e - bias - man_bits).astype(np.int32))  # exact
     tiny = f.astype(np.float64) * 2.0 ** (1 - bias - man_bits)  # exact: a float64 normal number
     mag = xp.where(e == 0, tiny, normal)
-    mag = xp.where(e == (1 << exp_bits) - 1, xp.where(f == 0, np.float64(np.inf), np.float64(np.nan)), mag)
-    return xp.where(sign == 1, -mag, mag)
+    if specials == "ieee":
+        mag = xp.where(e == (1 << exp_bits) - 1, xp.where(f == 0, np.float64(np.inf), np.float64(np.nan)), mag)
+    out = xp.where(sign == 1, -mag, mag)
+    if specials == "fn":
+        out = xp.where(code == (1 << (width - 1)) - 1, np.float64(np.nan), out)
+    elif specials == "fnuz":
+        out = xp.where((sign == 1) & (code == 0), np.float64(np.nan), out)
+    return out
 
 
 def stack(arrays: list) -> Any:
