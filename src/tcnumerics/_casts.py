@@ -353,7 +353,10 @@ def to_float(fmt, bits):
         return None
     xp = namespace(bits)
     if xp is not np and integer_route(fmt):
-        return exact_values(fmt, bits, xp)
+        values = exact_values(fmt, bits, xp)
+        if _route(fmt) is None and fmt.has_nan:  # FP8: the canonical NaN (0x7FF8...) that the host gives
+            values = xp.where(xp.isnan(values), np.float64(np.nan), values)
+        return values
     route = _route(fmt)
     if route is None:
         return None

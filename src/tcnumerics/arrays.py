@@ -153,7 +153,7 @@ def _decode_ieee(bits: Any, xp: ModuleType, width: int, exp_bits: int, man_bits:
         out = xp.where(code == (1 << (width - 1)) - 1, np.float64(np.nan), out)
     elif specials == "fnuz":
         out = xp.where((sign == 1) & (code == 0), np.float64(np.nan), out)
-    return out
+    return out  # a NaN literal in a GPU kernel is the GPU's NaN, 0xFFF8... (measured on an H200; fused abs keeps it)
 
 
 def stack(arrays: list) -> Any:
