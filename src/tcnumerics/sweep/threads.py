@@ -8,9 +8,11 @@ was capped too).  ``limit_threads`` caps numba, torch (when imported) and every 
 loaded in the process (through its ``*_set_num_threads`` entry point), and sets the usual
 environment variables for libraries loaded later.
 
-Example:
-    >>> limit_threads(1) >= 0   # the number of loaded OpenBLAS libraries capped
-    True
+Example (in a child process: it changes the process it runs in, as a pool worker wants):
+    >>> import subprocess, sys
+    >>> code = "import numpy; from tcnumerics.sweep.threads import limit_threads; print(limit_threads(1) >= 0)"
+    >>> subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip()
+    'True'
 """
 
 from __future__ import annotations
