@@ -53,11 +53,14 @@ def test_shared_inputs_are_read_only_bounded_and_reused():
     assert len(shared._cache) == shared.MAX_ENTRIES and ("t", 0) not in shared._cache
 
 
-def test_an_entry_above_the_byte_bound_is_not_kept(monkeypatch):
+def test_the_cache_holds_at_most_its_byte_bound(monkeypatch):
     shared._cache.clear()
-    monkeypatch.setattr(shared, "MAX_ENTRY_BYTES", 100)
-    shared.shared_input(("big",), lambda: np.zeros(100))
+    monkeypatch.setattr(shared, "MAX_BYTES", 2000)
+    shared.shared_input(("big",), lambda: np.zeros(300))  # 2,400 bytes: never kept
     assert ("big",) not in shared._cache
+    for i in range(3):  # 800 bytes each: the oldest goes when the third arrives
+        shared.shared_input(("mid", i), lambda: np.zeros(100))
+    assert list(shared._cache) == [("mid", 1), ("mid", 2)]
 
 
 def test_rows_do_not_depend_on_what_the_worker_ran_before():

@@ -4,8 +4,9 @@ A sweep crosses units with workloads, and every unit of a workload cell sees the
 for a seed (``derive_seed`` takes the workload, not the unit): the operands, their
 quantisation, the exact reference, a model's float64 evaluation.  ``shared_input`` keeps the
 last few of them per process, so a worker that runs 56 designs on 4 seeds draws and
-references each seed once.  Entries above ``MAX_ENTRY_BYTES`` are not kept (a large sweep
-recomputes them rather than holding gigabytes).  Cached arrays are made read-only, so a task
+references each seed once.  At most ``MAX_ENTRIES`` entries and ``MAX_BYTES`` bytes are kept
+(least recently used dropped first; a larger entry is not kept: a large sweep recomputes rather
+than holds gigabytes).  Cached arrays are made read-only, so a task
 that would write into one fails instead of changing the next task's input.
 
 Example:
@@ -22,23 +23,24 @@ from typing import Callable, Hashable
 
 import numpy as np
 
-__all__ = ["shared_input", "MAX_ENTRIES", "MAX_ENTRY_BYTES"]
+__all__ = ["shared_input", "MAX_ENTRIES", "MAX_BYTES"]
 
 MAX_ENTRIES = 16
-MAX_ENTRY_BYTES = 256 << 20
-_cache: "OrderedDict[Hashable, object]" = OrderedDict()
+MAX_BYTES = 512 << 20
+_cache: "OrderedDict[Hashable, tuple[object, int]]" = OrderedDict()  # key -> (value, its bytes)
 
 
 def shared_input(key: Hashable, make: Callable[[], object]) -> object:
     """``make()``'s value for ``key``, kept for later tasks of this process (least recently used dropped first)."""
     if key in _cache:
         _cache.move_to_end(key)
-        return _cache[key]
+        return _cache[key][0]
     value = make()
-    if _nbytes(value) <= MAX_ENTRY_BYTES:
+    size = _nbytes(value)
+    if size <= MAX_BYTES:
         _freeze(value)
-        _cache[key] = value
-        while len(_cache) > MAX_ENTRIES:
+        _cache[key] = (value, size)
+        while len(_cache) > MAX_ENTRIES or sum(n for _, n in _cache.values()) > MAX_BYTES:
             _cache.popitem(last=False)
     return value
 
