@@ -104,11 +104,6 @@ def _host_f32_add_ieee() -> bool:
     return int((tiny + tiny).view(np.uint32)[0]) == 2
 
 
-def _ieee_like(fmt) -> bool:
-    """Formats the integer paths serve: IEEE specials, subnormals, signed, at most 23 fraction bits."""
-    return fmt.specials == "ieee" and fmt.subnormals and fmt.signed and 1 <= fmt.man_bits <= 23 and fmt.exp_bits <= 8
-
-
 def integer_route(fmt) -> bool:
     """Formats ``rne_bits`` serves: signed, with subnormals, at most 51 fraction bits (every float format but the
     unsigned scale formats and FP64)."""
@@ -223,7 +218,7 @@ def fp32_round(fmt, x):
     if _route(fmt) != "fp32" or x.dtype.kind != "f":
         return None
     xp = namespace(x)
-    if xp is not np:  # two fused kernels, no float32 operation (CuPy's flush to zero); NaN decodes as np.nan
+    if xp is not np:  # two fused kernels, no float32 operation (CuPy's flush to zero); NaN: the GPU's (docs/gpu.md)
         return exact_values(fmt, rne_bits(fmt, x if x.dtype == np.float64 else float64(x), xp), xp)
     if not _usable(xp):
         return None

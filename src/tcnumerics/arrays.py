@@ -122,8 +122,8 @@ def decode_ieee(bits: Any, width: int, exp_bits: int, man_bits: int, bias: int, 
     """float64 values of signed bit patterns with subnormals (``width`` bits above ``pad_bits``) in integer
     arithmetic and exact float64 scaling: no float32 operation, so flush-to-zero kernels give the exact values
     (one fused kernel on a GPU).  ``specials``: "ieee" (the top exponent is inf / NaN), "fn" (only the all-ones
-    magnitude is NaN; OCP E4M3), "fnuz" (only the "-0" pattern is NaN) or "none" (every pattern finite: FP6, FP4);
-    the NaN of "fn" / "fnuz" is the canonical float64 NaN, as ``FloatFormat.to_float`` gives.
+    magnitude is NaN; OCP E4M3), "fnuz" (only the "-0" pattern is NaN) or "none" (every pattern finite: FP6, FP4).
+    NaNs: numpy's on the host; on a GPU the device's own, 0xFFF8... (``_casts.to_float`` canonicalises FP8's).
 
     >>> decode_ieee(np.array([0x3C00, 0x0001, 0xFC00], np.uint16), 16, 5, 10, 15).tolist()
     [1.0, 5.960464477539063e-08, -inf]
