@@ -14,12 +14,15 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+
 import ml_dtypes
 import numpy as np
 import torch
 
 from .. import arrays, interop
 from ..arrays import on_device
+from .devices import engine_for, on_torch_stream
 
 __all__ = ["to_numpy", "from_numpy", "to_array", "to_tensor", "float64_values", "on_gpu_engine", "gpu_work",
            "format_name", "TORCH_FORMATS"]
@@ -100,21 +103,13 @@ def to_array(t: torch.Tensor, engine: str | None = None):
 
 def on_gpu_engine(t: torch.Tensor) -> bool:
     """Does a GEMM of ``t`` run on the GPU engine (a CUDA tensor, CuPy usable)?"""
-    from .devices import engine_for
-
     return t.is_cuda and engine_for(t.device.type, "auto") == "cuda"
 
 
 def gpu_work(t: torch.Tensor):
     """A context for CuPy work on ``t``'s values outside the emulation's own call (autograd hooks): on torch's
     current stream and allocator where ``t`` is on the GPU engine, as the emulated GEMMs are; else nothing."""
-    import contextlib
-
-    if not on_gpu_engine(t):
-        return contextlib.nullcontext()
-    from .devices import on_torch_stream
-
-    return on_torch_stream(t.device)
+    return on_torch_stream(t.device) if on_gpu_engine(t) else contextlib.nullcontext()
 
 
 def float64_values(t: torch.Tensor, device: bool):
