@@ -126,6 +126,20 @@ def test_gemm_on_device_equals_the_host(cupy, case):
     _same(dev, host)
 
 
+@pytest.mark.parametrize("scales", ["tensor", "row"])
+def test_batched_gemm_on_device_equals_the_host(cupy, scales):
+    rng = np.random.default_rng(11)
+    batch, M, K, N = 3, 10, 200, 12
+    a = rng.standard_normal((batch, M, K)).astype(ml_dtypes.float8_e4m3fn)
+    b = rng.standard_normal((batch, K, N)).astype(ml_dtypes.float8_e4m3fn)
+    sa, sb = (rng.random(batch) + 0.5, rng.random(batch) + 0.5) if scales == "tensor" else \
+        (rng.random((batch, M)) + 0.5, rng.random((batch, N)) + 0.5)
+    options = dict(instruction=E4M3, promote_every=64, out_format="bf16")
+    host = gemm(a, b, scale_a=sa, scale_b=sb, **options)
+    dev = gemm(_device(a, cupy), _device(b, cupy), scale_a=cupy.asarray(sa), scale_b=cupy.asarray(sb), **options)
+    _same(dev, host)
+
+
 @pytest.mark.parametrize("scales", ["tensor", "row", "block", "tensor promoted", "row promoted split"])
 def test_scaled_gemm_on_device_equals_the_host(cupy, scales):
     rng = np.random.default_rng(5)

@@ -185,3 +185,50 @@ def test_bad_shapes():
         tc.gemm(A, np.ones((32, 3), ml_dtypes.bfloat16), np.ones((3, 3), np.float32), instruction=BF16)
     with pytest.raises(ValueError, match="instruction"):
         tc.gemm(A, np.ones((32, 3), ml_dtypes.bfloat16), instruction="hopper.nope")
+
+
+@pytest.mark.parametrize("options", [
+    dict(),
+    dict(promote_every=128),
+    dict(split_k=3, out_format="bf16"),
+    dict(promote_every=64, split_k=2, c_role="epilogue"),
+    dict(c_role="output", out_format="bf16"),
+    dict(k_tile=64, k_residue="first"),
+], ids=str)
+@pytest.mark.parametrize("scales", [None, "tensor", "row", "mixed"])
+def test_a_batch_is_the_loop_over_its_items(options, scales):
+    """gemm on [batch, M, K] @ [batch, K, N] gives item i's bits as gemm(A[i], B[i], ...): the plan is the same,
+    only the array has one more axis."""
+    rng = np.random.default_rng(len(str(options)) + len(str(scales)))
+    batch, M, K, N = 4, 6, 300, 5
+    spread = np.exp2(rng.integers(-8, 8, (batch, 1, 1)))  # items far apart: per-item scales matter
+    A = (rng.standard_normal((batch, M, K)) * spread).astype(ml_dtypes.float8_e4m3fn)
+    B = rng.standard_normal((batch, K, N)).astype(ml_dtypes.float8_e4m3fn)
+    C = rng.standard_normal((batch, M, N)).astype(np.float32)
+    sa = sb = None
+    if scales == "tensor":
+        sa, sb = rng.uniform(0.5, 2, batch), rng.uniform(0.5, 2, batch)
+    elif scales == "row":
+        sa, sb = rng.uniform(0.5, 2, (batch, M)), rng.uniform(0.5, 2, (batch, N))
+    elif scales == "mixed":  # one scalar for every item, row scales for B: the row rule, as for a single GEMM
+        sa, sb = 3.0, rng.uniform(0.5, 2, (batch, N))
+    got = tc.gemm(A, B, C, instruction=FP8, scale_a=sa, scale_b=sb, **options)
+    assert got.shape == (batch, M, N)
+    for i in range(batch):
+        want = tc.gemm(A[i], B[i], C[i], instruction=FP8, scale_a=sa if np.ndim(sa) == 0 else sa[i],
+                       scale_b=sb if np.ndim(sb) == 0 else sb[i], **options)
+        assert np.array_equal(got[i].view(np.uint8), want.view(np.uint8)), i
+
+
+def test_a_batch_names_bad_shapes_and_scales():
+    A, B = np.ones((2, 3, 32), ml_dtypes.bfloat16), np.ones((2, 32, 4), ml_dtypes.bfloat16)
+    with pytest.raises(ValueError, match="batch sizes differ"):
+        tc.gemm(A, np.ones((3, 32, 4), ml_dtypes.bfloat16), instruction=BF16)
+    with pytest.raises(ValueError, match="3-D batches"):
+        tc.gemm(A, B[0], instruction=BF16)
+    with pytest.raises(ValueError, match=r"C: expected shape \(2, 3, 4\)"):
+        tc.gemm(A, B, np.ones((3, 4), np.float32), instruction=BF16)
+    with pytest.raises(ValueError, match=r"scale_a: a batch of 2 takes a scalar, shape \(2,\) or \(2, 3\)"):
+        tc.gemm(A, B, instruction=BF16, scale_a=np.ones(3), scale_b=1.0)
+    with pytest.raises(ValueError, match="scale_b: scales must be finite and nonzero"):
+        tc.gemm(A, B, instruction=BF16, scale_a=1.0, scale_b=np.array([1.0, 0.0]))

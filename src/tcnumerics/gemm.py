@@ -90,10 +90,15 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
             output conversion; ``"output"`` -- the result is first converted to
             ``out_format`` and C is then added with one more rounding to ``out_format``
             (measured: torch.addmm BF16 on Hopper, nvjet ``*_badd_*`` kernels).
-        engine: ``"auto"``, ``"fast"``, ``"reference"`` or ``"exact"``.
+        engine: ``"auto"``, ``"fast"``, ``"reference"``, ``"exact"`` or ``"cuda"``.
+
+    A batch -- ``A`` [batch, M, K], ``B`` [batch, K, N], C [batch, M, N] -- is the same GEMM per item (the same
+    plan, one pass of the epilogue over the whole batch): item ``i`` is bit for bit ``gemm(A[i], B[i], ...)``.
+    Its scales: a scalar (every item), [batch] (one per item) or row-wise [batch, M] / [batch, N]; block-wise
+    scales are for single GEMMs.
 
     Returns:
-        [M, N] array of ``out_format``'s numpy/ml_dtypes type.
+        [M, N] (or [batch, M, N]) array of ``out_format``'s numpy/ml_dtypes type.
 
     >>> import numpy as np, ml_dtypes
     >>> A = np.full((4, 32), 0.5, ml_dtypes.float8_e4m3fn); B = np.full((32, 2), 2, ml_dtypes.float8_e4m3fn)
@@ -113,24 +118,21 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
         result = gemm(*(to_host(x) for x in (A, B, C)), scale_a=to_host(scale_a), scale_b=to_host(scale_b), **options)
         return _to_device(result, xp)
     A, B = _as_array(A, xp), _as_array(B, xp)
-    if A.ndim != 2 or B.ndim != 2:
-        raise ValueError(f"A, B: expected 2-D matrices, got shapes {A.shape} and {B.shape}")
-    if A.shape[1] != B.shape[0]:
-        raise ValueError(f"A, B: inner dimensions differ: A is {A.shape}, B is {B.shape}")
-    M, K = A.shape
-    N = B.shape[1]
+    lead = _batch_shape(A, B)  # () for one GEMM, (batch,) for a batch
+    M, K = A.shape[-2:]
+    N = B.shape[-1]
     if c_role not in ("accumulator", "epilogue", "output"):
         raise ValueError(f"c_role: expected 'accumulator', 'epilogue' or 'output', got {c_role!r}")
     out_rounding = Rounding.parse(out_rounding)
     a_bits = _operand_bits("A", A, spec.a_format)
     b_bits = _operand_bits("B", B, spec.b_format)
     k = spec.k
-    if M == 0 or N == 0:  # nothing to compute (numpy and torch return an empty result)
-        _check_c_shape(C, M, N)
-        d_bits = xp.zeros((M, N), spec.d_format.container_dtype)
+    if M == 0 or N == 0 or 0 in lead:  # nothing to compute (numpy and torch return an empty result)
+        _check_c_shape(C, lead + (M, N))
+        d_bits = xp.zeros(lead + (M, N), spec.d_format.container_dtype)
         return convert_output(spec.d_format.to_array(d_bits), spec.d_format, out_format, out_rounding)
     if K == 0:  # no products: the unit sums one instruction of zeros (+0), so C passes through its epilogue
-        a_bits, b_bits = xp.zeros((M, k), a_bits.dtype), xp.zeros((k, N), b_bits.dtype)
+        a_bits, b_bits = xp.zeros(lead + (M, k), a_bits.dtype), xp.zeros(lead + (k, N), b_bits.dtype)
         K, split_k, promote_every, scale_a, scale_b = k, None, None, None, None
     if k_residue not in ("last", "first"):
         raise ValueError(f"k_residue: expected 'last' or 'first', got {k_residue!r}")
@@ -140,21 +142,16 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
     granule = k if split_granule is None else split_granule
     if isinstance(granule, bool) or not isinstance(granule, (int, np.integer)) or granule < 1:
         raise ValueError(f"split_granule: expected a positive int, got {split_granule!r}")
-    b_t = xp.ascontiguousarray(b_bits.T)
-    # lay each slice out on instruction boundaries (zero padding where the kernel puts it)
-    pieces_a, pieces_b, segments, origins, pos = [], [], [], [], 0
-    for k0, k1 in split_bounds(K, split_k, granule):
-        pa = _layout(a_bits[:, k0:k1], k, tile, k_residue)
-        pieces_a.append(pa)
-        pieces_b.append(_layout(b_t[:, k0:k1], k, tile, k_residue))
-        segments.append((pos, pos + pa.shape[1]))
-        origins.append(k0)
-        pos += pa.shape[1]
-    a_rows = pieces_a[0] if len(pieces_a) == 1 else xp.ascontiguousarray(xp.concatenate(pieces_a, axis=1))
-    b_cols = pieces_b[0] if len(pieces_b) == 1 else xp.ascontiguousarray(xp.concatenate(pieces_b, axis=1))
-    k_pad = pos
+    a_rows, b_cols, segments, origins = _lay_out(a_bits, xp.swapaxes(b_bits, -1, -2), K, split_k, granule, k,
+                                                 tile, k_residue)
 
-    block_a, block_b, tensor_scale = _parse_scales(scale_a, scale_b, M, N, K, scale_block, xp)
+    if lead:
+        block_a = block_b = None
+        tensor_scale, scale_kind = _batch_scales(scale_a, scale_b, lead[0], M, N, xp)
+    else:
+        block_a, block_b, tensor_scale = _parse_scales(scale_a, scale_b, M, N, K, scale_block, xp)
+        scale_kind = None if tensor_scale is None else "tensor" if np.ndim(tensor_scale[0]) == np.ndim(
+            tensor_scale[1]) == 0 else "row"
     blockwise = block_a is not None
     if blockwise and promote_every is None:
         promote_every = scale_block
@@ -167,7 +164,7 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
         raise ValueError("k_residue: block-wise scales need the padding last (block boundaries in K order)")
     if multi and isinstance(spec.d_format, IntFormat):
         raise ValueError("promote_every, split_k: FP32 promotion and reduction need a floating-point instruction")
-    if k_pad > k and spec.c_format != spec.d_format:
+    if a_rows.shape[-1] > k and spec.c_format != spec.d_format:
         raise ValueError(f"instruction: K={K} chains instructions, but {spec.name} takes C as "
                          f"{spec.c_format.name} and writes D as {spec.d_format.name}")
 
@@ -175,7 +172,7 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
     c_values = None  # C as exact float64 values (main accumulator start or epilogue addend)
     if C is not None:
         C = _as_array(C, xp)
-        _check_c_shape(C, M, N)
+        _check_c_shape(C, lead + (M, N))
         if c_role == "accumulator" and not multi:
             c_acc = _operand_bits("C", C, spec.c_format)
         else:
@@ -184,7 +181,7 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
             c_values = _FP32.round(_float_values("C", C))
 
     plan = _build_plan(spec, segments, origins, promote_every=promote_every, blockwise=blockwise,
-                       scale_block=scale_block, tensor_scale=tensor_scale, c_start=c_acc is not None,
+                       scale_block=scale_block, scale_kind=scale_kind, c_start=c_acc is not None,
                        c_role=c_role if c_values is not None else None, out_format=out_format,
                        out_rounding=out_rounding)
     operands = {"A": a_rows, "B": b_cols, "C_acc": c_acc, "C": c_values, "block_a": block_a, "block_b": block_b}
@@ -225,10 +222,8 @@ def plan_gemm(M: int, N: int, K: int, *, instruction: "str | InstructionSpec | I
     if blockwise and promote_every is None:
         promote_every = scale_block
     multi = promote_every is not None or len(segments) > 1
-    tensor_scale = None if scales in (None, "block") else (np.ones(()), np.ones(()) if scales == "tensor"
-                                                                  else np.ones((1, N)))
     plan = _build_plan(spec, segments, origins, promote_every=promote_every, blockwise=blockwise,
-                       scale_block=scale_block, tensor_scale=tensor_scale,
+                       scale_block=scale_block, scale_kind=None if scales in (None, "block") else scales,
                        c_start=c_role == "accumulator" and not multi,
                        c_role=None if c_role is None or (c_role == "accumulator" and not multi) else c_role,
                        out_format=out_format, out_rounding=Rounding.parse(out_rounding))
@@ -244,12 +239,12 @@ def _padded_length(n: int, k: int, tile: int, residue: str) -> int:
 
 
 def _build_plan(spec: InstructionSpec, segments, origins, *, promote_every, blockwise: bool, scale_block: int,
-                tensor_scale, c_start: bool, c_role: str | None, out_format, out_rounding) -> Plan:
+                scale_kind: str | None, c_start: bool, c_role: str | None, out_format, out_rounding) -> Plan:
     """The plan of the composition: chains (or promotion) per slice, their ordered sum, scales, C, conversion."""
     multi = promote_every is not None or len(segments) > 1
     if not multi:
         root = Chain(spec, segments[0][0], segments[0][1], start="C" if c_start else None)
-        if tensor_scale is None and c_role is None:
+        if scale_kind is None and c_role is None:
             return Plan(Convert(root, out_format, out_rounding))
     else:
         terms = []
@@ -261,9 +256,8 @@ def _build_plan(spec: InstructionSpec, segments, origins, *, promote_every, bloc
                 terms.append(Promote(spec, k0, k1, promote_every, start=start,
                                      block_scale=scale_block if blockwise else None, origin=origins[s]))
         root = terms[0] if len(terms) == 1 else OrderedSum(tuple(terms))
-    if tensor_scale is not None:
-        sa, sb = tensor_scale
-        root = Scale(root, "tensor" if np.ndim(sa) == 0 and np.ndim(sb) == 0 else "row")
+    if scale_kind is not None:  # "tensor": one scale per GEMM (per item of a batch), else "row"
+        root = Scale(root, scale_kind)
     if c_role == "epilogue":
         root = Epilogue(root, (AddC("C"),))
     out = "fp32" if out_format is None else out_format
@@ -332,9 +326,38 @@ def convert_output(d: np.ndarray, d_format: Format, out_format: str | None, roun
 
 # --- helpers -----------------------------------------------------------------------------------
 
-def _check_c_shape(C, M: int, N: int) -> None:
-    if C is not None and tuple(np.shape(C)) != (M, N):
-        raise ValueError(f"C: expected shape {(M, N)}, got {tuple(np.shape(C))}")
+def _check_c_shape(C, shape: tuple) -> None:
+    if C is not None and tuple(np.shape(C)) != shape:
+        raise ValueError(f"C: expected shape {shape}, got {tuple(np.shape(C))}")
+
+
+def _batch_shape(A, B) -> tuple:
+    """() for A [M, K] @ B [K, N]; (batch,) for A [batch, M, K] @ B [batch, K, N]; else a clear error."""
+    if A.ndim != B.ndim or A.ndim not in (2, 3):
+        raise ValueError(f"A, B: expected 2-D matrices (or 3-D batches of them), got shapes {A.shape} and {B.shape}")
+    if A.ndim == 3 and A.shape[0] != B.shape[0]:
+        raise ValueError(f"A, B: batch sizes differ: A is {A.shape}, B is {B.shape}")
+    if A.shape[-1] != B.shape[-2]:
+        raise ValueError(f"A, B: inner dimensions differ: A is {A.shape}, B is {B.shape}")
+    return tuple(A.shape[:-2])
+
+
+def _lay_out(a_bits, b_t, K: int, split_k, granule: int, k: int, tile: int, residue: str):
+    """(A rows, B columns as rows, K segments, their origins): each split-K slice laid out on instruction
+    boundaries (zero padding where the kernel puts it), the slices one after the other along the last axis."""
+    xp = namespace(a_bits)
+    pieces_a, pieces_b, segments, origins, pos = [], [], [], [], 0
+    for k0, k1 in split_bounds(K, split_k, granule):
+        pa = _layout(a_bits[..., k0:k1], k, tile, residue)
+        pieces_a.append(pa)
+        pieces_b.append(_layout(b_t[..., k0:k1], k, tile, residue))
+        segments.append((pos, pos + pa.shape[-1]))
+        origins.append(k0)
+        pos += pa.shape[-1]
+    if len(pieces_a) == 1:
+        return pieces_a[0], pieces_b[0], segments, origins
+    return (xp.ascontiguousarray(xp.concatenate(pieces_a, axis=-1)),
+            xp.ascontiguousarray(xp.concatenate(pieces_b, axis=-1)), segments, origins)
 
 
 def _resolve(instruction) -> InstructionSpec:
@@ -357,23 +380,23 @@ def _to_device(result, xp):
 
 
 def _layout(bits: np.ndarray, k: int, tile: int, residue: str) -> np.ndarray:
-    """One slice's K axis (axis 1) on instruction boundaries: +0 padding at the end, or after a first partial tile.
+    """One slice's K axis (the last) on instruction boundaries: +0 padding at the end, or after a first partial tile.
 
     >>> _layout(np.arange(1, 6)[None], 2, 4, "first").tolist()   # 5 = 1 + one tile of 4
     [[1, 0, 2, 3, 4, 5]]
     """
     xp = namespace(bits)
-    n = bits.shape[1]
+    n = bits.shape[-1]
     r = n % tile
     if residue == "first" and r:
-        head = xp.zeros((bits.shape[0], -(-r // k) * k), bits.dtype)
-        head[:, :r] = bits[:, :r]
-        return xp.concatenate([head, _layout(bits[:, r:], k, tile, "last")], axis=1)
+        head = xp.zeros(bits.shape[:-1] + (-(-r // k) * k,), bits.dtype)
+        head[..., :r] = bits[..., :r]
+        return xp.concatenate([head, _layout(bits[..., r:], k, tile, "last")], axis=-1)
     n_pad = -(-n // k) * k
     if n_pad == n and bits.flags.c_contiguous:
         return bits
-    out = xp.zeros((bits.shape[0], n_pad), bits.dtype)
-    out[:, :n] = bits
+    out = xp.zeros(bits.shape[:-1] + (n_pad,), bits.dtype)
+    out[..., :n] = bits
     return out
 
 
@@ -433,3 +456,24 @@ def _parse_scales(scale_a, scale_b, M: int, N: int, K: int, block: int, xp=np):
     return None, None, (sa[:, None] if sa.ndim else sa, sb[None, :] if sb.ndim else sb)
 
 
+
+
+def _batch_scales(scale_a, scale_b, batch: int, M: int, N: int, xp):
+    """A batch's scales as ((scale_a [batch, M or 1, 1], scale_b [batch, 1, N or 1]), kind) or (None, None):
+    each a scalar, one per item ([batch]) or row-wise ([batch, M] / [batch, N]); "tensor" when both are one
+    number per item (``acc * fp32(sa * sb)``), else "row" (``(acc * sb) * sa``), as for a single GEMM."""
+    if scale_a is None and scale_b is None:
+        return None, None
+    shaped = []
+    for name, s, rows, where in (("scale_a", scale_a, M, -1), ("scale_b", scale_b, N, -2)):
+        s = xp.ones(()) if s is None else xp.asarray(_FP32.round(_float_values(name, s)))
+        if s.shape not in ((), (batch,), (batch, rows)):
+            raise ValueError(f"{name}: a batch of {batch} takes a scalar, shape ({batch},) or ({batch}, {rows}); "
+                             f"got {s.shape}")
+        bad = ~xp.isfinite(s) | (s == 0)  # a NaN, infinite or zero scale is a bug upstream
+        if s.size and bool(bad.any()):
+            raise ValueError(f"{name}: scales must be finite and nonzero, found {float(s[bad].ravel()[0])}")
+        full = s if s.ndim == 2 else xp.broadcast_to(s.reshape(-1, 1) if s.ndim else s.reshape(1, 1), (batch, 1))
+        shaped.append(xp.expand_dims(full, where))
+    kind = "tensor" if np.ndim(scale_a) <= 1 and np.ndim(scale_b) <= 1 else "row"
+    return tuple(shaped), kind

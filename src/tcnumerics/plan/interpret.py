@@ -76,17 +76,26 @@ def _chain(node: Chain, env, engine):
 
 
 def _zero(spec, a, b):
-    return namespace(a, b).zeros((a.shape[0], b.shape[0]), spec.c_format.container_dtype)
+    return namespace(a, b).zeros(a.shape[:-1] + (b.shape[-2],), spec.c_format.container_dtype)
+
+
+def _per_item(call, a, b, acc):
+    """``call(a, b, acc)`` on one GEMM's operands (A [M, Kp], B [N, Kp], acc [M, N]); a batch ([batch, ...] each)
+    item by item -- engines take matrices -- and stacked."""
+    if a.ndim == 2:
+        return call(a, b, acc)
+    return namespace(acc).stack([call(a[i], b[i], acc[i]) for i in range(a.shape[0])])
 
 
 def _chain_bits(spec, engine, a, b, acc, k0, k1):
     """The engine protocol: ``accumulate_bits`` over a K range, else ``gemm_bits`` / ``dot_bits`` on its columns."""
     eng = get_engine(engine)
     if getattr(eng, "accumulate_bits", None) is not None:
-        return eng.accumulate_bits(spec, a, b, acc, k0, k1)
+        return _per_item(lambda a, b, acc: eng.accumulate_bits(spec, a, b, acc, k0, k1), a, b, acc)
     if getattr(eng, "gemm_bits", None) is not None:
-        return eng.gemm_bits(spec, a[:, k0:k1], b[:, k0:k1], acc)
-    return grid_dot_bits(eng.dot_bits, spec, a[:, k0:k1], b[:, k0:k1], acc, _WORKING_SET)
+        return _per_item(lambda a, b, acc: eng.gemm_bits(spec, a[:, k0:k1], b[:, k0:k1], acc), a, b, acc)
+    return _per_item(lambda a, b, acc: grid_dot_bits(eng.dot_bits, spec, a[:, k0:k1], b[:, k0:k1], acc,
+                                                     _WORKING_SET), a, b, acc)
 
 
 def _paired(node: PairedChain, env, engine):
@@ -123,9 +132,9 @@ def _promote(node: Promote, env, engine):
     if node.block_scale is None and reason is not None and reason(spec) is None:
         # the loop below in one engine call (bit for bit: tests/test_promotion.py)
         acc = zero if start is None else FP32.from_float(start).astype(spec.c_format.container_dtype)
-        return fp32_partial(spec.d_format, eng.accumulate_bits(spec, a, b, acc, node.k0, node.k1,
-                                                               promote_every=node.every,
-                                                               promote_from_acc=start is not None))
+        return fp32_partial(spec.d_format, _per_item(
+            lambda a, b, acc: eng.accumulate_bits(spec, a, b, acc, node.k0, node.k1, promote_every=node.every,
+                                                  promote_from_acc=start is not None), a, b, acc))
     part = start
     for b0 in range(node.k0, node.k1, node.every):
         b1 = min(node.k1, b0 + node.every)

@@ -474,7 +474,7 @@ def _stage_values(backend, call: GemmCall, backward: bool, a3, b3, info: CallInf
         if recipe.scaling in ("mx", "nvfp4") or recipe.rounding == "stochastic" or call.op == "_scaled_mm":
             return [], "total"
         spec, order = recipe.spec, dict(promote_every=recipe.promote_every, split_k=recipe.split_k)
-        quantised = [recipe.quantize(a3[i], b3[i]) for i in range(a3.shape[0])]
+        quantised = recipe.quantize(a3, b3)  # the batch at once: descales per item
         engine = recipe.engine if recipe.engine != "auto" else "auto"
     else:
         structure = (getattr(getattr(info.call, "plan", None), "structure", None)
@@ -485,19 +485,20 @@ def _stage_values(backend, call: GemmCall, backward: bool, a3, b3, info: CallInf
         spec = structure.instruction
         order = dict(promote_every=structure.promote_every, split_k=structure.split_k, k_tile=structure.k_tile,
                      k_residue=structure.k_residue, split_granule=structure.split_granule)
-        quantised = [(a3[i], None, b3[i], None) for i in range(a3.shape[0])]
+        quantised = (a3, None, b3, None)
         engine = "auto"
     if arrays.on_device(a3):  # the unit's stages on the GPU engine too ("auto" picks it for device operands)
         engine = "cuda" if engine in ("auto", "fast", "cuda") else engine
-    dequantised, chained, ordered = [], [], []
-    for qa, da, qb, db in quantised:
-        dequantised.append(_dequantise(qa, da, 1) @ _dequantise(qb, db, 0))
-        one = arrays.float64(gemm(qa, qb, instruction=spec, scale_a=da, scale_b=db, engine=engine))
-        chained.append(one)
-        if any(v is not None for v in order.values()):
-            one = arrays.float64(gemm(qa, qb, instruction=spec, scale_a=da, scale_b=db, engine=engine, **order))
-        ordered.append(one)
-    return [arrays.stack(dequantised), arrays.stack(chained), arrays.stack(ordered)], "stages"
+    qa, da, qb, db = quantised
+    item = (lambda d, i: None if d is None else d[i])  # one item's descale (a scalar, or its rows')
+    dequantised = arrays.stack([_dequantise(qa[i], item(da, i), 1) @ _dequantise(qb[i], item(db, i), 0)
+                                for i in range(qa.shape[0])])
+    # one batched GEMM per stage (item i as gemm(qa[i], qb[i]) bit for bit)
+    chained = arrays.float64(gemm(qa, qb, instruction=spec, scale_a=da, scale_b=db, engine=engine))
+    ordered = chained
+    if any(v is not None for v in order.values()):
+        ordered = arrays.float64(gemm(qa, qb, instruction=spec, scale_a=da, scale_b=db, engine=engine, **order))
+    return [dequantised, chained, ordered], "stages"
 
 
 def _library_structure(backend, call: GemmCall, device: bool):

@@ -188,17 +188,24 @@ class UnitRecipe:
 
     def quantize(self, A, B, *, call_index: int = 0):
         """(A as the unit receives it, its FP32 descale or None, B likewise): steps 1 and 2 of ``matmul`` for a
-        [M, K] x [K, N] call, the operands ``matmul`` hands ``tcnumerics.gemm`` (error attribution reads them)."""
+        [M, K] x [K, N] call, the operands ``matmul`` hands ``tcnumerics.gemm`` (error attribution reads them).
+        A batch ([batch, M, K] x [batch, K, N]) is quantised item by item in one pass, as ``matmul_batch`` does
+        (descales [batch], or [batch, rows] for row scaling; not with stochastic rounding, one stream per item)."""
         a, b = arrays.float64(A), arrays.float64(B)
+        batched = a.ndim == 3
+        if batched and self.rounding == "stochastic":
+            raise ValueError("quantize: stochastic rounding draws one stream per item; quantize a batch's items "
+                             "one at a time (call_index + i)")
         rng = np.random.default_rng([self.seed, call_index]) if self.rounding == "stochastic" else None
-        qa, da = self._quantize(a, self.operand_a, self.spec.a_format, rng, axis=1)
-        qb, db = self._quantize(b, self.operand_b, self.spec.b_format, rng, axis=0)
+        qa, da = self._quantize(a, self.operand_a, self.spec.a_format, rng, axis=1, batched=batched)
+        qb, db = self._quantize(b, self.operand_b, self.spec.b_format, rng, axis=0, batched=batched)
         return qa, da, qb, db
 
     def matmul_batch(self, A, B, *, call_index: int = 0, engine: str | None = None):
         """``matmul`` of every ``A[i] @ B[i]`` ([batch, M, K] and [batch, K, N]), stacked: the same bits as the
         loop ``matmul(A[i], B[i], call_index=call_index + i)``, with the operands quantised for the whole batch at
-        once (per-item scales) -- on a GPU an attention bmm's 32 heads cost one quantisation, not 32.
+        once (per-item scales) and multiplied by one batched ``gemm`` -- on a GPU an attention bmm's 32 heads cost one
+        quantisation and one plan, not 32.
 
         >>> import numpy as np
         >>> r = UnitRecipe.create(instruction="hopper.wgmma.m64n8k32.f32.e4m3.e4m3", scaling="tensor")
@@ -217,12 +224,10 @@ class UnitRecipe:
             # one random stream per item (seeded by its call index); block scaling runs on the host per item
             return arrays.stack([self.matmul(a[i], b[i], call_index=call_index + i, engine=engine)
                                  for i in range(a.shape[0])])
-        qa, da = self._quantize(a, self.operand_a, self.spec.a_format, None, axis=1, batched=True)
-        qb, db = self._quantize(b, self.operand_b, self.spec.b_format, None, axis=0, batched=True)
-        return arrays.stack([arrays.float64(gemm(qa[i], qb[i], instruction=self.spec, promote_every=self.promote_every,
-                                                 split_k=self.split_k, scale_a=None if da is None else da[i],
-                                                 scale_b=None if db is None else db[i], engine=engine or self.engine))
-                             for i in range(a.shape[0])])
+        qa, da, qb, db = self.quantize(a, b)
+        # one batched GEMM: item i is gemm(qa[i], qb[i], scale_a=da[i], scale_b=db[i]) bit for bit
+        return arrays.float64(gemm(qa, qb, instruction=self.spec, promote_every=self.promote_every,
+                                   split_k=self.split_k, scale_a=da, scale_b=db, engine=engine or self.engine))
 
     def _round(self, values: np.ndarray, fmt: FloatFormat, rng, overflow: str = "ieee") -> np.ndarray:
         if rng is None:
