@@ -187,3 +187,27 @@ def test_stream_k_outputs_depend_on_their_tile_so_samples_give_their_positions()
     assert not np.array_equal(at(shared).view(np.uint32), at(alone).view(np.uint32))
     with pytest.raises(ValueError, match="rows: expected 2 integer positions"):
         lib.matmul(A, B, rows=np.array([0, 256]), cols=np.array([0, 1]), **kw)
+
+
+@pytest.mark.parametrize("dtype, K, precision", [(BF16, 64, "highest"), (BF16, 4096, "highest"),
+                                                 (np.float16, 200, "highest"), (np.float32, 96, "high"),
+                                                 (np.float32, 96, "highest")], ids=str)
+@pytest.mark.parametrize("with_c", [False, True])
+def test_a_batched_op_runs_one_plan_with_the_items_bits(monkeypatch, dtype, K, precision, with_c):
+    """bmm / baddbmm run a batch through one plan where the family allows it (ops.batchable): the same bits as
+    the plan run item by item (the path stream-K, SIMT, FFMA and serial split-K families take)."""
+    from tcnumerics.library import ops
+
+    rng = np.random.default_rng(K)
+    A = rng.standard_normal((5, 24, K)).astype(dtype)
+    B = rng.standard_normal((5, K, 40)).astype(dtype)
+    C = rng.standard_normal((5, 24, 40)).astype(dtype)
+    call = (lambda: lib.baddbmm(C, A, B, beta=0.5, alpha=0.25, fp32_precision=precision)) if with_c else \
+        (lambda: lib.bmm(A, B, fp32_precision=precision))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", lib.NotModelledWarning)
+        batched = call()
+        monkeypatch.setattr(ops, "batchable", lambda structure: False)
+        looped = call()
+    assert batched.shape == (5, 24, 40) and batched.dtype == looped.dtype
+    assert np.array_equal(batched.view(np.uint8), looped.view(np.uint8))

@@ -46,7 +46,7 @@ from ..plan.nodes import Alpha, Convert, Epilogue, Input, RoundTo
 from .calls import Call
 from .gpus import resolve_gpu, tables_epoch
 from .selection import Plan, select
-from .structure import Structure, run
+from .structure import Structure, batchable, run
 
 __all__ = ["matmul", "linear", "addmm", "bmm", "baddbmm", "scaled_mm", "NotModelledWarning"]
 
@@ -143,6 +143,10 @@ def _positions(rows, cols, M: int, N: int, fM: int, fN: int):
 
 def _execute(plan: Plan, A3, B3, out: str, *, alpha=1.0, beta=0.0, C3=None, bias=None, scale_a=None,
              scale_b=None, engine="auto", rows=None, cols=None) -> np.ndarray:
+    if A3.shape[0] > 1 and B3.shape[0] == A3.shape[0] and batchable(plan.structure) and \
+            scale_a is None and scale_b is None and rows is None and cols is None:
+        # one plan for the whole batch (a bmm's items share it): item i's bits as the loop below
+        return run(plan.structure, A3, B3, out_format=out, alpha=alpha, beta=beta, C=C3, bias=bias, engine=engine)
     res = []
     for i in range(A3.shape[0]):
         a = A3[i]

@@ -190,8 +190,9 @@ def _gemm_leaf(s: Structure, A, B, scale_a, scale_b, engine: str) -> Reduction:
     options = dict(instruction=s.instruction, promote_every=s.promote_every,
                    split_k=list(s.split_k) if s.split_k else None, k_tile=s.k_tile, k_residue=s.k_residue,
                    split_granule=s.split_granule)
-    inner = _plan_gemm(A.shape[0], B.shape[1], A.shape[1], s.instruction, s.promote_every, s.split_k, s.k_tile,
-                       s.k_residue, s.split_granule, scale_kind(scale_a, scale_b, A.shape[0]))
+    M, K, N = A.shape[-2], A.shape[-1], B.shape[-1]  # a batch's items share the plan
+    inner = _plan_gemm(M, N, K, s.instruction, s.promote_every, s.split_k, s.k_tile, s.k_residue, s.split_granule,
+                       scale_kind(scale_a, scale_b, M))
     rounding = s.input_rounding
 
     def evaluate(A, B):
@@ -307,9 +308,25 @@ def run(s: Structure, A, B, *, out_format: str, alpha: float = 1.0, beta: float 
 _EPILOGUE_CHUNK = 1 << 25  # outputs per epilogue pass: bounds its float64 temporaries (~2 GB) on big outputs
 
 
+def batchable(s: Structure) -> bool:
+    """Whether ``run`` takes a whole batch ([batch, M, K] @ [batch, K, N], C [batch, M, N]) for family ``s``: a
+    tensor-core reduction through ``tcnumerics.gemm``, which runs a batch's items under one plan -- not a stream-K,
+    SIMT, FFMA or serial split-K kernel, whose reductions take one matrix.
+
+    >>> batchable(Structure("nvjet", "hopper.wgmma.m64n256k16.f32.bf16.bf16")), batchable(Structure("ffma"))
+    (True, False)
+    """
+    return (s.instruction is not None and s.stream_k is None and not s.simt_kernel and s.split_reduce != "serial"
+            and not s.split_interleave and not (s.split_partial_format and s.split_k))
+
+
 def _epilogue_in_chunks(s: Structure, acc, out_format: str, *, C=None, **kw):
     """``epilogue`` a block of rows at a time (elementwise, so the same bits): an LM head's weight gradient has
-    ~1e9 outputs, whose float64 temporaries would not fit next to the model."""
+    ~1e9 outputs, whose float64 temporaries would not fit next to the model.  A batch's rows are one block."""
+    if acc.ndim == 3:
+        flat = None if C is None else C.reshape(-1, C.shape[-1])
+        out = _epilogue_in_chunks(s, acc.reshape(-1, acc.shape[-1]), out_format, C=flat, **kw)
+        return out.reshape(acc.shape)
     M, N = acc.shape
     rows = max(1, _EPILOGUE_CHUNK // max(1, N))
     if M <= rows:
