@@ -134,14 +134,7 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
     if K == 0:  # no products: the unit sums one instruction of zeros (+0), so C passes through its epilogue
         a_bits, b_bits = xp.zeros(lead + (M, k), a_bits.dtype), xp.zeros(lead + (k, N), b_bits.dtype)
         K, split_k, promote_every, scale_a, scale_b = k, None, None, None, None
-    if k_residue not in ("last", "first"):
-        raise ValueError(f"k_residue: expected 'last' or 'first', got {k_residue!r}")
-    tile = k if k_tile is None else k_tile
-    if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or tile < k or tile % k:
-        raise ValueError(f"k_tile: must be a positive multiple of {spec.name}'s K={k}, got {k_tile!r}")
-    granule = k if split_granule is None else split_granule
-    if isinstance(granule, bool) or not isinstance(granule, (int, np.integer)) or granule < 1:
-        raise ValueError(f"split_granule: expected a positive int, got {split_granule!r}")
+    tile, granule = _layout_options(spec, k_tile, k_residue, split_granule)
     a_rows, b_cols, segments, origins = _lay_out(a_bits, xp.swapaxes(b_bits, -1, -2), K, split_k, granule, k,
                                                  tile, k_residue)
 
@@ -168,18 +161,7 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
         raise ValueError(f"instruction: K={K} chains instructions, but {spec.name} takes C as "
                          f"{spec.c_format.name} and writes D as {spec.d_format.name}")
 
-    c_acc = None  # C as the first chain's accumulator bits
-    c_values = None  # C as exact float64 values (main accumulator start or epilogue addend)
-    if C is not None:
-        C = _as_array(C, xp)
-        _check_c_shape(C, lead + (M, N))
-        if c_role == "accumulator" and not multi:
-            c_acc = _operand_bits("C", C, spec.c_format)
-        else:
-            if isinstance(spec.c_format, IntFormat) and c_role == "accumulator":
-                raise ValueError("C: an integer accumulator cannot start an FP32 promotion chain")
-            c_values = _FP32.round(_float_values("C", C))
-
+    c_acc, c_values = _c_operands(C, spec, c_role, multi, lead + (M, N), xp)
     plan = _build_plan(spec, segments, origins, promote_every=promote_every, blockwise=blockwise,
                        scale_block=scale_block, scale_kind=scale_kind, c_start=c_acc is not None,
                        c_role=c_role if c_values is not None else None, out_format=out_format,
@@ -331,6 +313,34 @@ def _check_c_shape(C, shape: tuple) -> None:
         raise ValueError(f"C: expected shape {shape}, got {tuple(np.shape(C))}")
 
 
+def _layout_options(spec: InstructionSpec, k_tile, k_residue: str, split_granule) -> tuple[int, int]:
+    """(K tile, split granule) of a call, each checked (a clear error naming the argument)."""
+    k = spec.k
+    if k_residue not in ("last", "first"):
+        raise ValueError(f"k_residue: expected 'last' or 'first', got {k_residue!r}")
+    tile = k if k_tile is None else k_tile
+    if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or tile < k or tile % k:
+        raise ValueError(f"k_tile: must be a positive multiple of {spec.name}'s K={k}, got {k_tile!r}")
+    granule = k if split_granule is None else split_granule
+    if isinstance(granule, bool) or not isinstance(granule, (int, np.integer)) or granule < 1:
+        raise ValueError(f"split_granule: expected a positive int, got {split_granule!r}")
+    return tile, granule
+
+
+def _c_operands(C, spec: InstructionSpec, c_role: str, multi: bool, shape: tuple, xp):
+    """(C as the first chain's accumulator bits, C as FP32 values -- the main accumulator's start or the
+    epilogue's addend): one of them, or neither without C."""
+    if C is None:
+        return None, None
+    C = _as_array(C, xp)
+    _check_c_shape(C, shape)
+    if c_role == "accumulator" and not multi:
+        return _operand_bits("C", C, spec.c_format), None
+    if isinstance(spec.c_format, IntFormat) and c_role == "accumulator":
+        raise ValueError("C: an integer accumulator cannot start an FP32 promotion chain")
+    return None, _FP32.round(_float_values("C", C))
+
+
 def _batch_shape(A, B) -> tuple:
     """() for A [M, K] @ B [K, N]; (batch,) for A [batch, M, K] @ B [batch, K, N]; else a clear error."""
     if A.ndim != B.ndim or A.ndim not in (2, 3):
@@ -426,12 +436,7 @@ def _parse_scales(scale_a, scale_b, M: int, N: int, K: int, block: int, xp=np):
         return None, None, None
     if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
         raise ValueError(f"scale_block: expected a positive int, got {block!r}")
-    sa = xp.ones(()) if scale_a is None else xp.asarray(_FP32.round(_float_values("scale_a", scale_a)))
-    sb = xp.ones(()) if scale_b is None else xp.asarray(_FP32.round(_float_values("scale_b", scale_b)))
-    for name, s in (("scale_a", sa), ("scale_b", sb)):  # a NaN, infinite or zero scale is a bug upstream
-        bad = ~xp.isfinite(s) | (s == 0)
-        if s.size and bool(bad.any()):
-            raise ValueError(f"{name}: scales must be finite and nonzero, found {float(s[bad].ravel()[0])}")
+    sa, sb = _fp32_scales("scale_a", scale_a, xp), _fp32_scales("scale_b", scale_b, xp)
     kb, nb = -(-K // block), -(-N // block)
     # per-tensor / row-wise shapes win where K fits one block and the shapes coincide
     rowwise = sa.shape in ((), (M,), (M, 1)) and sb.shape in ((), (N,), (1, N))
@@ -458,6 +463,17 @@ def _parse_scales(scale_a, scale_b, M: int, N: int, K: int, block: int, xp=np):
 
 
 
+def _fp32_scales(name: str, scale, xp):
+    """A ``scale_a``/``scale_b`` argument as FP32 values of namespace ``xp`` (None: 1), each finite and nonzero."""
+    if scale is None:
+        return xp.ones(())
+    s = xp.asarray(_FP32.round(_float_values(name, scale)))
+    bad = ~xp.isfinite(s) | (s == 0)  # a NaN, infinite or zero scale is a bug upstream
+    if s.size and bool(bad.any()):
+        raise ValueError(f"{name}: scales must be finite and nonzero, found {float(s[bad].ravel()[0])}")
+    return s
+
+
 def _batch_scales(scale_a, scale_b, batch: int, M: int, N: int, xp):
     """A batch's scales as ((scale_a [batch, M or 1, 1], scale_b [batch, 1, N or 1]), kind) or (None, None):
     each a scalar, one per item ([batch]) or row-wise ([batch, M] / [batch, N]); "tensor" when both are one
@@ -466,13 +482,10 @@ def _batch_scales(scale_a, scale_b, batch: int, M: int, N: int, xp):
         return None, None
     shaped = []
     for name, s, rows, where in (("scale_a", scale_a, M, -1), ("scale_b", scale_b, N, -2)):
-        s = xp.ones(()) if s is None else xp.asarray(_FP32.round(_float_values(name, s)))
-        if s.shape not in ((), (batch,), (batch, rows)):
+        if np.shape(s) not in ((), (batch,), (batch, rows)):
             raise ValueError(f"{name}: a batch of {batch} takes a scalar, shape ({batch},) or ({batch}, {rows}); "
-                             f"got {s.shape}")
-        bad = ~xp.isfinite(s) | (s == 0)  # a NaN, infinite or zero scale is a bug upstream
-        if s.size and bool(bad.any()):
-            raise ValueError(f"{name}: scales must be finite and nonzero, found {float(s[bad].ravel()[0])}")
+                             f"got {np.shape(s)}")
+        s = _fp32_scales(name, s, xp)
         full = s if s.ndim == 2 else xp.broadcast_to(s.reshape(-1, 1) if s.ndim else s.reshape(1, 1), (batch, 1))
         shaped.append(xp.expand_dims(full, where))
     kind = "tensor" if np.ndim(scale_a) <= 1 and np.ndim(scale_b) <= 1 else "row"
