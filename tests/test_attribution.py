@@ -213,6 +213,18 @@ def test_study_rejects_bad_options_before_training(tmp_path):
             module.run(args)
 
 
+def test_study_defaults_follow_the_device_and_flags_win():
+    """``--device cuda`` runs the larger configuration; a flag given keeps its value on either device."""
+    from tcnumerics.experiments import fp8_training
+    from tcnumerics.experiments.cli import build_parser, load_experiment
+
+    parser = build_parser("fp8-training", load_experiment("fp8-training"))
+    cpu = fp8_training.apply_defaults(parser.parse_args(["--width", "48"]), "cpu")
+    cuda = fp8_training.apply_defaults(parser.parse_args(["--width", "48", "--device", "cuda"]), "cuda")
+    assert (cpu.steps, cpu.batch, cpu.context, cpu.heads, cpu.width) == (30, 8, 32, 2, 48)
+    assert (cuda.steps, cuda.batch, cuda.context, cuda.heads, cuda.width) == (80, 32, 128, 4, 48)
+
+
 def test_study_units_differ_only_in_fraction_bits():
     from tcnumerics.experiments.fp8_training import FP8
     from tcnumerics.catalog import get_instruction

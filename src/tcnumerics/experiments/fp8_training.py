@@ -35,7 +35,8 @@ import numpy as np
 from .plotting import check_plot_target
 from .progress import Progress
 
-__all__ = ["corpus", "GPT", "settings", "add_arguments", "run", "render", "plot", "probe_step", "PROBE_LR"]
+__all__ = ["corpus", "GPT", "settings", "add_arguments", "run", "render", "plot", "probe_step", "PROBE_LR", "DEFAULTS",
+           "apply_defaults"]
 
 FP8 = "hopper.wgmma.m64n8k32.f32.e4m3.e4m3"
 WIDTHS = (10, 13, 16, 20, 25)
@@ -167,13 +168,19 @@ class _Autocast:
         return stack.__exit__(*exc)
 
 
+# the default configuration per device: on 2 CPU cores about a minute; on a GPU (an H200: 5 min 39 s, all nine
+# settings) weight-gradient GEMMs of K = 4,096 tokens (docs/attribution.md, "A larger configuration on a GPU")
+DEFAULTS = {"cpu": dict(steps=30, batch=8, context=32, width=64, layers=2, heads=2),
+            "cuda": dict(steps=80, batch=32, context=128, width=128, layers=2, heads=4)}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--steps", type=int, default=30, help="training steps per setting (default 30)")
-    parser.add_argument("--batch", type=int, default=8, help="sequences per batch (default 8)")
-    parser.add_argument("--context", type=int, default=32, help="bytes per sequence (default 32)")
-    parser.add_argument("--width", type=int, default=64, help="model width (default 64)")
-    parser.add_argument("--layers", type=int, default=2, help="transformer blocks (default 2)")
-    parser.add_argument("--heads", type=int, default=2, help="attention heads (default 2)")
+    helps = dict(steps="training steps per setting", batch="sequences per batch", context="bytes per sequence",
+                 width="model width", layers="transformer blocks", heads="attention heads")
+    for name, text in helps.items():
+        cpu, cuda = DEFAULTS["cpu"][name], DEFAULTS["cuda"][name]
+        parser.add_argument(f"--{name}", type=int, default=None,
+                            help=f"{text} (default {cpu}; {cuda} with --device cuda)")
     parser.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate (default 3e-3)")
     parser.add_argument("--attribute-at", type=int, nargs="*", default=None,
                         help="steps of the FP8 fast-accumulation run to attribute (default: first and last)")
@@ -184,16 +191,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="overwrite an existing --plot file")
 
 
+def apply_defaults(args: argparse.Namespace, device_type: str) -> argparse.Namespace:
+    """The model and batch flags not given (None) set to ``device_type``'s default configuration (``DEFAULTS``).
+
+    >>> apply_defaults(argparse.Namespace(steps=5, batch=None), "cuda").batch
+    32
+    """
+    for name, value in DEFAULTS[device_type].items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+    return args
+
+
 def run(args: argparse.Namespace) -> list[dict]:
     torch = _torch()
     if args.plot:
         check_plot_target(args.plot, args.force)
-    if args.width % args.heads:
-        raise ValueError(f"--heads: must divide --width ({args.width}), got {args.heads}")
+    _check_device(torch, args.device)
+    apply_defaults(args, torch.device(args.device).type)
     for name in ("steps", "batch", "context", "width", "layers", "heads"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name}: must be >= 1, got {getattr(args, name)}")
-    _check_device(torch, args.device)
+    if args.width % args.heads:
+        raise ValueError(f"--heads: must divide --width ({args.width}), got {args.heads}")
     chosen = settings()
     if args.only:
         unknown = [n for n in args.only if n not in chosen]
