@@ -211,3 +211,14 @@ def test_a_batched_op_runs_one_plan_with_the_items_bits(monkeypatch, dtype, K, p
         looped = call()
     assert batched.shape == (5, 24, 40) and batched.dtype == looped.dtype
     assert np.array_equal(batched.view(np.uint8), looped.view(np.uint8))
+
+
+def test_a_large_batch_runs_in_blocks_of_items_with_the_same_bits(monkeypatch):
+    """A batch whose outputs exceed one block (ops._BATCH_OUTPUTS) runs block by block: the same bits."""
+    from tcnumerics.library import ops
+
+    A, B = _rand((7, 16, 64)), _rand((7, 64, 24), seed=1)
+    C = _rand((7, 16, 24), seed=2)
+    whole = lib.baddbmm(C, A, B, beta=0.5)
+    monkeypatch.setattr(ops, "_BATCH_OUTPUTS", 2 * 16 * 24)  # blocks of 2 items, the last one alone
+    assert np.array_equal(lib.baddbmm(C, A, B, beta=0.5).view(np.uint16), whole.view(np.uint16))

@@ -141,12 +141,19 @@ def _positions(rows, cols, M: int, N: int, fM: int, fN: int):
     return one(rows, M, fM, "rows"), one(cols, N, fN, "cols")
 
 
+_BATCH_OUTPUTS = 1 << 26  # outputs per batched run: bounds its FP32 accumulators as the item loop's stack was
+
+
 def _execute(plan: Plan, A3, B3, out: str, *, alpha=1.0, beta=0.0, C3=None, bias=None, scale_a=None,
              scale_b=None, engine="auto", rows=None, cols=None) -> np.ndarray:
-    if A3.shape[0] > 1 and B3.shape[0] == A3.shape[0] and batchable(plan.structure) and \
+    b = A3.shape[0]
+    if b > 1 and B3.shape[0] == b and batchable(plan.structure) and \
             scale_a is None and scale_b is None and rows is None and cols is None:
-        # one plan for the whole batch (a bmm's items share it): item i's bits as the loop below
-        return run(plan.structure, A3, B3, out_format=out, alpha=alpha, beta=beta, C=C3, bias=bias, engine=engine)
+        # one plan for a block of items (a bmm's items share it): item i's bits as the loop below
+        per = max(1, _BATCH_OUTPUTS // max(1, A3.shape[1] * B3.shape[2]))
+        return arrays.concatenate([run(plan.structure, A3[i:i + per], B3[i:i + per], out_format=out, alpha=alpha,
+                                       beta=beta, C=None if C3 is None else C3[i:i + per], bias=bias, engine=engine)
+                                   for i in range(0, b, per)])
     res = []
     for i in range(A3.shape[0]):
         a = A3[i]
