@@ -112,7 +112,11 @@ def _ddp_step(rank: int, world: int, out: str):
 
 
 def _ddp_rank(rank: int, world: int, store: str, out: str):
+    import faulthandler
+
     import torch.distributed as dist
+
+    faulthandler.enable(all_threads=True)  # an abort prints every thread's Python stack (where, if it recurs)
 
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     try:
