@@ -142,9 +142,7 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
         block_a = block_b = None
         tensor_scale, scale_kind = _batch_scales(scale_a, scale_b, lead[0], M, N, xp)
     else:
-        block_a, block_b, tensor_scale = _parse_scales(scale_a, scale_b, M, N, K, scale_block, xp)
-        scale_kind = None if tensor_scale is None else "tensor" if np.ndim(tensor_scale[0]) == np.ndim(
-            tensor_scale[1]) == 0 else "row"
+        block_a, block_b, tensor_scale, scale_kind = _parse_scales(scale_a, scale_b, M, N, K, scale_block, xp)
     blockwise = block_a is not None
     if blockwise and promote_every is None:
         promote_every = scale_block
@@ -431,9 +429,10 @@ def _float_values(name: str, x) -> np.ndarray:
 
 
 def _parse_scales(scale_a, scale_b, M: int, N: int, K: int, block: int, xp=np):
-    """(block_a [M, KB] or None, block_b [KB, N] or None, epilogue factor [M, N] / scalar or None)."""
+    """(block_a [M, KB] or None, block_b [KB, N] or None, epilogue factors (scale_a, scale_b) or None, their
+    kind: "tensor" for two scalars, "row" otherwise, None without them)."""
     if scale_a is None and scale_b is None:
-        return None, None, None
+        return None, None, None, None
     if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
         raise ValueError(f"scale_block: expected a positive int, got {block!r}")
     sa, sb = _fp32_scales("scale_a", scale_a, xp), _fp32_scales("scale_b", scale_b, xp)
@@ -447,7 +446,7 @@ def _parse_scales(scale_a, scale_b, M: int, N: int, K: int, block: int, xp=np):
             raise ValueError(f"scale_a, scale_b: block-wise scaling needs scale_a of shape {(M, kb)} and "
                              f"scale_b of shape {(kb, nb)}, got {sa.shape} and {sb.shape}")
         b_full = sb if sb.shape == (kb, N) else xp.repeat(sb, block, axis=1)[:, :N]  # [KB, N]
-        return sa, b_full, None
+        return sa, b_full, None, None
     if sa.ndim == 2 and sa.shape == (M, 1):
         sa = sa[:, 0]
     if sb.ndim == 2 and sb.shape == (1, N):
@@ -458,7 +457,8 @@ def _parse_scales(scale_a, scale_b, M: int, N: int, K: int, block: int, xp=np):
     if sb.ndim not in (0, 1) or (sb.ndim == 1 and sb.shape != (N,)):
         raise ValueError(f"scale_b: expected a scalar, shape ({N},) or (1, {N}), or block-wise ({kb}, {nb}); "
                          f"got {sb.shape}")
-    return None, None, (sa[:, None] if sa.ndim else sa, sb[None, :] if sb.ndim else sb)
+    kind = "tensor" if sa.ndim == sb.ndim == 0 else "row"
+    return None, None, (sa[:, None] if sa.ndim else sa, sb[None, :] if sb.ndim else sb), kind
 
 
 

@@ -490,9 +490,8 @@ def _stage_values(backend, call: GemmCall, backward: bool, a3, b3, info: CallInf
     if arrays.on_device(a3):  # the unit's stages on the GPU engine too ("auto" picks it for device operands)
         engine = "cuda" if engine in ("auto", "fast", "cuda") else engine
     qa, da, qb, db = quantised
-    item = (lambda d, i: None if d is None else d[i])  # one item's descale (a scalar, or its rows')
-    dequantised = arrays.stack([_dequantise(qa[i], item(da, i), 1) @ _dequantise(qb[i], item(db, i), 0)
-                                for i in range(qa.shape[0])])
+    dequantised = arrays.stack([_dequantise(qa[i], None if da is None else da[i], 1)
+                                @ _dequantise(qb[i], None if db is None else db[i], 0) for i in range(qa.shape[0])])
     # one batched GEMM per stage (item i as gemm(qa[i], qb[i]) bit for bit)
     chained = arrays.float64(gemm(qa, qb, instruction=spec, scale_a=da, scale_b=db, engine=engine))
     ordered = chained
