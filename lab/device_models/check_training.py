@@ -69,7 +69,24 @@ CHECK_SET_3 = {
     "exaone3.5-32b": (5120, 27392, 40, 8, 128, 102400),
     "apertus-8b": (4096, 21504, 32, 8, 128, 131072),
 }
-CHECK_SETS = {1: CHECK_SET_1, 2: CHECK_SET_2, 3: CHECK_SET_3}
+# Drawn on 2026-11-29 (issue 33, a blind run of the flag-precision check after CHECK_SET_3's fold and the H200's
+# launch frontier), before any capture of them: published configurations none of whose names appears in any survey,
+# held-out or check set above (lab/data/models.json, lab/device_library, lab/device_models) and whose (hidden, FFN,
+# vocabulary) triple is no listed model's.  The mixture-of-experts models are one expert's MLP with the model's
+# attention; Kimi-K2's multi-head latent attention is approximated by 64 heads of 128 (its value head dim).
+CHECK_SET_4 = {
+    "phi4-mini": (3072, 8192, 24, 8, 128, 200064),
+    "command-a": (12288, 36864, 96, 8, 128, 256000),
+    "command-r-plus": (12288, 33792, 96, 8, 128, 256000),
+    "qwen3-235b-a22b-expert": (4096, 1536, 64, 4, 128, 151936),
+    "gpt-oss-20b-expert": (2880, 2880, 64, 8, 64, 201088),
+    "glm4.5-air-expert": (4096, 1408, 96, 8, 128, 151552),
+    "ernie4.5-21b-a3b-expert": (2560, 1536, 20, 4, 128, 103424),
+    "seed-oss-36b": (5120, 27648, 80, 8, 128, 155136),
+    "minimax-m2-expert": (3072, 1536, 48, 8, 128, 200064),
+    "kimi-k2-expert": (7168, 2048, 64, 64, 128, 163840),
+}
+CHECK_SETS = {1: CHECK_SET_1, 2: CHECK_SET_2, 3: CHECK_SET_3, 4: CHECK_SET_4}
 
 
 def build(shape, layers: int):
