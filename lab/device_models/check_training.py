@@ -94,9 +94,12 @@ def build(shape, layers: int):
     import transformers
 
     hidden, ffn, heads, kv, head_dim, vocab = shape
+    # transformers >= 5 refuses a hidden size that is no multiple of the head count at construction, though the
+    # attention takes heads x head_dim from the config (GLM-4.5-Air: 96 x 128 over hidden 4096): set it after
     cfg = transformers.LlamaConfig(hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers,
-                                   num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim,
+                                   num_attention_heads=kv, num_key_value_heads=kv, head_dim=head_dim,
                                    vocab_size=vocab, max_position_embeddings=16384, tie_word_embeddings=False)
+    cfg.num_attention_heads = heads
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     torch.set_default_dtype(torch.bfloat16)
@@ -157,24 +160,32 @@ def main(argv=None) -> int:
     gpu = torch.cuda.get_device_name()
     out_dir = os.environ.get("OUT", "/tmp")
     docs, seen, totals = [], [], dict(calls=0, exact=0, flagged=0, silent=0)
-    for name in args.models:
-        for tokens in args.tokens:
-            row, doc, observations = check(name, models[name], tokens, args.layers, gpu)
-            print(json.dumps(row), flush=True)
-            docs.append(doc)
-            seen.extend(observations)
-            for k in totals:
-                totals[k] += row[k]
     tag = gpu.replace("NVIDIA ", "").split()[0].lower()
     tag = tag if args.set == 1 else f"{tag}_set{args.set}"
+    try:
+        for name in args.models:
+            for tokens in args.tokens:
+                row, doc, observations = check(name, models[name], tokens, args.layers, gpu)
+                print(json.dumps(row), flush=True)
+                docs.append(doc)
+                seen.extend(observations)
+                for k in totals:
+                    totals[k] += row[k]
+    finally:  # the steps that ran are kept when a later model fails
+        write_outputs(out_dir, tag, gpu, docs, seen)
+    print(json.dumps(dict(gpu=gpu, total=totals, exact_fraction=round(totals["exact"] / max(1, totals["calls"]), 4))))
+    return 0
+
+
+def write_outputs(out_dir: str, tag: str, gpu: str, docs: list, seen: list) -> None:
+    import torch
+
     with open(os.path.join(out_dir, f"check_{tag}.json"), "w") as f:
         json.dump(dict(gpu=gpu, steps=docs), f)
     from tcnumerics.library.check import write_capture
 
     write_capture(os.path.join(out_dir, f"check_{tag}_calls.json.gz"), seen, dict(device=gpu, torch=torch.__version__,
                                                                                   cuda=torch.version.cuda))
-    print(json.dumps(dict(gpu=gpu, total=totals, exact_fraction=round(totals["exact"] / max(1, totals["calls"]), 4))))
-    return 0
 
 
 if __name__ == "__main__":
