@@ -100,3 +100,32 @@ def test_the_gpu_study_in_docs_is_what_the_command_printed():
             mantissa, exponent = re.match(r"\s*([\d.]+)·10⁻([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", cell).groups()
             exponent = int(exponent.translate(str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789")))
             assert f"{gaps[name]:.2e}" == f"{mantissa}e-{exponent:02d}", (seed, name, cell, gaps[name])
+
+
+def test_the_blind_flag_check_in_docs_is_what_flag_precision_prints(tmp_path):
+    """docs/gemm.md's CHECK_SET_4 table: the archived H200 capture, re-classed by flag_precision.py against the
+    installed tables, gives the table's counts (a fold that changes a plan of these calls must update the docs)."""
+    pytest.importorskip("torch")  # the lab's tools read their call lists through torch
+    import sys
+
+    sys.path.insert(0, str(DOCS.parent / "lab" / "device_library"))
+    import flag_precision
+
+    with tarfile.open(GPU_LOGS / "h200_2026-11-29c.tar.xz") as tar:
+        for name in ("check_h200_set4_calls.json.gz", "check.jsonl"):
+            (tmp_path / name).write_bytes(tar.extractfile(f"h200_2026-11-29c/call2/{name}").read())
+    counts, rows, _ = flag_precision.classify(flag_precision.load(str(tmp_path / "check_h200_set4_calls.json.gz")),
+                                              None, None)
+    per_tokens = flag_precision.by_tokens(rows, str(tmp_path / "check.jsonl"))
+    section = _section((DOCS / "gemm.md").read_text(), "### A blind run after the fold (CHECK_SET_4")
+    table = {}
+    for line in section.splitlines():
+        m = re.match(r"\| H200, T = ([\d,]+) \| (\d+) \([\d.]+%\) \| (\d+) \([\d.]+%\) \| (\d+) \| \*\*(\d+)\*\* \|", line)
+        if m:
+            table[int(m[1].replace(",", ""))] = tuple(int(x) for x in m.groups()[1:])
+    got = {int(t): (c.get("exact", 0), c.get("flagged-exact", 0), c.get("flagged-differ", 0), c.get("silent", 0))
+           for t, c in per_tokens.items()}
+    assert table == got and sum(counts.values()) == 620
+    for t, (exact, flagged_exact, _, _) in table.items():
+        calls = sum(table[t])
+        assert f"{exact} ({100 * exact / calls:.1f}%) | {flagged_exact} ({100 * flagged_exact / calls:.1f}%)" in section
