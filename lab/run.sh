@@ -10,6 +10,7 @@
 #   bash lab/run.sh probes                      the FPRev-style SIMT / TF32 order probes
 #   bash lab/run.sh env GPU                     $OUT/env.json: device, driver, torch, CUDA, cuBLAS, SMs
 #   bash lab/run.sh flags-survey h100|h200      issue 33: the training-grid survey and CHECK_SET_3's self-check
+#                                               (GRID=train_grid_fine CHECK_SET=5: the grid's supplement, the 5th set)
 #
 # Environment: P (dense processes, 14), SECONDS_FOR_SURVEY (dense, 470), WALL (gpu-survey, 500), BUDGET (kernels,
 # 240), SETS / BITS (gpu-survey's lists).  lab/README.md says which command produced which table or capture, and
@@ -179,11 +180,12 @@ cmd_flags_survey() {  # h100|h200: issue 33 ("flags that cry wolf"), one device 
   local GPU=${1:?usage: run.sh flags-survey h200|h100} START P=${P:-8} DEVICE BESIDE CHECK
   START=$(date +%s)
   DEVICE=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)
-  echo "run.sh flags-survey $GPU on '$DEVICE': train_grid in $P processes for ${SURVEY_S:-200} s, CHECK_SET_3" \
+  local GRID=${GRID:-train_grid} CHECK_SET=${CHECK_SET:-3}
+  echo "run.sh flags-survey $GPU on '$DEVICE': $GRID in $P processes for ${SURVEY_S:-200} s, CHECK_SET_$CHECK_SET" \
       | tee "$OUT/log.txt"
-  SETS=train_grid cmd_env "$GPU"
+  SETS=$GRID cmd_env "$GPU"
   flags_check() {
-    timeout "${CHECK_S:-300}" python3 lab/device_models/check_training.py --set 3 --tokens 256 2048 2>&1 \
+    timeout "${CHECK_S:-300}" python3 lab/device_models/check_training.py --set "$CHECK_SET" --tokens 256 2048 2>&1 \
         | quiet | grep '^{' > "$OUT/check.jsonl"
     echo "check done at +$(( $(date +%s) - START )) s" >> "$OUT/log.txt"
   }
@@ -191,7 +193,7 @@ cmd_flags_survey() {  # h100|h200: issue 33 ("flags that cry wolf"), one device 
   # 8 survey processes (2026-11-28)
   case "$DEVICE" in *H200*) BESIDE=${BESIDE:-1} ;; *) BESIDE=${BESIDE:-0} ;; esac
   [ "$BESIDE" = 1 ] && { flags_check & CHECK=$!; }
-  P=$P SECONDS_FOR_SURVEY=${SURVEY_S:-200} cmd_dense train_grid > /dev/null 2>&1
+  P=$P SECONDS_FOR_SURVEY=${SURVEY_S:-200} cmd_dense "$GRID" > /dev/null 2>&1
   echo "survey done at +$(( $(date +%s) - START )) s" | tee -a "$OUT/log.txt"
   if [ "$BESIDE" = 1 ]; then wait "$CHECK"; else flags_check; fi
   tail -1 "$OUT/check.jsonl" | tee -a "$OUT/log.txt"

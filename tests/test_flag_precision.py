@@ -47,6 +47,22 @@ def test_the_training_grid_holds_the_self_checks_kinds_and_fits_a_launch_table()
     assert (rot[:, 4] == 1).all() and len(rot) == 64 * 512
 
 
+def test_the_grids_supplement_fills_its_gaps_without_repeating_a_point():
+    grid, fine = train_calls.train_grid_calls(), train_calls.train_grid_fine_calls()
+    assert fine.kinds == grid.kinds and len(fine) > len(grid)
+    assert not train_calls._rows_in(fine.rows, grid.rows).any()
+    kind, b, M, N, K = fine.rows.T
+    assert (M < 1 << 15).all() and (N < 1 << 19).all() and (K < 1 << 19).all() and (b == 1).all()
+    assert (np.maximum(np.maximum(M * K, K * N), M * N) <= train_calls.GRID_MAX_OPERAND).all()
+    rows = {tuple(int(x) for x in r) for r in fine.rows}
+    fwd, dgrad, wgrad = range(3)
+    # CHECK_SET_4's gaps: an LM head between the vocabulary steps, a hidden size between the 128 steps, a wide FFN
+    assert {(fwd, 1, 256, 200064, 3072), (dgrad, 1, 2048, 3072, 200064)} <= rows
+    assert {(fwd, 1, 256, 2880, 2880), (dgrad, 1, 256, 2880, 2880), (wgrad, 1, 2880, 2880, 256)} <= rows
+    assert {(fwd, 1, 2048, 36864, 12288), (dgrad, 1, 2048, 12288, 36864), (wgrad, 1, 12288, 36864, 2048)} <= rows
+    assert not {(fwd, 1, 256, 4096, 14336), (3, 1, 256, 256, 128)} & rows  # the grid's own points, attention
+
+
 @pytest.mark.parametrize("a_t, b_t", [(False, False), (False, True), (True, False)])
 def test_batched_transposed_operands_are_transposed_per_matrix(a_t, b_t, monkeypatch):
     monkeypatch.setattr(survey_ops, "DEV", "cpu")

@@ -210,9 +210,44 @@ def train_grid_calls() -> DenseSet:
     return DenseSet(GRID_KINDS, _dedupe(np.concatenate(rows)), "train-grid")
 
 
+# Issue 33, 2026-11-29: what the blind run of CHECK_SET_4 found the grid lacks (docs/gemm.md, "A blind run after the
+# fold") -- vocabularies between its 256 steps, hidden sizes between its 128 steps, projection widths beyond 32,768 --
+# for the same kinds at the same token counts; the attention and rotary kinds are not extended.
+FINE_HIDDEN = tuple(range(576, 8193, 128))  # the odd multiples of 64 between GRID_HIDDEN's (512..8,192)
+FINE_VOCAB = tuple(range(32128, 262145, 256))  # the multiples of 128 between GRID_VOCAB's
+WIDE_OUT = tuple(range(33024, 65537, 256))  # FFN widths beyond GRID_OUT's 32,768
+
+
+def train_grid_fine_calls() -> DenseSet:
+    """``train_grid_calls``' GEMM kinds at the points between and beyond its grid: projections at the ``FINE_HIDDEN``
+    hidden sizes (every ``GRID_OUT`` width) and at the ``WIDE_OUT`` widths (every hidden size), LM heads at the
+    ``FINE_VOCAB`` vocabularies (every hidden size) and at every vocabulary with a ``FINE_HIDDEN`` hidden size; all at
+    ``GRID_TOKENS`` and ``GRID_MAX_OPERAND``, in the three directions.  No point of ``train_grid_calls`` is repeated."""
+    T = np.array(GRID_TOKENS, np.int64)
+    hidden = GRID_HIDDEN + FINE_HIDDEN
+    vocab = GRID_VOCAB + FINE_VOCAB
+    proj = [np.meshgrid(GRID_OUT, FINE_HIDDEN, T, indexing="ij"), np.meshgrid(WIDE_OUT, hidden, T, indexing="ij")]
+    head = [np.meshgrid(FINE_VOCAB, GRID_HIDDEN, T, indexing="ij"), np.meshgrid(vocab, FINE_HIDDEN, T, indexing="ij")]
+    rows = []
+    for f, h, t in ((a.ravel() for a in g) for g in proj):
+        rows += [_grid_rows(0, t, f, h), _grid_rows(0, t, h, f), _grid_rows(1, t, h, f), _grid_rows(1, t, f, h),
+                 _grid_rows(2, f, h, t), _grid_rows(2, h, f, t)]
+    for v, h, t in ((a.ravel() for a in g) for g in head):
+        rows += [_grid_rows(0, t, v, h), _grid_rows(1, t, h, v), _grid_rows(2, v, h, t)]
+    fine = _dedupe(np.concatenate(rows))
+    return DenseSet(GRID_KINDS, fine[~_rows_in(fine, train_grid_calls().rows)], "train-grid-fine")
+
+
+def _rows_in(rows: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """Which of ``rows`` (kind, b, M, N, K) are rows of ``other``."""
+    as_void = np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))
+    return np.isin(np.ascontiguousarray(rows).view(as_void).ravel(),
+                   np.ascontiguousarray(other.astype(rows.dtype)).view(as_void).ravel())
+
+
 TRAIN_SETS = {"train_splitk": train_splitk_calls, "train_rest": train_rest_calls,
               "h100_counterparts": h100_counterpart_calls}
-GRID_SETS = {"train_grid": train_grid_calls}  # run_flags_survey.sh's (issue 33), not run_gpu_survey.sh's
+GRID_SETS = {"train_grid": train_grid_calls, "train_grid_fine": train_grid_fine_calls}  # run_flags_survey.sh's (issue 33), not run_gpu_survey.sh's
 # graph_survey.py and export_kernels.py find a set by name here
 ALL_DENSE_SETS = {**DENSE_SETS, **TRAIN_SETS, **GRID_SETS}
 
