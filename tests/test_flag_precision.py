@@ -59,7 +59,8 @@ def test_the_grids_supplement_fills_its_gaps_without_repeating_a_point():
     # CHECK_SET_4's gaps: an LM head between the vocabulary steps, a hidden size between the 128 steps, a wide FFN
     assert {(fwd, 1, 256, 200064, 3072), (dgrad, 1, 2048, 3072, 200064)} <= rows
     assert {(fwd, 1, 256, 2880, 2880), (dgrad, 1, 256, 2880, 2880), (wgrad, 1, 2880, 2880, 256)} <= rows
-    assert {(fwd, 1, 2048, 36864, 12288), (dgrad, 1, 2048, 12288, 36864), (wgrad, 1, 12288, 36864, 2048)} <= rows
+    assert {(fwd, 1, 2048, 12288, 36864), (dgrad, 1, 256, 36864, 12288), (wgrad, 1, 12288, 36864, 2048)} <= rows
+    assert (fwd, 1, 2048, 36864, 12288) not in rows  # the grid has it: an LM head of vocabulary 36,864
     assert not {(fwd, 1, 256, 4096, 14336), (3, 1, 256, 256, 128)} & rows  # the grid's own points, attention
 
 

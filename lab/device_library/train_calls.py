@@ -240,9 +240,11 @@ def train_grid_fine_calls() -> DenseSet:
 
 def _rows_in(rows: np.ndarray, other: np.ndarray) -> np.ndarray:
     """Which of ``rows`` (kind, b, M, N, K) are rows of ``other``."""
-    as_void = np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))
-    return np.isin(np.ascontiguousarray(rows).view(as_void).ravel(),
-                   np.ascontiguousarray(other.astype(rows.dtype)).view(as_void).ravel())
+    _, inverse = np.unique(np.concatenate([rows, other.astype(rows.dtype)]), axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    in_other = np.zeros(inverse.max() + 1, bool)
+    in_other[inverse[len(rows):]] = True
+    return in_other[inverse[:len(rows)]]
 
 
 TRAIN_SETS = {"train_splitk": train_splitk_calls, "train_rest": train_rest_calls,
