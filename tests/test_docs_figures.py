@@ -102,30 +102,52 @@ def test_the_gpu_study_in_docs_is_what_the_command_printed():
             assert f"{gaps[name]:.2e}" == f"{mantissa}e-{exponent:02d}", (seed, name, cell, gaps[name])
 
 
-def test_the_blind_flag_check_in_docs_is_what_flag_precision_prints(tmp_path):
-    """docs/gemm.md's CHECK_SET_4 table: the archived H200 capture, re-classed by flag_precision.py against the
-    installed tables, gives the table's counts (a fold that changes a plan of these calls must update the docs)."""
-    pytest.importorskip("torch")  # the lab's tools read their call lists through torch
+def _classes_by_tokens(tmp_path, archive: str, folder: str, capture: str) -> dict:
+    """flag_precision.py's classes per token count of an archived self-check capture, by the capture's own verdict
+    (its plan's claim when it ran, its bits): what ``flag_precision.py CAPTURE --steps CHECK.jsonl --as-captured``
+    prints."""
     import sys
 
     sys.path.insert(0, str(DOCS.parent / "lab" / "device_library"))
     import flag_precision
 
-    with tarfile.open(GPU_LOGS / "h200_2026-11-29c.tar.xz") as tar:
-        for name in ("check_h200_set4_calls.json.gz", "check.jsonl"):
-            (tmp_path / name).write_bytes(tar.extractfile(f"h200_2026-11-29c/call2/{name}").read())
-    counts, rows, _ = flag_precision.classify(flag_precision.load(str(tmp_path / "check_h200_set4_calls.json.gz")),
-                                              None, None)
+    stem = archive.split(".")[0]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(GPU_LOGS / archive) as tar:
+        for name in (capture, "check.jsonl"):
+            (tmp_path / name).write_bytes(tar.extractfile(f"{stem}/{folder}/{name}").read())
+    obs = flag_precision.load(str(tmp_path / capture))
+    _, rows, _ = flag_precision.classify(obs, None, None)
+    flag_precision._as_captured(rows, obs)
     per_tokens = flag_precision.by_tokens(rows, str(tmp_path / "check.jsonl"))
-    section = _section((DOCS / "gemm.md").read_text(), "### A blind run after the fold (CHECK_SET_4")
+    return {int(t): (c.get("exact", 0), c.get("flagged-exact", 0), c.get("flagged-differ", 0), c.get("silent", 0))
+            for t, c in per_tokens.items()}
+
+
+def _flag_table(section: str, label: str) -> dict:
+    """{tokens: (exact, flagged-exact, flagged-differ, silent)} of the rows of ``section`` that start with ``label``,
+    each percentage checked against its count."""
     table = {}
     for line in section.splitlines():
-        m = re.match(r"\| H200, T = ([\d,]+) \| (\d+) \([\d.]+%\) \| (\d+) \([\d.]+%\) \| (\d+) \| \*\*(\d+)\*\* \|", line)
+        m = re.match(re.escape(label) + r"[^|]*\| ([\d,]+) \| (\d+) \(([\d.]+)%\) \| (\d+) \(([\d.]+)%\) \| (\d+) \| "
+                     r"\*\*(\d+)\*\* \|", line)
         if m:
-            table[int(m[1].replace(",", ""))] = tuple(int(x) for x in m.groups()[1:])
-    got = {int(t): (c.get("exact", 0), c.get("flagged-exact", 0), c.get("flagged-differ", 0), c.get("silent", 0))
-           for t, c in per_tokens.items()}
-    assert table == got and sum(counts.values()) == 620
-    for t, (exact, flagged_exact, _, _) in table.items():
-        calls = sum(table[t])
-        assert f"{exact} ({100 * exact / calls:.1f}%) | {flagged_exact} ({100 * flagged_exact / calls:.1f}%)" in section
+            t, exact, p_exact, flagged, p_flagged, differ, silent = m.groups()
+            counts = (int(exact), int(flagged), int(differ), int(silent))
+            calls = sum(counts)
+            assert (f"{100 * counts[0] / calls:.1f}", f"{100 * counts[1] / calls:.1f}") == (p_exact, p_flagged), line
+            table[int(t.replace(",", ""))] = counts
+    return table
+
+
+def test_the_flag_checks_in_docs_are_what_flag_precision_prints(tmp_path):
+    """docs/gemm.md's CHECK_SET_4 and CHECK_SET_5 tables: the archived H200 captures, classed by flag_precision.py,
+    give the tables' counts and percentages."""
+    pytest.importorskip("torch")  # the lab's tools read their call lists through torch
+    section = _section((DOCS / "gemm.md").read_text(), "### A blind run after the fold (CHECK_SET_4")
+    blind = _classes_by_tokens(tmp_path / "a", "h200_2026-11-29c.tar.xz", "call2", "check_h200_set4_calls.json.gz")
+    assert _flag_table(section, "| H200, CHECK_SET_4 (blind)") == {t: blind[t] for t in (256, 2048)}
+    for label, folder, capture in (("| CHECK_SET_5", "set5_after", "check_h200_set5_calls.json.gz"),
+                                   ("| CHECK_SET_4", "set4_after", "check_h200_set4_calls.json.gz")):
+        after = _classes_by_tokens(tmp_path / folder, "h200_2026-11-29d.tar.xz", folder, capture)
+        assert _flag_table(section, label) == after, label
