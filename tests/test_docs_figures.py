@@ -151,3 +151,74 @@ def test_the_flag_checks_in_docs_are_what_flag_precision_prints(tmp_path):
                                    ("| CHECK_SET_4", "set4_after", "check_h200_set4_calls.json.gz")):
         after = _classes_by_tokens(tmp_path / folder, "h200_2026-11-29d.tar.xz", folder, capture)
         assert _flag_table(section, label) == after, label
+
+
+def _third_set_rows(section: str) -> dict:
+    """docs/gemm.md's CHECK_SET_3 table: {(gpu, tokens, tables): (exact, flagged-exact, flagged-differ, silent)}."""
+    out = {}
+    for line in section.splitlines():
+        cells = [c.strip(" *") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and re.match(r"H[12]00, T = ", cells[0]) and cells[1] != "tables":
+            counts = tuple(int(re.match(r"[\d,]+", c)[0].replace(",", "")) for c in cells[2:])
+            gpu, tokens = cells[0].split(", T = ")
+            out[(gpu, tokens.replace(",", ""), cells[1])] = counts
+    return out
+
+
+def test_the_third_check_sets_table_is_what_flag_precision_prints(tmp_path, monkeypatch):
+    """docs/gemm.md's CHECK_SET_3 table (issue 33): "before the grid" is each capture's own verdict, "after the fold"
+    flag_precision.py's re-classing against the installed tables with the plans saved before the fold and the
+    device re-check of the calls whose plan changed -- the command block under the table."""
+    pytest.importorskip("torch")  # the lab's tools read their call lists through torch
+    import sys
+
+    sys.path.insert(0, str(DOCS.parent / "lab" / "device_library"))
+    import flag_precision
+
+    from tcnumerics.library import gpus, launch_frontier
+
+    members = {"h200": "h200_2026-11-28_flags/check_h200_set3_calls.json.gz",
+               "h100": "h100_2026-11-28_flags/check_h100_set3_calls.json.gz",
+               "h200 steps": "h200_2026-11-28_flags/check.jsonl", "h100 steps": "h100_2026-11-28_flags/check.jsonl",
+               "recheck": "h200_2026-11-28_flags/recheck/check_calls_h200.json.gz",
+               "before": "flags_2026-11-28/flags_plans_before.json"}
+    path = {}
+    for name, member in members.items():
+        archive = member.split("/")[0] + ".tar.xz"
+        with tarfile.open(GPU_LOGS / archive) as tar:
+            path[name] = tmp_path / member
+            path[name].parent.mkdir(parents=True, exist_ok=True)
+            path[name].write_bytes(tar.extractfile(member).read())
+    before = json.loads(path["before"].read_text())
+    again = flag_precision.rechecked([str(path["recheck"])])
+
+    def classes(gpu: str, as_captured: bool) -> dict:
+        obs = flag_precision.load(str(path[gpu]))
+        plans = None if as_captured else flag_precision._plans_for(before, str(path[gpu]))
+        _, rows, _ = flag_precision.classify(obs, None, plans, again)
+        if as_captured:
+            flag_precision._as_captured(rows, obs)
+        by_tokens = flag_precision.by_tokens(rows, str(path[gpu + " steps"]))
+        return {t: tuple(c.get(k, 0) for k in ("exact", "flagged-exact", "flagged-differ", "silent"))
+                for t, c in by_tokens.items()}
+
+    table = _third_set_rows(_section((DOCS / "gemm.md").read_text(), "### Flags that cry wolf"))
+    got = {}
+    for gpu in ("h200", "h100"):
+        for t, counts in classes(gpu, True).items():
+            got[(gpu.upper(), t, "before the grid")] = counts
+        after = classes(gpu, False)
+        if gpu == "h100":
+            got.update({("H100", t, "after the fold"): c for t, c in after.items()})
+        else:
+            got[("H200", "256 and 2048", "after the fold, with its launch frontier")] = \
+                tuple(a + b for a, b in zip(after["256"], after["2048"]))
+    try:  # what the tables alone say: no no-split frontier drawn from the launches (--no-launch-frontier)
+        monkeypatch.setattr(launch_frontier, "applies", lambda c: False)
+        gpus.tables_changed()
+        got.update({("H200", t, "after the fold and the grid's supplement (2026-11-29)"): c
+                    for t, c in classes("h200", False).items()})
+    finally:
+        monkeypatch.undo()
+        gpus.tables_changed()
+    assert got == table

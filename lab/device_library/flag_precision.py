@@ -196,6 +196,17 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _plans_for(before: dict, path: str) -> dict:
+    """A --save file's plans of the capture ``path``: under its own path, else under the one saved path with the
+    same file name (the file was saved from another folder: an unpacked archive, the tree before ``lab/``)."""
+    if path in before:
+        return before[path]
+    same_name = [k for k in before if os.path.basename(k) == os.path.basename(path)]
+    if len(same_name) != 1:
+        raise KeyError(f"{path}: the --before file holds no plans of this capture (it has {', '.join(before)})")
+    return before[same_name[0]]
+
+
 def _as_captured(rows: list[dict], obs: list) -> Counter:
     """Each call's class by the capture's own verdict (its plan's claim then, its bits)."""
     for r, ob in zip(rows, obs):
@@ -257,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         again = rechecked(a.recheck)
         for path in a.captures:
             obs = load(path)
-            counts, rows, plans = classify(obs, a.gpu, before.get(path) if before else None, again)
+            counts, rows, plans = classify(obs, a.gpu, _plans_for(before, path) if before else None, again)
             if a.as_captured:
                 counts = _as_captured(rows, obs)
             elif before is None:
