@@ -64,6 +64,17 @@ def test_the_grids_supplement_fills_its_gaps_without_repeating_a_point():
     assert not {(fwd, 1, 256, 4096, 14336), (3, 1, 256, 256, 128)} & rows  # the grid's own points, attention
 
 
+def test_the_large_lm_heads_are_the_ones_the_grid_left_out():
+    heads = train_calls.train_grid_heads_calls()
+    kind, b, M, N, K = heads.rows.T
+    weight = N * K  # the forward's vocabulary x hidden, the input gradient's hidden x vocabulary
+    assert (weight > train_calls.GRID_MAX_OPERAND).all() and (weight <= train_calls.HEADS_MAX_OPERAND).all()
+    assert set(kind.tolist()) == {0, 1} and (b == 1).all() and (N < 1 << 19).all() and (K < 1 << 19).all()
+    rows = {tuple(int(x) for x in r) for r in heads.rows}
+    assert {(0, 1, 2048, 256000, 12288), (1, 1, 256, 12288, 256000), (0, 1, 256, 128256, 16384)} <= rows
+    assert (0, 1, 256, 200064, 3072) not in rows  # within the grid's cap
+
+
 @pytest.mark.parametrize("a_t, b_t", [(False, False), (False, True), (True, False)])
 def test_batched_transposed_operands_are_transposed_per_matrix(a_t, b_t, monkeypatch):
     monkeypatch.setattr(survey_ops, "DEV", "cpu")

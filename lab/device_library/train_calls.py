@@ -238,6 +238,24 @@ def train_grid_fine_calls() -> DenseSet:
     return DenseSet(GRID_KINDS, fine[~_rows_in(fine, train_grid_calls().rows)], "train-grid-fine")
 
 
+# LM heads too large for GRID_MAX_OPERAND (a vocabulary x hidden weight of more than 2^30 elements: Llama-3.1-405B's
+# 128,256 x 16,384, Command-A's 256,000 x 12,288), up to 2^32 elements (8 GiB BF16), in fewer processes
+HEADS_MAX_OPERAND = 2 ** 32
+
+
+def train_grid_heads_calls() -> DenseSet:
+    """The LM heads of the grid and its supplement (every vocabulary x hidden size) whose weight holds more than
+    ``GRID_MAX_OPERAND`` and at most ``HEADS_MAX_OPERAND`` elements: the forward and the input gradient at
+    ``GRID_TOKENS`` (the weight gradient's M, the vocabulary, is beyond a launch table's)."""
+    T = np.array(GRID_TOKENS, np.int64)
+    v, h, t = (a.ravel() for a in np.meshgrid(GRID_VOCAB + FINE_VOCAB, GRID_HIDDEN + FINE_HIDDEN, T, indexing="ij"))
+    big = v * h > GRID_MAX_OPERAND
+    v, h, t = v[big], h[big], t[big]
+    rows = [_grid_rows(0, t, v, h, max_operand=HEADS_MAX_OPERAND),
+            _grid_rows(1, t, h, v, max_operand=HEADS_MAX_OPERAND)]
+    return DenseSet(GRID_KINDS, _dedupe(np.concatenate(rows)), "train-grid-heads")
+
+
 def _rows_in(rows: np.ndarray, other: np.ndarray) -> np.ndarray:
     """Which of ``rows`` (kind, b, M, N, K) are rows of ``other``."""
     _, inverse = np.unique(np.concatenate([rows, other.astype(rows.dtype)]), axis=0, return_inverse=True)
@@ -249,7 +267,8 @@ def _rows_in(rows: np.ndarray, other: np.ndarray) -> np.ndarray:
 
 TRAIN_SETS = {"train_splitk": train_splitk_calls, "train_rest": train_rest_calls,
               "h100_counterparts": h100_counterpart_calls}
-GRID_SETS = {"train_grid": train_grid_calls, "train_grid_fine": train_grid_fine_calls}  # run_flags_survey.sh's (issue 33), not run_gpu_survey.sh's
+GRID_SETS = {"train_grid": train_grid_calls, "train_grid_fine": train_grid_fine_calls,
+             "train_grid_heads": train_grid_heads_calls}  # run_flags_survey.sh's (issue 33), not run_gpu_survey.sh's
 # graph_survey.py and export_kernels.py find a set by name here
 ALL_DENSE_SETS = {**DENSE_SETS, **TRAIN_SETS, **GRID_SETS}
 
