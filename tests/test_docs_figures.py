@@ -147,10 +147,13 @@ def test_the_flag_checks_in_docs_are_what_flag_precision_prints(tmp_path):
     section = _section((DOCS / "gemm.md").read_text(), "### A blind run after the fold (CHECK_SET_4")
     blind = _classes_by_tokens(tmp_path / "a", "h200_2026-11-29c.tar.xz", "call2", "check_h200_set4_calls.json.gz")
     assert _flag_table(section, "| H200, CHECK_SET_4 (blind)") == {t: blind[t] for t in (256, 2048)}
-    for label, folder, capture in (("| CHECK_SET_5", "set5_after", "check_h200_set5_calls.json.gz"),
-                                   ("| CHECK_SET_4", "set4_after", "check_h200_set4_calls.json.gz")):
-        after = _classes_by_tokens(tmp_path / folder, "h200_2026-11-29d.tar.xz", folder, capture)
-        assert _flag_table(section, label) == after, label
+    for label, archive, folder, capture in (
+            ("| CHECK_SET_5 after the supplement |", "h200_2026-11-29d.tar.xz", "set5_after", "check_h200_set5_calls.json.gz"),
+            ("| CHECK_SET_4 after the supplement |", "h200_2026-11-29d.tar.xz", "set4_after", "check_h200_set4_calls.json.gz"),
+            ("| CHECK_SET_4 after the large LM heads |", "h200_2026-11-29f.tar.xz", "set4_heads",
+             "check_h200_set4_calls.json.gz")):
+        after = _classes_by_tokens(tmp_path / folder, archive, folder, capture)
+        assert _flag_table(section, label[:-2]) == after, label
 
 
 def _third_set_rows(section: str) -> dict:
