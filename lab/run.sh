@@ -11,6 +11,7 @@
 #   bash lab/run.sh env GPU                     $OUT/env.json: device, driver, torch, CUDA, cuBLAS, SMs
 #   bash lab/run.sh flags-survey h100|h200      issue 33: the training-grid survey and CHECK_SET_3's self-check
 #                                               (GRID=train_grid_fine CHECK_SET=5: the grid's supplement, the 5th set)
+#   SETS=train_grid_heads run.sh env h200; P=6 run.sh dense train_grid_heads   the large LM heads (8 GiB operands)
 #
 # Environment: P (dense processes, 14), SECONDS_FOR_SURVEY (dense, 470), WALL (gpu-survey, 500), BUDGET (kernels,
 # 240), SETS / BITS (gpu-survey's lists).  lab/README.md says which command produced which table or capture, and

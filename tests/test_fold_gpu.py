@@ -311,8 +311,10 @@ def test_the_device_script_names_only_sets_that_exist():
     assert "for s in $BITS; do" in text
     flags = text[text.index("cmd_flags_survey() {"):]
     flags = flags[:flags.index("\n}\n")]
-    assert set(re.findall(r"SETS=(\w+) ", flags)) == set(train_calls.GRID_SETS)
-    assert set(re.findall(r"cmd_dense (\w+)", flags)) == set(train_calls.GRID_SETS)
+    default = re.findall(r"GRID=\$\{GRID:-(\w+)\}", flags)  # the grid it surveys: a GRID_SETS set, train_grid by default
+    assert default == ["train_grid"] and 'SETS=$GRID cmd_env' in flags and 'cmd_dense "$GRID"' in flags
+    named = set(re.findall(r"GRID=(\w+) ", text[:text.index("set -o pipefail")]))  # the usage lines' other grids
+    assert named and named <= set(train_calls.GRID_SETS)
     assert "train_check.py" in text and "bits.tgz" in text and "env.json" in text
 
 
