@@ -151,7 +151,8 @@ def test_the_flag_checks_in_docs_are_what_flag_precision_prints(tmp_path):
             ("| CHECK_SET_5 after the supplement |", "h200_2026-11-29d.tar.xz", "set5_after", "check_h200_set5_calls.json.gz"),
             ("| CHECK_SET_4 after the supplement |", "h200_2026-11-29d.tar.xz", "set4_after", "check_h200_set4_calls.json.gz"),
             ("| CHECK_SET_4 after the large LM heads |", "h200_2026-11-29f.tar.xz", "set4_heads",
-             "check_h200_set4_calls.json.gz")):
+             "check_h200_set4_calls.json.gz"),
+            ("| CHECK_SET_6 after the large LM heads |", "h200_2026-11-29g.tar.xz", "set6", "check_h200_set6_calls.json.gz")):
         after = _classes_by_tokens(tmp_path / folder, archive, folder, capture)
         assert _flag_table(section, label[:-2]) == after, label
 
