@@ -163,6 +163,48 @@ def test_two_process_gloo_ddp_step_equals_the_single_process_step(tmp_path):
     assert not np.array_equal(before[0], single[0])  # the step did move the parameters
 
 
+_GROUP_AFTER_DESTROY = r"""
+import gc, os, sys, tempfile
+import torch, torch.distributed as dist
+if sys.argv[1] == "tcnumerics-first":
+    import tcnumerics.torch as tct
+store = os.path.join(tempfile.mkdtemp(), "store")
+dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+if sys.argv[1] != "tcnumerics-first":
+    import tcnumerics.torch as tct
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 4))
+with tct.emulate(instruction="hopper.wgmma.m64n8k16.f32.bf16.bf16"):
+    model(torch.randn(16, 8)).sum().backward()
+dist.barrier()
+dist.destroy_process_group()
+del model
+gc.collect()
+names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+print(sorted(n for n in names if "gloo" in n))
+"""
+
+
+@fork_only
+def test_destroy_process_group_ends_the_gloo_threads_when_tcnumerics_was_imported_first():
+    """``import tcnumerics.torch`` before ``init_process_group`` (as scripts do): ``destroy_process_group()`` frees
+    the group and gloo's worker threads end there, not during interpreter finalisation.  torch's
+    ``torch.distributed.nn.functional`` -- imported by DDP's constructor through ``torch._dynamo`` -- evaluates
+    ``group=group.WORLD`` defaults at import, which hold a group that exists by then; tcnumerics.torch imports it
+    first (``mode._import_distributed_functional``)."""
+    import subprocess
+
+    def gloo_threads_after_destroy(order: str) -> str:
+        done = subprocess.run([sys.executable, "-c", _GROUP_AFTER_DESTROY, order], capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.strip().splitlines()[-1]
+
+    assert gloo_threads_after_destroy("tcnumerics-first") == "[]"
+    # imported after the group exists, the defaults capture it: torch 2.13 keeps the group and its threads (a
+    # torch that evaluates them lazily would give [] here too, and this test would still hold)
+    print("imported after init_process_group:", gloo_threads_after_destroy("group-first"))
+
+
 def test_collectives_run_with_no_python_mode_on_the_stack():
     """A c10d collective launched inside ``emulate`` must not capture the mode in its work's thread-local
     state: gloo's worker thread may drop that work after the interpreter began to finalise, and decref-ing a

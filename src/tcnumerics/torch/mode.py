@@ -8,6 +8,7 @@ natively.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 import threading
@@ -76,6 +77,25 @@ class Report(list):
         return sum(r.count for r in self if not r.modelled)
 
 
+def _import_distributed_functional() -> None:
+    """Import ``torch.distributed.nn.functional`` now, while no process group exists.
+
+    Its collectives take ``group=group.WORLD`` as a default argument, evaluated when the module is imported.
+    Imported later -- ``DistributedDataParallel``'s constructor imports it through ``torch._dynamo`` -- ten
+    defaults hold the live default group, so ``destroy_process_group()`` cannot free it and gloo's worker threads
+    run on into interpreter finalisation, the window of issue 33's abort at exit (see ``_collective``).  Imported
+    first, the defaults are None and ``destroy_process_group()`` joins the threads (tests/test_torch_parallel.py).
+    """
+    if torch.distributed.is_available() and not torch.distributed.is_initialized():
+        try:
+            importlib.import_module("torch.distributed.nn.functional")
+        except ImportError:  # a torch without it: nothing can capture the group this way
+            pass
+
+
+_import_distributed_functional()
+
+
 # Python objects torch keeps in the thread-local state (torch._C._stash_obj_in_tls): autograd's backward stashes a
 # contextvars.Context under "context" for its whole run (torch/autograd/graph.py); inductor's cudagraph trees the others
 _TLS_OBJECT_KEYS = ("context", "tree_manager_containers", "tree_manager_locks")
@@ -89,12 +109,12 @@ def _collective(func, args, kwargs):
     (``at::ThreadLocalState``): the dispatch-mode stack (our mode) and torch's stashed Python objects -- during
     ``backward``, where DDP launches its all-reduce, autograd's ``contextvars.Context``.  gloo's worker thread
     drops its reference to the work after completing it, which can be the last one, possibly after the
-    interpreter began to finalise (the caller was woken by the completion, ran its barrier and exited; DDP keeps
-    the process group, and so its threads, alive past ``destroy_process_group``).  Decref-ing a Python object then
-    needs the GIL; the finalising interpreter ends the thread with a forced unwind through a noexcept destructor,
-    and the process aborts ("terminate called without an active exception", SIGABRT, no Python frame) -- issue
-    33's rare DDP abort at exit.  Launched with neither the mode nor the stashed objects, the work holds no
-    Python object; both are back in place when the launch returns.
+    interpreter began to finalise (the caller was woken by the completion, ran its barrier and exited; a group
+    that outlives ``destroy_process_group`` keeps its threads: ``_import_distributed_functional``).  Decref-ing a
+    Python object then needs the GIL; the finalising interpreter ends the thread with a forced unwind through a
+    noexcept destructor, and the process aborts ("terminate called without an active exception", SIGABRT, no
+    Python frame) -- issue 33's rare DDP abort at exit.  Launched with neither the mode nor the stashed objects,
+    the work holds no Python object; both are back in place when the launch returns.
     """
     from torch.utils._python_dispatch import _disable_current_modes
 
