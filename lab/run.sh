@@ -186,8 +186,9 @@ cmd_flags_survey() {  # h100|h200: issue 33 ("flags that cry wolf"), one device 
       | tee "$OUT/log.txt"
   SETS=$GRID cmd_env "$GPU"
   flags_check() {
-    timeout "${CHECK_S:-300}" python3 lab/device_models/check_training.py --set "$CHECK_SET" --tokens 256 2048 2>&1 \
-        | quiet | grep '^{' > "$OUT/check.jsonl"
+    # stderr kept apart (its last lines): a check that stops early says why (2026-11-29's stopped after 4 models)
+    timeout "${CHECK_S:-300}" python3 lab/device_models/check_training.py --set "$CHECK_SET" --tokens 256 2048 \
+        2> >(quiet | tail -40 > "$OUT/check.err") | grep '^{' > "$OUT/check.jsonl"
     echo "check done at +$(( $(date +%s) - START )) s" >> "$OUT/log.txt"
   }
   # beside the survey where memory allows (an H200: 141 GB); after it on an H100, where it ran out of memory beside
