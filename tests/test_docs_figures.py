@@ -102,26 +102,43 @@ def test_the_gpu_study_in_docs_is_what_the_command_printed():
             assert f"{gaps[name]:.2e}" == f"{mantissa}e-{exponent:02d}", (seed, name, cell, gaps[name])
 
 
-def _classes_by_tokens(tmp_path, archive: str, folder: str, capture: str) -> dict:
-    """flag_precision.py's classes per token count of an archived self-check capture, by the capture's own verdict
-    (its plan's claim when it ran, its bits): what ``flag_precision.py CAPTURE --steps CHECK.jsonl --as-captured``
-    prints."""
+def _flag_precision():
     import sys
 
     sys.path.insert(0, str(DOCS.parent / "lab" / "device_library"))
     import flag_precision
 
-    stem = archive.split(".")[0]
-    tmp_path.mkdir(parents=True, exist_ok=True)
+    return flag_precision
+
+
+def _archived_file(tmp_path, archive: str, member: str):
+    """``member`` of the archive ``archive``, written under ``tmp_path`` at its own relative path (file names
+    matter: a --before file finds its captures by name)."""
+    out = tmp_path / member
+    out.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(GPU_LOGS / archive) as tar:
-        for name in (capture, "check.jsonl"):
-            (tmp_path / name).write_bytes(tar.extractfile(f"{stem}/{folder}/{name}").read())
-    obs = flag_precision.load(str(tmp_path / capture))
-    _, rows, _ = flag_precision.classify(obs, None, None)
-    flag_precision._as_captured(rows, obs)
-    per_tokens = flag_precision.by_tokens(rows, str(tmp_path / "check.jsonl"))
-    return {int(t): (c.get("exact", 0), c.get("flagged-exact", 0), c.get("flagged-differ", 0), c.get("silent", 0))
-            for t, c in per_tokens.items()}
+        out.write_bytes(tar.extractfile(member).read())
+    return out
+
+
+def _classes_by_tokens(capture, steps, plans=None, again=None) -> dict:
+    """flag_precision.py's classes per token count ("256": (exact, flagged-exact, flagged-differ, silent)) of a
+    self-check capture: by the capture's own verdict (``--as-captured``) without ``plans``, else re-classed against
+    the installed tables with the plans saved before a fold (``--before``) and the device re-checks (``--recheck``)."""
+    fp = _flag_precision()
+    obs = fp.load(str(capture))
+    _, rows, _ = fp.classify(obs, None, plans, again)
+    if plans is None:
+        fp._as_captured(rows, obs)
+    return {t: tuple(c.get(k, 0) for k in ("exact", "flagged-exact", "flagged-differ", "silent"))
+            for t, c in fp.by_tokens(rows, str(steps)).items()}
+
+
+def _archived_classes(tmp_path, archive: str, folder: str, capture: str) -> dict:
+    """``_classes_by_tokens`` of an archived capture and its steps (``check.jsonl`` beside it), by token count."""
+    stem = archive.split(".")[0]
+    files = [_archived_file(tmp_path, archive, f"{stem}/{folder}/{name}") for name in (capture, "check.jsonl")]
+    return {int(t): c for t, c in _classes_by_tokens(*files).items()}
 
 
 def _flag_table(section: str, label: str) -> dict:
@@ -145,16 +162,16 @@ def test_the_flag_checks_in_docs_are_what_flag_precision_prints(tmp_path):
     give the tables' counts and percentages."""
     pytest.importorskip("torch")  # the lab's tools read their call lists through torch
     section = _section((DOCS / "gemm.md").read_text(), "### A blind run after the fold (CHECK_SET_4")
-    blind = _classes_by_tokens(tmp_path / "a", "h200_2026-11-29c.tar.xz", "call2", "check_h200_set4_calls.json.gz")
+    blind = _archived_classes(tmp_path, "h200_2026-11-29c.tar.xz", "call2", "check_h200_set4_calls.json.gz")
     assert _flag_table(section, "| H200, CHECK_SET_4 (blind)") == {t: blind[t] for t in (256, 2048)}
-    for label, archive, folder, capture in (
-            ("| CHECK_SET_5 after the supplement |", "h200_2026-11-29d.tar.xz", "set5_after", "check_h200_set5_calls.json.gz"),
-            ("| CHECK_SET_4 after the supplement |", "h200_2026-11-29d.tar.xz", "set4_after", "check_h200_set4_calls.json.gz"),
-            ("| CHECK_SET_4 after the large LM heads |", "h200_2026-11-29f.tar.xz", "set4_heads",
-             "check_h200_set4_calls.json.gz"),
-            ("| CHECK_SET_6 after the large LM heads |", "h200_2026-11-29g.tar.xz", "set6", "check_h200_set6_calls.json.gz")):
-        after = _classes_by_tokens(tmp_path / folder, archive, folder, capture)
-        assert _flag_table(section, label[:-2]) == after, label
+    runs = (("CHECK_SET_5 after the supplement", "h200_2026-11-29d.tar.xz", "set5_after", 5),
+            ("CHECK_SET_4 after the supplement", "h200_2026-11-29d.tar.xz", "set4_after", 4),
+            ("CHECK_SET_4 after the large LM heads", "h200_2026-11-29f.tar.xz", "set4_heads", 4),
+            ("CHECK_SET_6 after the large LM heads", "h200_2026-11-29g.tar.xz", "set6", 6))
+    for label, archive, folder, check_set in runs:
+        capture = f"check_h200_set{check_set}_calls.json.gz"
+        after = _archived_classes(tmp_path, archive, folder, capture)
+        assert _flag_table(section, f"| {label} ") == after, label
 
 
 def _third_set_rows(section: str) -> dict:
@@ -174,11 +191,6 @@ def test_the_third_check_sets_table_is_what_flag_precision_prints(tmp_path, monk
     flag_precision.py's re-classing against the installed tables with the plans saved before the fold and the
     device re-check of the calls whose plan changed -- the command block under the table."""
     pytest.importorskip("torch")  # the lab's tools read their call lists through torch
-    import sys
-
-    sys.path.insert(0, str(DOCS.parent / "lab" / "device_library"))
-    import flag_precision
-
     from tcnumerics.library import gpus, launch_frontier
 
     members = {"h200": "h200_2026-11-28_flags/check_h200_set3_calls.json.gz",
@@ -186,25 +198,15 @@ def test_the_third_check_sets_table_is_what_flag_precision_prints(tmp_path, monk
                "h200 steps": "h200_2026-11-28_flags/check.jsonl", "h100 steps": "h100_2026-11-28_flags/check.jsonl",
                "recheck": "h200_2026-11-28_flags/recheck/check_calls_h200.json.gz",
                "before": "flags_2026-11-28/flags_plans_before.json"}
-    path = {}
-    for name, member in members.items():
-        archive = member.split("/")[0] + ".tar.xz"
-        with tarfile.open(GPU_LOGS / archive) as tar:
-            path[name] = tmp_path / member
-            path[name].parent.mkdir(parents=True, exist_ok=True)
-            path[name].write_bytes(tar.extractfile(member).read())
+    path = {name: _archived_file(tmp_path, member.split("/")[0] + ".tar.xz", member)
+            for name, member in members.items()}
     before = json.loads(path["before"].read_text())
-    again = flag_precision.rechecked([str(path["recheck"])])
+    fp = _flag_precision()
+    again = fp.rechecked([str(path["recheck"])])
 
     def classes(gpu: str, as_captured: bool) -> dict:
-        obs = flag_precision.load(str(path[gpu]))
-        plans = None if as_captured else flag_precision._plans_for(before, str(path[gpu]))
-        _, rows, _ = flag_precision.classify(obs, None, plans, again)
-        if as_captured:
-            flag_precision._as_captured(rows, obs)
-        by_tokens = flag_precision.by_tokens(rows, str(path[gpu + " steps"]))
-        return {t: tuple(c.get(k, 0) for k in ("exact", "flagged-exact", "flagged-differ", "silent"))
-                for t, c in by_tokens.items()}
+        plans = None if as_captured else fp._plans_for(before, str(path[gpu]))
+        return _classes_by_tokens(path[gpu], path[gpu + " steps"], plans, again)
 
     table = _third_set_rows(_section((DOCS / "gemm.md").read_text(), "### Flags that cry wolf"))
     got = {}
