@@ -1,6 +1,7 @@
 """Issue 33's tools: the training-grid survey list (train_calls.train_grid_calls), the batched transposed operands
 survey_ops builds for it, and flag_precision.py, which re-classes a self-check capture against the tables now."""
 
+import functools
 import json
 import os
 import sys
@@ -30,49 +31,91 @@ SELF_CHECK_KINDS = {"matmul|bf16||bf16|0|1|plain|1|||0", "matmul|bf16||bf16|0|0|
                     "bmm|fp32||fp32|0|0|plain|1|highest||0"}
 
 
+@functools.cache
+def _grid(name: str):
+    """A grid set, built once for the module (each takes seconds)."""
+    return train_calls.GRID_SETS[name]()
+
+
+def _points(ds) -> set:
+    """The rows of a grid set as a set of ints (``train_calls._row_keys``): membership without a tuple per row."""
+    return set(train_calls._row_keys(ds.rows).tolist())
+
+
+def _keys(*rows) -> set:
+    return set(train_calls._row_keys(np.array(rows, np.int64)).tolist())
+
+
 def test_the_training_grid_holds_the_self_checks_kinds_and_fits_a_launch_table():
-    ds = train_calls.train_grid_calls()
+    ds = _grid("train_grid")
     assert {export_kernels._kind_of(*k) for k in ds.kinds} == SELF_CHECK_KINDS
     kind, b, M, N, K = ds.rows.T
     assert (M < 1 << 15).all() and (N < 1 << 19).all() and (K < 1 << 19).all()
     assert (b * np.maximum(np.maximum(M * K, K * N), M * N) <= train_calls.GRID_MAX_OPERAND).all()
     assert len(np.unique(ds.rows, axis=0)) == len(ds)
-    rows = {tuple(int(x) for x in r) for r in ds.rows}
+    rows = _points(ds)
     fwd, dgrad, wgrad = (ds.kinds.index(k) for k in train_calls.GRID_KINDS[:3])
     # a down projection (hidden 4096 <- FFN 14336) at 256 tokens, its three GEMMs; an LM head's input gradient
-    assert {(fwd, 1, 256, 4096, 14336), (dgrad, 1, 256, 14336, 4096), (wgrad, 1, 4096, 14336, 256)} <= rows
-    assert (dgrad, 1, 2048, 4096, 128000) in rows
+    assert _keys((fwd, 1, 256, 4096, 14336), (dgrad, 1, 256, 14336, 4096), (wgrad, 1, 4096, 14336, 256)) <= rows
+    assert _keys((dgrad, 1, 2048, 4096, 128000)) <= rows
     # the rotary embedding's FP32 bmm: K = 1
     rot = ds.rows[ds.rows[:, 0] == ds.kinds.index(train_calls.GRID_KINDS[6])]
     assert (rot[:, 4] == 1).all() and len(rot) == 64 * 512
 
 
 def test_the_grids_supplement_fills_its_gaps_without_repeating_a_point():
-    grid, fine = train_calls.train_grid_calls(), train_calls.train_grid_fine_calls()
+    grid, fine = _grid("train_grid"), _grid("train_grid_fine")
     assert fine.kinds == grid.kinds and len(fine) > len(grid)
     assert not train_calls._rows_in(fine.rows, grid.rows).any()
     kind, b, M, N, K = fine.rows.T
     assert (M < 1 << 15).all() and (N < 1 << 19).all() and (K < 1 << 19).all() and (b == 1).all()
     assert (np.maximum(np.maximum(M * K, K * N), M * N) <= train_calls.GRID_MAX_OPERAND).all()
-    rows = {tuple(int(x) for x in r) for r in fine.rows}
+    rows = _points(fine)
     fwd, dgrad, wgrad = range(3)
     # CHECK_SET_4's gaps: an LM head between the vocabulary steps, a hidden size between the 128 steps, a wide FFN
-    assert {(fwd, 1, 256, 200064, 3072), (dgrad, 1, 2048, 3072, 200064)} <= rows
-    assert {(fwd, 1, 256, 2880, 2880), (dgrad, 1, 256, 2880, 2880), (wgrad, 1, 2880, 2880, 256)} <= rows
-    assert {(fwd, 1, 2048, 12288, 36864), (dgrad, 1, 256, 36864, 12288), (wgrad, 1, 12288, 36864, 2048)} <= rows
-    assert (fwd, 1, 2048, 36864, 12288) not in rows  # the grid has it: an LM head of vocabulary 36,864
-    assert not {(fwd, 1, 256, 4096, 14336), (3, 1, 256, 256, 128)} & rows  # the grid's own points, attention
+    assert _keys((fwd, 1, 256, 200064, 3072), (dgrad, 1, 2048, 3072, 200064)) <= rows
+    assert _keys((fwd, 1, 256, 2880, 2880), (dgrad, 1, 256, 2880, 2880), (wgrad, 1, 2880, 2880, 256)) <= rows
+    assert _keys((fwd, 1, 2048, 12288, 36864), (dgrad, 1, 256, 36864, 12288), (wgrad, 1, 12288, 36864, 2048)) <= rows
+    assert not _keys((fwd, 1, 2048, 36864, 12288)) & rows  # the grid has it: an LM head of vocabulary 36,864
+    assert not _keys((fwd, 1, 256, 4096, 14336), (3, 1, 256, 256, 128)) & rows  # the grid's own points, attention
 
 
 def test_the_large_lm_heads_are_the_ones_the_grid_left_out():
-    heads = train_calls.train_grid_heads_calls()
+    heads = _grid("train_grid_heads")
     kind, b, M, N, K = heads.rows.T
     weight = N * K  # the forward's vocabulary x hidden, the input gradient's hidden x vocabulary
     assert (weight > train_calls.GRID_MAX_OPERAND).all() and (weight <= train_calls.HEADS_MAX_OPERAND).all()
     assert set(kind.tolist()) == {0, 1} and (b == 1).all() and (N < 1 << 19).all() and (K < 1 << 19).all()
-    rows = {tuple(int(x) for x in r) for r in heads.rows}
-    assert {(0, 1, 2048, 256000, 12288), (1, 1, 256, 12288, 256000), (0, 1, 256, 128256, 16384)} <= rows
-    assert (0, 1, 256, 200064, 3072) not in rows  # within the grid's cap
+    rows = _points(heads)
+    assert _keys((0, 1, 2048, 256000, 12288), (1, 1, 256, 12288, 256000), (0, 1, 256, 128256, 16384)) <= rows
+    assert not _keys((0, 1, 256, 200064, 3072)) & rows  # within the grid's cap
+
+
+def test_the_large_grid_reaches_beyond_the_others_and_the_tokenizers_vocabularies():
+    large = _grid("train_grid_large")
+    seen = np.concatenate([_grid(n).rows for n in ("train_grid", "train_grid_fine", "train_grid_heads")])
+    assert large.kinds == train_calls.GRID_KINDS and not train_calls._rows_in(large.rows, seen).any()
+    kind, b, M, N, K = large.rows.T
+    assert (M < 1 << 15).all() and (N < 1 << 19).all() and (K < 1 << 19).all() and (b == 1).all()
+    assert (np.maximum(np.maximum(M * K, K * N), M * N) <= train_calls.HEADS_MAX_OPERAND).all()
+    rows = _points(large)
+    fwd, dgrad, wgrad = range(3)
+    # CHECK_SET_6's Nemotron-4-340B: hidden 18,432, FFN 73,728 (its 256,000 x 18,432 head is beyond the cap)
+    assert _keys((fwd, 1, 256, 18432, 73728), (dgrad, 1, 2048, 73728, 18432), (wgrad, 1, 18432, 73728, 256)) <= rows
+    assert not ((kind == wgrad) & (M > 1 << 15)).any()  # an M beyond a launch table's packing
+    assert _keys((fwd, 1, 256, 200064, 18432)) <= rows and not _keys((fwd, 1, 256, 256000, 18432)) & rows
+    # a hidden size between the 1,024 steps above 8,192; a tokenizer's vocabulary (the weight gradient fits below 2^15)
+    assert _keys((fwd, 1, 4096, 14848, 14848), (fwd, 1, 256, 50257, 2048), (dgrad, 1, 256, 2048, 50257)) <= rows
+    assert _keys((wgrad, 1, 32001, 4096, 128)) <= rows  # its M, 32,001, fits
+
+
+def test_row_keys_are_one_to_one_on_the_grids_bounds():
+    rows = np.array([[0, 1, 1, 1, 1], [7, 255, (1 << 15) - 1, (1 << 19) - 1, (1 << 19) - 1], [1, 1, 1, 1, 1],
+                     [0, 2, 1, 1, 1], [0, 1, 2, 1, 1], [0, 1, 1, 2, 1], [0, 1, 1, 1, 2]])
+    assert len(set(train_calls._row_keys(rows).tolist())) == len(rows)
+    assert train_calls._rows_in(rows, rows[::2]).tolist() == [True, False] * 3 + [True]
+    with pytest.raises(ValueError, match="kind or batch"):
+        train_calls._row_keys(np.array([[8, 1, 1, 1, 1]]))
 
 
 @pytest.mark.parametrize("a_t, b_t", [(False, False), (False, True), (True, False)])

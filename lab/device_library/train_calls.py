@@ -256,19 +256,73 @@ def train_grid_heads_calls() -> DenseSet:
     return DenseSet(GRID_KINDS, _dedupe(np.concatenate(rows)), "train-grid-heads")
 
 
+# Issue 33, 2026-11-29 (tenth session): what CHECK_SET_6's blind run found beyond every grid (Nemotron-4-340B: hidden
+# 18,432, FFN 73,728) -- hidden sizes above 16,384 and at the odd multiples of 512 between GRID_HIDDEN's 1,024 steps
+# above 8,192, FFN widths above 65,536 -- and the vocabularies of published tokenizers that are no multiple of 128
+# (every grid's vocabularies are): GPT-2's BPE and the sizes models pad it to, LLaMA's SentencePiece with added tokens,
+# and others.  Chosen before CHECK_SET_7 was drawn; up to HEADS_MAX_OPERAND elements an operand (8 GiB BF16).
+LARGE_HIDDEN = tuple(range(8704, 16384, 1024)) + tuple(range(17408, 32769, 1024))
+HUGE_OUT = tuple(range(66560, 131073, 1024))  # FFN widths beyond WIDE_OUT's 65,536
+TOKENIZER_VOCABS = (
+    32001, 32002, 32003,  # LLaMA-1/2's 32,000 pieces with a pad / chat tokens added
+    32016,  # Code Llama (infilling tokens)
+    32064,  # Phi-3-mini
+    49155,  # Granite 3
+    50000,  # Galactica
+    50257,  # GPT-2's BPE, unpadded
+    50272, 50280, 50400,  # GPT-2 / GPT-NeoX BPE padded to a multiple of 8 (OPT, Dolly, GPT-J)
+    73448,  # MiniCPM
+    100277, 100278,  # cl100k_base (and with one added token)
+    151646, 151665,  # Qwen's tokenizer lengths (before padding to 151,936 / 152,064)
+)
+
+
+def train_grid_large_calls() -> DenseSet:
+    """The grid's GEMM kinds beyond its large end: projections at the ``LARGE_HIDDEN`` hidden sizes (every width of
+    the grid and ``WIDE_OUT``) and at the ``HUGE_OUT`` widths (every hidden size), LM heads of every vocabulary at the
+    ``LARGE_HIDDEN`` sizes, and LM heads of the ``TOKENIZER_VOCABS`` at every hidden size; three directions (the
+    weight gradient where its M fits a launch table), ``GRID_TOKENS``, operands up to ``HEADS_MAX_OPERAND``
+    elements.  No point of the other grid sets is repeated."""
+    T = np.array(GRID_TOKENS, np.int64)
+    hidden = GRID_HIDDEN + FINE_HIDDEN
+    vocab = GRID_VOCAB + FINE_VOCAB
+    proj = [np.meshgrid(GRID_OUT + WIDE_OUT, LARGE_HIDDEN, T, indexing="ij"),
+            np.meshgrid(HUGE_OUT, hidden + LARGE_HIDDEN, T, indexing="ij")]
+    head = [np.meshgrid(vocab, LARGE_HIDDEN, T, indexing="ij"),
+            np.meshgrid(TOKENIZER_VOCABS, hidden + LARGE_HIDDEN, T, indexing="ij")]
+    cap = HEADS_MAX_OPERAND
+    rows = []
+    for f, h, t in ((a.ravel() for a in g) for g in proj):
+        rows += [_grid_rows(0, t, f, h, max_operand=cap), _grid_rows(0, t, h, f, max_operand=cap),
+                 _grid_rows(1, t, h, f, max_operand=cap), _grid_rows(1, t, f, h, max_operand=cap),
+                 _grid_rows(2, f, h, t, max_operand=cap), _grid_rows(2, h, f, t, max_operand=cap)]
+    for v, h, t in ((a.ravel() for a in g) for g in head):
+        rows += [_grid_rows(0, t, v, h, max_operand=cap), _grid_rows(1, t, h, v, max_operand=cap),
+                 _grid_rows(2, v, h, t, max_operand=cap)]
+    large = _dedupe(np.concatenate(rows))
+    seen = np.concatenate([train_grid_calls().rows, train_grid_fine_calls().rows, train_grid_heads_calls().rows])
+    return DenseSet(GRID_KINDS, large[~_rows_in(large, seen)], "train-grid-large")
+
+
+def _row_keys(rows: np.ndarray) -> np.ndarray:
+    """One uint64 per row (kind, b, M, N, K): 3 + 8 + 15 + 19 + 19 bits (the grids' kinds and batches fit)."""
+    r = rows.astype(np.uint64)
+    if len(rows) and (rows[:, 0].max() >= 8 or rows[:, 1].max() >= 256):
+        raise ValueError("a row's kind or batch does not fit its key")
+    return (r[:, 0] << np.uint64(61)) | (r[:, 1] << np.uint64(53)) | (r[:, 2] << np.uint64(38)) | \
+        (r[:, 3] << np.uint64(19)) | r[:, 4]
+
+
 def _rows_in(rows: np.ndarray, other: np.ndarray) -> np.ndarray:
     """Which of ``rows`` (kind, b, M, N, K) are rows of ``other``."""
-    _, inverse = np.unique(np.concatenate([rows, other.astype(rows.dtype)]), axis=0, return_inverse=True)
-    inverse = inverse.ravel()
-    in_other = np.zeros(inverse.max() + 1, bool)
-    in_other[inverse[len(rows):]] = True
-    return in_other[inverse[:len(rows)]]
+    return np.isin(_row_keys(rows), _row_keys(other))
 
 
 TRAIN_SETS = {"train_splitk": train_splitk_calls, "train_rest": train_rest_calls,
               "h100_counterparts": h100_counterpart_calls}
+# run.sh flags-survey's and dense's (issue 33), not gpu-survey's
 GRID_SETS = {"train_grid": train_grid_calls, "train_grid_fine": train_grid_fine_calls,
-             "train_grid_heads": train_grid_heads_calls}  # run_flags_survey.sh's (issue 33), not run_gpu_survey.sh's
+             "train_grid_heads": train_grid_heads_calls, "train_grid_large": train_grid_large_calls}
 # graph_survey.py and export_kernels.py find a set by name here
 ALL_DENSE_SETS = {**DENSE_SETS, **TRAIN_SETS, **GRID_SETS}
 

@@ -116,7 +116,25 @@ CHECK_SET_6 = {
     "dolly-v2-3b": (2560, 10240, 32, 32, 80, 50280),
     "starcoderbase-3b": (2816, 11264, 22, 1, 128, 49152),
 }
-CHECK_SETS = {1: CHECK_SET_1, 2: CHECK_SET_2, 3: CHECK_SET_3, 4: CHECK_SET_4, 5: CHECK_SET_5, 6: CHECK_SET_6}
+# Drawn on 2026-11-29 (tenth session) after train_calls.train_grid_large_calls was written and before it was surveyed
+# or any capture of these: names in no list above, no listed (hidden, FFN, vocabulary) triple.  Older and newer
+# published models alike; four use tokenizers whose vocabularies that grid names (OPT's 50,272, GPT-2's 50,257,
+# Galactica's 50,000, MiniCPM's 73,448).  ERNIE-4.5-300B and GLM-4.5 are one expert's MLP with the model's attention.
+CHECK_SET_7 = {
+    "opt-30b": (7168, 28672, 56, 56, 128, 50272),
+    "pythia-12b": (5120, 20480, 40, 40, 128, 50688),
+    "cerebras-gpt-13b": (5120, 20480, 40, 40, 128, 50257),
+    "llama1-33b": (6656, 17920, 52, 52, 128, 32000),
+    "qwen1-14b": (5120, 13696, 40, 40, 128, 152064),
+    "bloom-176b": (14336, 57344, 112, 112, 128, 250880),
+    "ernie4.5-300b-a47b-expert": (8192, 3584, 64, 8, 128, 103424),
+    "glm4.5-expert": (5120, 1536, 96, 8, 128, 151552),
+    "olmo2-1b": (2048, 8192, 16, 16, 128, 100352),
+    "minicpm4-0.5b": (1024, 4096, 16, 2, 64, 73448),
+    "galactica-6.7b": (4096, 16384, 32, 32, 128, 50000),
+}
+CHECK_SETS = {1: CHECK_SET_1, 2: CHECK_SET_2, 3: CHECK_SET_3, 4: CHECK_SET_4, 5: CHECK_SET_5, 6: CHECK_SET_6,
+              7: CHECK_SET_7}
 
 
 def build(shape, layers: int):
