@@ -92,6 +92,7 @@ cmd_dense() {  # SET[:FIRST:LAST[:I]]...: graph_survey.py in P processes, each a
   # SET:FIRST:LAST is a range of the set's calls; SET:FIRST:LAST:I a range process I takes whole (the rest of a
   # slice an earlier run did not finish).  Calls a slice did not reach keep signature -1 in $OUT/<set>.npz.
   local P=${P:-14} deadline=$(( $(date +%s) + ${SECONDS_FOR_SURVEY:-470} )) spec name first last proc total i
+  local slices=()
   device_line
   mkdir -p "$OUT/slices"
   : > "$OUT/ranges.txt"
@@ -118,8 +119,9 @@ cmd_dense() {  # SET[:FIRST:LAST[:I]]...: graph_survey.py in P processes, each a
             --limit $q --chunk 1000 --budget $left 2>&1 | quiet
       done < "$OUT/ranges.txt"
     ) > "$OUT/slice_$i.log" 2>&1 &
+    slices+=($!)
   done
-  wait
+  wait "${slices[@]}"
   tail -q -n 2 "$OUT"/slice_*.log | tee -a "$OUT/log.txt"
   for name in $(printf '%s\n' "$@" | cut -d: -f1 | sort -u); do
     python3 $LIB/graph_survey.py --sets "$name" --merge "$OUT/slices/kernels" 2>&1 | tee -a "$OUT/log.txt"
@@ -178,7 +180,7 @@ cmd_flags_survey() {  # h100|h200: issue 33 ("flags that cry wolf"), one device 
   # tree (on 2026-11-28: as they were before the survey's fold; the capture keeps each call's kernels, grid and
   # whether the bits matched, so the fold's effect is re-evaluated on the CPU: lab/device_library/flag_precision.py).
   # $OUT: log.txt, env.json, train_grid.npz, check.jsonl, check_<gpu>_set3.json, check_<gpu>_set3_calls.json.gz.
-  local GPU=${1:?usage: run.sh flags-survey h200|h100} START P=${P:-8} DEVICE BESIDE CHECK
+  local GPU=${1:?usage: run.sh flags-survey h200|h100} START P=${P:-8} DEVICE CHECK  # BESIDE: the caller's
   START=$(date +%s)
   DEVICE=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)
   local GRID=${GRID:-train_grid} CHECK_SET=${CHECK_SET:-3}
@@ -193,11 +195,13 @@ cmd_flags_survey() {  # h100|h200: issue 33 ("flags that cry wolf"), one device 
   }
   # beside the survey where memory allows (an H200: 141 GB); after it on an H100, where it ran out of memory beside
   # 8 survey processes (2026-11-28)
-  case "$DEVICE" in *H200*) BESIDE=${BESIDE:-1} ;; *) BESIDE=${BESIDE:-0} ;; esac
-  [ "$BESIDE" = 1 ] && { flags_check & CHECK=$!; }
+  # (BESIDE=0 keeps it after the survey: beside 6 processes of 8 GiB operands it ran out of memory, 2026-11-29)
+  local beside
+  case "$DEVICE" in *H200*) beside=${BESIDE:-1} ;; *) beside=${BESIDE:-0} ;; esac
+  [ "$beside" = 1 ] && { flags_check & CHECK=$!; }
   P=$P SECONDS_FOR_SURVEY=${SURVEY_S:-200} cmd_dense "$GRID" > /dev/null 2>&1
   echo "survey done at +$(( $(date +%s) - START )) s" | tee -a "$OUT/log.txt"
-  if [ "$BESIDE" = 1 ]; then wait "$CHECK"; else flags_check; fi
+  if [ "$beside" = 1 ]; then wait "$CHECK"; else flags_check; fi
   tail -1 "$OUT/check.jsonl" | tee -a "$OUT/log.txt"
   echo "done in $(( $(date +%s) - START )) s" | tee -a "$OUT/log.txt"
   ls -la "$OUT" | tee -a "$OUT/log.txt"
