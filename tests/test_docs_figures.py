@@ -174,6 +174,18 @@ def test_the_flag_checks_in_docs_are_what_flag_precision_prints(tmp_path):
         assert _flag_table(section, f"| {label} ") == after, label
 
 
+def test_the_seventh_check_sets_table_is_what_flag_precision_prints(tmp_path):
+    """docs/gemm.md's CHECK_SET_7 table: the blind capture (the second device call's) and the one after the large
+    grid's fold, classed by flag_precision.py as captured."""
+    pytest.importorskip("torch")  # the lab's tools read their call lists through torch
+    section = _section((DOCS / "gemm.md").read_text(), "### The large grid and a seventh set (CHECK_SET_7")
+    capture = "check_h200_set7_calls.json.gz"
+    for label, folder in (("H200, CHECK_SET_7 (blind)", "call2"), ("CHECK_SET_7 after the large grid", "call3/after")):
+        table = _flag_table(section, f"| {label} ")
+        assert set(table) == {256, 2048}, label
+        assert table == _archived_classes(tmp_path, "h200_2026-11-29h.tar.xz", folder, capture), label
+
+
 def _third_set_rows(section: str) -> dict:
     """docs/gemm.md's CHECK_SET_3 table: {(gpu, tokens, tables): (exact, flagged-exact, flagged-differ, silent)}."""
     out = {}
