@@ -12,6 +12,7 @@
 #   bash lab/run.sh flags-survey h100|h200      issue 33: the training-grid survey and CHECK_SET_3's self-check
 #                                               (GRID=train_grid_fine CHECK_SET=5: the grid's supplement, the 5th set)
 #   SETS=train_grid_heads run.sh env h200; P=6 run.sh dense train_grid_heads   the large LM heads (8 GiB operands)
+#   P=6 BESIDE=0 GRID=train_grid_large CHECK_SET=7 run.sh flags-survey h200   the large grid, then the 7th set
 #
 # Environment: P (dense processes, 14), SECONDS_FOR_SURVEY (dense, 470), WALL (gpu-survey, 500), BUDGET (kernels,
 # 240), SETS / BITS (gpu-survey's lists).  lab/README.md says which command produced which table or capture, and
