@@ -189,15 +189,8 @@ def plan_gemm(M: int, N: int, K: int, *, instruction: "str | InstructionSpec | I
             promote every 128 over K[128:256): chains of hopper.wgmma.m64n8k32.f32.e4m3.e4m3 from +0, main += partial, RNE; main from +0
     """
     spec = _resolve(instruction)
-    k = spec.k
-    tile = k if k_tile is None else k_tile
-    granule = k if split_granule is None else split_granule
-    segments, origins, pos = [], [], 0
-    for k0, k1 in split_bounds(K, split_k, granule):
-        n = _padded_length(k1 - k0, k, tile, k_residue)
-        segments.append((pos, pos + n))
-        origins.append(k0)
-        pos += n
+    tile, granule = _layout_options(spec, k_tile, k_residue, split_granule)
+    segments, origins = _k_segments(K, split_k, granule, spec.k, tile, k_residue)
     blockwise = scales == "block"
     if blockwise and promote_every is None:
         promote_every = scale_block
@@ -208,6 +201,24 @@ def plan_gemm(M: int, N: int, K: int, *, instruction: "str | InstructionSpec | I
                        c_role=None if c_role is None or (c_role == "accumulator" and not multi) else c_role,
                        out_format=out_format, out_rounding=Rounding.parse(out_rounding))
     return Plan(plan.root, title=f"gemm {M}x{N}x{K} on {spec.name}")
+
+
+def _k_segments(K: int, split_k, granule: int, k: int, tile: int, residue: str
+                ) -> tuple[list[tuple[int, int]], list[int]]:
+    """(segments, origins): each split-K slice's range on the laid-out K axis (the slices one after the other, each
+    padded by ``_layout``) and where it starts in the caller's K -- what ``plan_gemm`` plans and ``_lay_out`` lays
+    out, computed once.
+
+    >>> _k_segments(100, 2, 16, 32, 32, "last")   # slices K[0:64) and K[64:100), the second padded to 64
+    ([(0, 64), (64, 128)], [0, 64])
+    """
+    segments, origins, pos = [], [], 0
+    for k0, k1 in split_bounds(K, split_k, granule):
+        n = _padded_length(k1 - k0, k, tile, residue)
+        segments.append((pos, pos + n))
+        origins.append(k0)
+        pos += n
+    return segments, origins
 
 
 def _padded_length(n: int, k: int, tile: int, residue: str) -> int:
@@ -354,14 +365,12 @@ def _lay_out(a_bits, b_t, K: int, split_k, granule: int, k: int, tile: int, resi
     """(A rows, B columns as rows, K segments, their origins): each split-K slice laid out on instruction
     boundaries (zero padding where the kernel puts it), the slices one after the other along the last axis."""
     xp = namespace(a_bits)
-    pieces_a, pieces_b, segments, origins, pos = [], [], [], [], 0
-    for k0, k1 in split_bounds(K, split_k, granule):
-        pa = _layout(a_bits[..., k0:k1], k, tile, residue)
-        pieces_a.append(pa)
+    segments, origins = _k_segments(K, split_k, granule, k, tile, residue)
+    pieces_a, pieces_b = [], []
+    for (s0, s1), k0, k1 in zip(segments, origins, origins[1:] + [K]):
+        pieces_a.append(_layout(a_bits[..., k0:k1], k, tile, residue))
         pieces_b.append(_layout(b_t[..., k0:k1], k, tile, residue))
-        segments.append((pos, pos + pa.shape[-1]))
-        origins.append(k0)
-        pos += pa.shape[-1]
+        assert pieces_a[-1].shape[-1] == s1 - s0  # _padded_length is _layout's length
     if len(pieces_a) == 1:
         return pieces_a[0], pieces_b[0], segments, origins
     return (xp.ascontiguousarray(xp.concatenate(pieces_a, axis=-1)),
