@@ -44,6 +44,23 @@ def test_the_model_lists_are_data_and_every_held_out_set_has_its_shapes():
         model_lists.models("holdout99")
 
 
+def test_every_check_set_holds_models_no_survey_list_or_earlier_check_set_named():
+    """The self-check's sets (lab/data/models.json check_set<n>, read by check_training.py) are held out by name:
+    none of their models is in a survey's list or an earlier check set, and each shape has its six numbers."""
+    import model_lists
+    import train_calls
+
+    sets = model_lists.check_sets()
+    assert sorted(sets) == list(range(1, len(sets) + 1)) and len(sets) >= 7
+    seen = set(train_calls.published_models())
+    known = {1: {"llama3.2-1b", "llama3.2-3b", "gemma2-9b"}}  # in kernel_survey's list; check_set1's note says so
+    for n, models in sets.items():
+        assert len(models) >= 10 and all(len(v) == 6 and min(v) > 0 for v in models.values()), n
+        assert set(models) & seen == known.get(n, set()), f"check_set{n} repeats {sorted(set(models) & seen)}"
+        seen |= set(models)
+    assert all(name in model_lists._entry("check_set1")["note"] for name in known[1])
+
+
 def test_the_runner_is_valid_bash_and_names_only_scripts_that_exist():
     run_sh = os.path.join(LAB, "run.sh")
     assert subprocess.run(["bash", "-n", run_sh]).returncode == 0

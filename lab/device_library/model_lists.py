@@ -1,10 +1,11 @@
 """The model lists the surveys draw their calls from, read from ``lab/data/models.json``.
 
 A list is a name (``holdout``, ``holdout2`` .. ``holdout13``, ``kernel_survey``, ``kernel_survey2``,
-``kernel_survey3``) and its published model configurations; a held-out set also carries the token counts and the
-attention bmm / baddbmm shapes it was drawn with.  The numbers live in data, not in code, so that a new held-out set
-is a new entry of the file, not a new dated name in a module.  Lists are appended to, never edited: every survey's
-call ids and operand seeds derive from them, and the captures were made with them.
+``kernel_survey3``, the self-check's ``check_set1`` onward) and its published model configurations; a held-out set
+also carries the token counts and the attention bmm / baddbmm shapes it was drawn with. The numbers live in data,
+not in code, so that a new held-out set is a new entry of the file, not a new dated name in a module. Lists are
+appended to, never edited: every survey's call ids and operand seeds derive from them, and the captures were made
+with them.
 
     >>> models("holdout2")["mistral-7b"]
     (4096, 14336, 32000, 6144, 128)
@@ -46,6 +47,17 @@ def held_out_numbers() -> list[int]:
     """The numbers n of the held-out sets ``holdout{n}`` drawn with token counts and attention shapes (3 onward)."""
     return sorted(int(k[len("holdout"):]) for k, e in _lists().items()
                   if k.startswith("holdout") and "attention_bmm" in e)
+
+
+def check_sets() -> dict[int, dict[str, tuple[int, ...]]]:
+    """The self-check's sets (``check_set1`` onward): n -> model -> (hidden, FFN, heads, KV heads, head dim,
+    vocabulary), in file order.
+
+    >>> check_sets()[1]["llama3.2-1b"]
+    (2048, 8192, 32, 8, 64, 128256)
+    """
+    found = {int(k[len("check_set"):]): k for k in _lists() if k.startswith("check_set")}
+    return {n: models(found[n]) for n in sorted(found)}
 
 
 def _entry(name: str) -> dict:
