@@ -175,15 +175,17 @@ def test_the_flag_checks_in_docs_are_what_flag_precision_prints(tmp_path):
 
 
 def test_the_seventh_check_sets_table_is_what_flag_precision_prints(tmp_path):
-    """docs/gemm.md's CHECK_SET_7 table: the blind capture (the second device call's) and the one after the large
-    grid's fold, classed by flag_precision.py as captured."""
+    """docs/gemm.md's CHECK_SET_7 and CHECK_SET_8 table: the blind captures (CHECK_SET_7's from the second device
+    call) and CHECK_SET_7's after the large grid's fold, classed by flag_precision.py as captured."""
     pytest.importorskip("torch")  # the lab's tools read their call lists through torch
     section = _section((DOCS / "gemm.md").read_text(), "### The large grid and a seventh set (CHECK_SET_7")
-    capture = "check_h200_set7_calls.json.gz"
-    for label, folder in (("H200, CHECK_SET_7 (blind)", "call2"), ("CHECK_SET_7 after the large grid", "call3/after")):
+    runs = (("H200, CHECK_SET_7 (blind)", "h200_2026-11-29h.tar.xz", "call2", 7),
+            ("CHECK_SET_7 after the large grid", "h200_2026-11-29h.tar.xz", "call3/after", 7),
+            ("H200, CHECK_SET_8 (blind)", "h200_2026-11-29j.tar.xz", "set8", 8))
+    for label, archive, folder, n in runs:
         table = _flag_table(section, f"| {label} ")
         assert set(table) == {256, 2048}, label
-        assert table == _archived_classes(tmp_path, "h200_2026-11-29h.tar.xz", folder, capture), label
+        assert table == _archived_classes(tmp_path, archive, folder, f"check_h200_set{n}_calls.json.gz"), label
 
 
 def _third_set_rows(section: str) -> dict:
