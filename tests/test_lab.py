@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -62,6 +63,24 @@ def test_every_check_set_holds_models_no_survey_list_or_earlier_check_set_named(
         assert set(models) & seen == known.get(n, set()), f"check_set{n} repeats {sorted(set(models) & seen)}"
         seen |= set(models)
     assert all(name in model_lists._entry("check_set1")["note"] for name in known[1])
+
+
+def test_dense_rest_gives_the_ranges_the_second_survey_call_ran(tmp_path):
+    """The large grid's first device call reached part of each of its 6 slices; the second call (gpu51.sh, archived
+    beside it) surveyed the rest as the ranges dense_rest.py prints for the first call's file."""
+    import tarfile
+
+    import dense_rest
+
+    with tarfile.open(os.path.join(LAB, "data", "gpu-logs", "h200_2026-11-29h.tar.xz")) as tar:
+        npz = tmp_path / "train_grid_large.npz"
+        npz.write_bytes(tar.extractfile("h200_2026-11-29h/call1/train_grid_large.npz").read())
+        second = tar.extractfile("h200_2026-11-29h/gpu51.sh").read().decode()
+    with np.load(npz) as z:
+        ranges = dense_rest.rest_ranges(z["sig"], 6)
+    ran = [tuple(map(int, m)) for m in re.findall(r"train_grid_large:(\d+):(\d+)", second)]
+    assert ranges == ran and sum(b - a for a, b in ranges) == 237_060
+    assert dense_rest.rest_ranges(np.zeros(10, np.int32), 3) == []  # every slice reached its end
 
 
 def test_the_runner_is_valid_bash_and_names_only_scripts_that_exist():
