@@ -63,6 +63,11 @@ def test_every_check_set_holds_models_no_survey_list_or_earlier_check_set_named(
         assert set(models) & seen == known.get(n, set()), f"check_set{n} repeats {sorted(set(models) & seen)}"
         seen |= set(models)
     assert all(name in model_lists._entry("check_set1")["note"] for name in known[1])
+    # the README's count of the self-checked models
+    with open(os.path.join(ROOT, "README.md")) as fh:
+        total, held_out = map(int, re.search(r"training steps of (\d+) published models \((\d+) of them in no survey\)",
+                                             fh.read()).groups())
+    assert (total, held_out) == (sum(map(len, sets.values())), sum(map(len, sets.values())) - len(known[1]))
 
 
 def test_dense_rest_gives_the_ranges_the_second_survey_call_ran(tmp_path):
