@@ -102,13 +102,17 @@ def test_the_gpu_study_in_docs_is_what_the_command_printed():
             assert f"{gaps[name]:.2e}" == f"{mantissa}e-{exponent:02d}", (seed, name, cell, gaps[name])
 
 
-def _flag_precision():
+def _lab_tool(name: str):
+    """A lab/device_library module (the lab is not part of the package: its folder goes on the import path)."""
+    import importlib
     import sys
 
     sys.path.insert(0, str(DOCS.parent / "lab" / "device_library"))
-    import flag_precision
+    return importlib.import_module(name)
 
-    return flag_precision
+
+def _flag_precision():
+    return _lab_tool("flag_precision")
 
 
 def _archived_file(tmp_path, archive: str, member: str):
@@ -186,6 +190,21 @@ def test_the_seventh_check_sets_table_is_what_flag_precision_prints(tmp_path):
         table = _flag_table(section, f"| {label} ")
         assert set(table) == {256, 2048}, label
         assert table == _archived_classes(tmp_path, archive, folder, f"check_h200_set{n}_calls.json.gz"), label
+
+
+def test_the_vocabulary_interpolation_figures_are_what_the_tool_prints():
+    """docs/gemm.md's "Why shapes between the grid's points stay flagged": lab/device_library/vocab_interpolation.py
+    on the installed H200 table."""
+    pytest.importorskip("torch")  # the lab's call lists read through torch
+    vocab_interpolation = _lab_tool("vocab_interpolation")
+    section = _section((DOCS / "gemm.md").read_text(), "### The large grid and a seventh set (CHECK_SET_7")
+    text = " ".join(section[section.index("**Why shapes between"):].split())
+    counts = vocab_interpolation.compare("h200")
+    fwd, dgrad = counts["forward"], counts["input_grad"]
+    assert fwd["neighbours agree, different"] == 0 and fwd["neighbours disagree"] == fwd["not measured"] == 0
+    assert f"{fwd['neighbours agree, same']:,} of {fwd['neighbours agree, same']:,} took the launch" in text
+    agreeing = dgrad["neighbours agree, same"] + dgrad["neighbours agree, different"]
+    assert f"{dgrad['neighbours agree, different']} of {agreeing:,} did not" in text
 
 
 def _third_set_rows(section: str) -> dict:
