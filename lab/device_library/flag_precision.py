@@ -94,6 +94,12 @@ def load(path: str) -> list[Observation]:
         return site_observations(path)
 
 
+def _gemm_kernel(kernels) -> str:
+    """The call's GEMM kernel for a report: the first launch that is no memset or copy (a split-K call's workspace
+    memset comes first)."""
+    return next((k for k in kernels if not k.startswith(("Memset", "Memcpy"))), kernels[0] if kernels else "")
+
+
 def classify(obs: list, gpu: str | None, before: dict | None, again: dict | None = None
              ) -> tuple[Counter, list[dict], dict]:
     """(counts per class, one row per call, each call's plan now) of a capture's observations, planned for ``gpu``
@@ -124,7 +130,7 @@ def classify(obs: list, gpu: str | None, before: dict | None, again: dict | None
         counts[cls] += 1
         rows.append(dict(cls=cls, record=call_record(call), kind=call.kind(), shape=(call.b, call.M, call.N, call.K),
                          modelled=plan.modelled,
-                         reason=plan.reason, site=ob.site[:60], kernel=ob.kernels[0][:70]))
+                         reason=plan.reason, site=ob.site[:60], kernel=_gemm_kernel(ob.kernels)[:70]))
     return counts, rows, plans
 
 
