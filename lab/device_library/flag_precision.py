@@ -33,6 +33,7 @@ from collections import Counter
 
 from tcnumerics.library.calls import Call, call_record
 from tcnumerics.library.check import Observation, compare_launch, read_capture
+from tcnumerics.library.kernel_names import is_gemm_kernel
 from tcnumerics.library.selection import select
 
 
@@ -95,9 +96,9 @@ def load(path: str) -> list[Observation]:
 
 
 def _gemm_kernel(kernels) -> str:
-    """The call's GEMM kernel for a report: the first launch that is no memset or copy (a split-K call's workspace
-    memset comes first)."""
-    return next((k for k in kernels if not k.startswith(("Memset", "Memcpy"))), kernels[0] if kernels else "")
+    """The call's GEMM kernel for a report (``kernel_names.is_gemm_kernel``: not the split-K workspace memset
+    launched before it), else its first launch."""
+    return next((k for k in kernels if is_gemm_kernel(k)), kernels[0] if kernels else "")
 
 
 def classify(obs: list, gpu: str | None, before: dict | None, again: dict | None = None

@@ -193,6 +193,20 @@ def _grid_rows(kind: int, M, N, K, b=1, max_operand: int = GRID_MAX_OPERAND) -> 
     return np.column_stack([np.full(int(ok.sum()), kind), b[ok], M[ok], N[ok], K[ok]])
 
 
+def _projection_rows(f, h, t, max_operand: int = GRID_MAX_OPERAND) -> list[np.ndarray]:
+    """A projection's three training GEMMs, both ways round (out ``f`` x hidden ``h``, and ``h`` x ``f``), at ``t``
+    tokens: forward (T x out x in), input gradient (T x in x out), weight gradient (out x in x T)."""
+    return [_grid_rows(0, t, f, h, max_operand=max_operand), _grid_rows(0, t, h, f, max_operand=max_operand),
+            _grid_rows(1, t, h, f, max_operand=max_operand), _grid_rows(1, t, f, h, max_operand=max_operand),
+            _grid_rows(2, f, h, t, max_operand=max_operand), _grid_rows(2, h, f, t, max_operand=max_operand)]
+
+
+def _head_rows(v, h, t, max_operand: int = GRID_MAX_OPERAND) -> list[np.ndarray]:
+    """An LM head's three training GEMMs (vocabulary ``v`` x hidden ``h``) at ``t`` tokens."""
+    return [_grid_rows(0, t, v, h, max_operand=max_operand), _grid_rows(1, t, h, v, max_operand=max_operand),
+            _grid_rows(2, v, h, t, max_operand=max_operand)]
+
+
 def train_grid_calls() -> DenseSet:
     """A training step's GEMMs (``GRID_KINDS``) on the grid: projections (out x hidden, both ways) and LM heads
     (vocabulary x hidden) in their three directions, attention bmm (heads x head dim), all at ``GRID_TOKENS``; the
@@ -202,9 +216,7 @@ def train_grid_calls() -> DenseSet:
     v, hv, tv = (a.ravel() for a in np.meshgrid(GRID_VOCAB, GRID_HIDDEN, T, indexing="ij"))
     b, d, ta = (a.ravel() for a in np.meshgrid(GRID_HEADS, GRID_HEAD_DIMS, T, indexing="ij"))
     m, tr = (a.ravel() for a in np.meshgrid(np.arange(4, 257, 4), np.arange(8, 4097, 8), indexing="ij"))
-    rows = [_grid_rows(0, t, f, h), _grid_rows(0, t, h, f), _grid_rows(1, t, h, f), _grid_rows(1, t, f, h),
-            _grid_rows(2, f, h, t), _grid_rows(2, h, f, t),
-            _grid_rows(0, tv, v, hv), _grid_rows(1, tv, hv, v), _grid_rows(2, v, hv, tv),
+    rows = _projection_rows(f, h, t) + _head_rows(v, hv, tv) + [
             _grid_rows(3, ta, ta, d, b), _grid_rows(4, ta, d, ta, b), _grid_rows(5, ta, d, ta, b),
             _grid_rows(5, d, ta, ta, b), _grid_rows(6, m, tr, 1)]
     return DenseSet(GRID_KINDS, _dedupe(np.concatenate(rows)), "train-grid")
@@ -230,10 +242,9 @@ def train_grid_fine_calls() -> DenseSet:
     head = [np.meshgrid(FINE_VOCAB, GRID_HIDDEN, T, indexing="ij"), np.meshgrid(vocab, FINE_HIDDEN, T, indexing="ij")]
     rows = []
     for f, h, t in ((a.ravel() for a in g) for g in proj):
-        rows += [_grid_rows(0, t, f, h), _grid_rows(0, t, h, f), _grid_rows(1, t, h, f), _grid_rows(1, t, f, h),
-                 _grid_rows(2, f, h, t), _grid_rows(2, h, f, t)]
+        rows += _projection_rows(f, h, t)
     for v, h, t in ((a.ravel() for a in g) for g in head):
-        rows += [_grid_rows(0, t, v, h), _grid_rows(1, t, h, v), _grid_rows(2, v, h, t)]
+        rows += _head_rows(v, h, t)
     fine = _dedupe(np.concatenate(rows))
     return DenseSet(GRID_KINDS, fine[~_rows_in(fine, train_grid_calls().rows)], "train-grid-fine")
 
@@ -293,24 +304,24 @@ def train_grid_large_calls() -> DenseSet:
     cap = HEADS_MAX_OPERAND
     rows = []
     for f, h, t in ((a.ravel() for a in g) for g in proj):
-        rows += [_grid_rows(0, t, f, h, max_operand=cap), _grid_rows(0, t, h, f, max_operand=cap),
-                 _grid_rows(1, t, h, f, max_operand=cap), _grid_rows(1, t, f, h, max_operand=cap),
-                 _grid_rows(2, f, h, t, max_operand=cap), _grid_rows(2, h, f, t, max_operand=cap)]
+        rows += _projection_rows(f, h, t, cap)
     for v, h, t in ((a.ravel() for a in g) for g in head):
-        rows += [_grid_rows(0, t, v, h, max_operand=cap), _grid_rows(1, t, h, v, max_operand=cap),
-                 _grid_rows(2, v, h, t, max_operand=cap)]
+        rows += _head_rows(v, h, t, cap)
     large = _dedupe(np.concatenate(rows))
     seen = np.concatenate([train_grid_calls().rows, train_grid_fine_calls().rows, train_grid_heads_calls().rows])
     return DenseSet(GRID_KINDS, large[~_rows_in(large, seen)], "train-grid-large")
 
 
 def _row_keys(rows: np.ndarray) -> np.ndarray:
-    """One uint64 per row (kind, b, M, N, K): 3 + 8 + 15 + 19 + 19 bits (the grids' kinds and batches fit)."""
-    r = rows.astype(np.uint64)
-    if len(rows) and (rows[:, 0].max() >= 8 or rows[:, 1].max() >= 256):
-        raise ValueError("a row's kind or batch does not fit its key")
-    return (r[:, 0] << np.uint64(61)) | (r[:, 1] << np.uint64(53)) | (r[:, 2] << np.uint64(38)) | \
-        (r[:, 3] << np.uint64(19)) | r[:, 4]
+    """One uint64 per row (kind, b, M, N, K): M, N and K in ``PACK_BITS``' widths (every grid row fits a launch
+    table), kind and batch in the 3 + 8 bits left (the grids' kinds and batches fit)."""
+    widths = (3, 8, PACK_BITS["M"], PACK_BITS["N"], PACK_BITS["K"])
+    if len(rows) and any(int(rows[:, j].max()) >> w for j, w in enumerate(widths)):
+        raise ValueError("a row's kind or batch (or M, N, K) does not fit its key")
+    key = np.zeros(len(rows), np.uint64)
+    for j, w in enumerate(widths):
+        key = (key << np.uint64(w)) | rows[:, j].astype(np.uint64)
+    return key
 
 
 def _rows_in(rows: np.ndarray, other: np.ndarray) -> np.ndarray:
