@@ -27,8 +27,9 @@ Result (``--per-kind 150``, 21 s of predictions; 4,411 launches of 2,293 hidden 
 
 On the table of 21,872,070 launches (2026-11-26, third session; 70 s): 4,999 launches of 4,137 hidden pairs in 48
 kinds; current 0.588, unseen.Params() 0.923, best (k=5 wM=16 S=copy vote=kernel) 0.928, group 3-fold by bits 0.923
-(``vectors/library/kernel_survey_h100/fit_unseen_2026-11-26.txt``).  On the table at that session's end (23,474,816 launches then, with
-the alignment classes and CUTLASS structure vote; 4,143 hidden pairs): defaults 0.908, best 0.916, group 3-fold 0.915 (``..._final.txt``).
+(``lab/data/gpu-logs/h100_2026-11-26_survey_logs.tar.xz``, member ``fit_unseen_2026-11-26.txt``).  On the table at that
+session's end (23,474,816 launches then, with the alignment classes and CUTLASS structure vote; 4,143 hidden pairs):
+defaults 0.908, best 0.916, group 3-fold 0.915 (member ``fit_unseen_2026-11-26_final.txt``).
 
 Per kind (bits, current -> unseen.Params(), first table): matmul bf16 0.893 -> 0.933, matmul fp16 0.880 -> 0.907,
 linear bf16 bias 0.907 -> 0.940, plain 0.893 -> 0.907, linear fp16 bias 0.893 -> 0.913, plain 0.873 -> 0.927,
