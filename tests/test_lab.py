@@ -119,3 +119,13 @@ def test_raw_gpu_logs_live_compressed_in_the_lab():
     assert archives and all(f.endswith(".tar.xz") for f in archives)
     listing = open(os.path.join(logs, "README.md")).read()
     assert all(f"`{a}`" in listing for a in archives)
+
+
+def test_no_dated_files_outside_the_log_archives():
+    """Dated outputs (a session's logs, scripts, probe dumps) live only in lab/data/gpu-logs' archives."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if tracked.returncode:
+        pytest.skip("not a git checkout")
+    dated = [f for f in tracked.stdout.splitlines()
+             if re.search(r"20\d\d-\d\d-\d\d", os.path.basename(f)) and not f.startswith("lab/data/gpu-logs/")]
+    assert dated == []
