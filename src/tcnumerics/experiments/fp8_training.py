@@ -227,7 +227,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     torch.manual_seed(args.seed)
     init = GPT(args.layers, args.width, args.heads, args.context).to(args.device).state_dict()
     versions = dict(python=sys.version.split()[0], torch=torch.__version__, numpy=np.__version__,
-                    corpus_sha256=digest, threads=torch.get_num_threads())
+                    corpus_sha256=digest, cpu_capability=torch.backends.cpu.get_cpu_capability())
     rows = [dict(kind="config", **{k: getattr(args, k) for k in ("steps", "batch", "context", "width", "layers",
                                                                  "heads", "lr", "seed", "device")}, **versions)]
     with _deterministic(torch, args.device), \
@@ -260,11 +260,19 @@ def _check_device(torch, device: str) -> None:
 
 @contextlib.contextmanager
 def _deterministic(torch, device: str):
-    """On CUDA, torch's deterministic kernels for the study's own (non-GEMM) ops: the embedding's backward
-    otherwise adds with atomics in a varying order, and the JSON would not reproduce bit for bit, nor would a
-    counterfactual's re-run reproduce the attributed step.  ``warn_only``: an op without one warns, not fails."""
+    """Torch's own (non-GEMM) ops made repeatable, so the JSON reproduces bit for bit and a counterfactual's re-run
+    reproduces the attributed step.  On the CPU, one intra-op thread: torch splits a reduction (a LayerNorm's or a
+    bias's gradient, a softmax) by its thread count, so the bits of the model's native ops -- not of the emulated
+    GEMMs -- followed the machine's core count; they still follow its vector ISA (``cpu_capability`` in the
+    JSON).  On CUDA, torch's deterministic kernels: the embedding's backward otherwise adds with atomics in a
+    varying order.  ``warn_only``: an op without one warns, not fails."""
     if torch.device(device).type != "cuda":
-        yield
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
         return
     before = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
