@@ -6,6 +6,7 @@ tensors), where every array the measurement computes with is a "device" array th
 or to turn into one implicitly -- the CUDA code path, exercised on machines without a GPU.
 """
 
+import os
 import warnings
 
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import tcnumerics.torch as tct  # noqa: E402
 from tcnumerics.experiments.fp8_training import accumulator_unit  # noqa: E402
-from tcnumerics.torch.attribution import counterfactual  # noqa: E402
+from tcnumerics.torch.attribution import STAGES, counterfactual  # noqa: E402
 from tcnumerics import arrays  # noqa: E402
 from tcnumerics.formats import get_format  # noqa: E402
 from tcnumerics.torch import _tensors, devices  # noqa: E402
@@ -424,3 +425,54 @@ def test_study_counts_sign_agreement_on_its_top_sites_apart():
     row = dict(kind="attribution", top=2, sites=[dict(s, phase="forward") for s in sites])
     fp8_training._summarise([row])
     assert row["sign_agreement_top"] == [2, 2] and row["sign_agreement"] == [2, 3]
+
+
+def _captured_figures(monkeypatch) -> list:
+    """Every figure saved from here on (matplotlib's Agg canvas), kept for reading its data back."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    saved, real = [], Figure.savefig
+
+    def savefig(self, path, *args, **kwargs):
+        saved.append(self)
+        return real(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    return saved
+
+
+def test_table_plot_stacks_each_sites_stages(tmp_path, monkeypatch):
+    figures = _captured_figures(monkeypatch)
+    net = torch.nn.Sequential(torch.nn.Linear(32, 8), torch.nn.Linear(8, 1))
+    with tct.emulate(instruction=FP8, scaling="tensor", attribution=True) as run:
+        net(torch.linspace(-1, 1, 64).reshape(2, 32)).square().sum().backward()
+    table = run.attribution(lr=0.1)
+    path = str(tmp_path / "sites.png")
+    assert table.plot(path) == path and os.path.getsize(path) > 0
+    with pytest.raises(FileExistsError, match="sites.png exists"):
+        table.plot(path)
+    bars = [p for p in figures[0].axes[0].patches]
+    widths = np.array([b.get_width() for b in bars]).reshape(len(STAGES), len(table))
+    for j, s in enumerate(STAGES):
+        assert widths[j] == pytest.approx([r.stages[s].as_dict()["rms_rel"] for r in table], rel=1e-9)
+
+
+def test_study_plot_draws_the_curves_and_the_attributed_sites(tmp_path, monkeypatch):
+    from tcnumerics.experiments import fp8_training
+    from tcnumerics.experiments.cli import build_parser, load_experiment
+
+    figures = _captured_figures(monkeypatch)
+    argv = ["--steps", "1", "--width", "16", "--batch", "2", "--context", "8", "--attribute-at", "0", "--top", "1",
+            "--quiet",
+            "--only", "float32 reference", "FP8 fast accumulation", "--plot", str(tmp_path / "study.png")]
+    rows = fp8_training.run(build_parser("fp8-training", load_experiment("fp8-training")).parse_args(argv))
+    curves, sites, bars = figures[0].axes
+    losses = {r["setting"]: r["losses"] for r in rows if r["kind"] == "curve"}
+    assert [line.get_ydata().tolist() for line in curves.lines] == list(losses.values())
+    shown = sorted((s for s in rows[-1]["sites"] if s["first_order"] is not None),
+                   key=lambda s: -abs(s["first_order"]))[:8][::-1]
+    first_order = [b.get_width() for b in bars.containers[0]]
+    assert first_order == [s["first_order"] for s in shown]
+    assert "step 0" in bars.get_title()

@@ -187,7 +187,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=int, default=3, help="sites per attribution given a counterfactual (default 3)")
     parser.add_argument("--only", nargs="*", default=None, help="run only these settings (names as printed)")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    parser.add_argument("--plot", metavar="FILE.png", help="draw the loss curves and the attribution")
+    parser.add_argument("--plot", metavar="FILE.png", help="draw the loss curves and the last attributed step's top sites")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --plot file")
 
 
@@ -416,14 +416,18 @@ def _row(d: dict, SiteAttribution, _Stat):
 
 
 def plot(rows: list[dict], path: str) -> str:
+    """The loss curves, their gap to the float32 reference and, when the run attributed a step, the last
+    attributed step's sites: first-order estimate beside the counterfactual, the top 8 by |first-order|."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     curves = [r for r in rows if r["kind"] == "curve"]
+    attributions = [r for r in rows if r["kind"] == "attribution"]
     ref = next((r["losses"] for r in curves if r["setting"] == "float32 reference"), None)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = plt.subplots(1, 3 if attributions else 2, figsize=(18 if attributions else 12, 4.5))
+    left, right = axes[0], axes[1]
     for r in curves:
         left.plot(r["losses"], label=r["setting"], lw=1)
         if ref is not None and r["setting"] != "float32 reference":
@@ -432,7 +436,24 @@ def plot(rows: list[dict], path: str) -> str:
     right.set(xlabel="step", ylabel="loss - float32 reference", title="against the reference")
     left.legend(fontsize=7)
     right.legend(fontsize=7)
+    if attributions:
+        _plot_sites(axes[2], attributions[-1])
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def _plot_sites(ax, attribution: dict, top: int = 8) -> None:
+    """Horizontal bars per site: the first-order estimate and, where measured, the counterfactual."""
+    sites = sorted((s for s in attribution["sites"] if s["first_order"] is not None),
+                   key=lambda s: -abs(s["first_order"]))[:top][::-1]
+    y = np.arange(len(sites))
+    ax.barh(y + 0.2, [s["first_order"] for s in sites], height=0.4, label="first-order (approximation)")
+    measured = [s["counterfactual"] if s["counterfactual"] is not None else np.nan for s in sites]
+    ax.barh(y - 0.2, measured, height=0.4, label="counterfactual (measured)")
+    ax.set_yticks(y, [f"{s['site'].removeprefix('Model.')} ({s['phase']})" for s in sites], fontsize=7)
+    ax.axvline(0, color="k", lw=0.5)
+    ax.set(xlabel="loss change with the site exact",
+           title=f"{attribution['setting']}, step {attribution['step']}: top sites")
+    ax.legend(fontsize=7)
