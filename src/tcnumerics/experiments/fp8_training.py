@@ -454,6 +454,7 @@ def _plot_sites(ax, attribution: dict, top: int = 8) -> None:
     ax.barh(y - 0.2, measured, height=0.4, label="counterfactual (measured)")
     ax.set_yticks(y, [f"{s['site'].removeprefix('Model.')} ({s['phase']})" for s in sites], fontsize=7)
     ax.axvline(0, color="k", lw=0.5)
+    ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
     ax.set(xlabel="loss change with the site exact",
            title=f"{attribution['setting']}, step {attribution['step']}: top sites")
     ax.legend(fontsize=7)
