@@ -211,7 +211,7 @@ def test_the_presets_are_the_h200s_and_flag_other_models():
     assert plan.modelled and plan.split_k
     for gpu in ("h100", "NVIDIA A100-SXM4-80GB"):
         other = h200_presets("torch.matmul", dtype="bf16", gpu=gpu).plan(64, 64, 8192)
-        assert not other.modelled and other.note.startswith(f"gpu {gpus.model_key(gpu)!r}"), other.note
+        assert not other.modelled and other.reason.startswith(f"gpu {gpus.model_key(gpu)!r}"), other.reason
         assert other.split_k == plan.split_k  # the same guess, flagged
     with pytest.raises(ValueError, match="different GPU models"):
         h200_presets("torch.matmul", arch="h200", gpu="h100")

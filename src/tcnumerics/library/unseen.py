@@ -105,6 +105,7 @@ class KindData:
     # (``cutlass_half``: chain k8 or k16, K-tile, slice count, reduction), not the tile or alignment in the name
     pairs: Pairs  # the launches grouped by (N, K, batch): the neighbour search's index
     sms: int  # the GPU model's multiprocessors (``gpus.sms``): one wave of CTAs
+    clustered_wave: int  # one wave of CTAs launched in clusters of 4 or 8 (``gpus.clustered_wave``)
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ def kind_data(kind: str, gpu: str | None = None) -> KindData | None:
         return None
     hit = _DECODED.get((gpu, kind))
     if hit is None or hit[0] is not arrays:
-        _DECODED[(gpu, kind)] = hit = (arrays, _decode(t, arrays, kind.split("|")[1], gpus.sms(gpu)))
+        _DECODED[(gpu, kind)] = hit = (arrays, _decode(t, arrays, kind.split("|")[1], gpu))
     return hit[1]
 
 
@@ -172,7 +173,7 @@ def voting_table(c: Call) -> str | None:
     return have[-1] if have else None
 
 
-def _decode(t: dict, runs: launches.KindRuns, fmt: str, sms: int) -> KindData:
+def _decode(t: dict, runs: launches.KindRuns, fmt: str, gpu: str) -> KindData:
     keys, sig, ctas, gz = runs.points()
     M, b = keys & _M_MASK, keys >> _M_BITS & _B_MASK
     K, N = keys >> (_M_BITS + _B_BITS) & _K_MASK, keys >> (_M_BITS + _B_BITS + _K_BITS)
@@ -200,7 +201,7 @@ def _decode(t: dict, runs: launches.KindRuns, fmt: str, sms: int) -> KindData:
     lm = np.log2(np.maximum(M, 1))
     row_class = _row_classes(t, sig, gz, klass[main]) if fmt in ("bf16", "fp16") else klass[main]
     return KindData(M, N, K, b, row, main, S, lm, np.log2(N), np.log2(K), names, tiles, klass, fmt, row_class,
-                    Pairs.of(keys, N, K, b, lm), sms)
+                    Pairs.of(keys, N, K, b, lm), gpus.sms(gpu), gpus.clustered_wave(gpu))
 
 
 def _row_classes(t: dict, sig: np.ndarray, gz: np.ndarray, klass: np.ndarray) -> np.ndarray:
@@ -230,9 +231,9 @@ def alignment(x, fine: bool = False):
     return np.minimum(x & -x, 8) if fine else (x % 8 == 0)
 
 
-def _cap(p: np.ndarray, sms: int) -> int:
-    """The most CTAs one wave holds: 120 for clusters of 4 or 8 (measured on the H100), else every SM."""
-    return 120 if p[3] * p[4] >= 4 else sms
+def _cap(p: np.ndarray, kd: KindData) -> int:
+    """The most CTAs one wave holds: for clusters of 4 or 8 the GPU model's ``gpus.clustered_wave``, else every SM."""
+    return kd.clustered_wave if p[3] * p[4] >= 4 else kd.sms
 
 
 def split_for(kd: KindData, j: int, M: int, N: int, K: int, b: int, params: Params) -> int:
@@ -245,7 +246,7 @@ def split_for(kd: KindData, j: int, M: int, N: int, K: int, b: int, params: Para
         return 1
     kt = -(-K // int(p[2]))
     tiles = nvjet_tile_count(p, M, N, b)
-    smax = max(2, _cap(p, kd.sms) // tiles)
+    smax = max(2, _cap(p, kd) // tiles)
     Sj = int(kd.S[j])
     if params.s_rule == "copy" and Sj:
         S = Sj
