@@ -13,33 +13,11 @@ call whose (N, K) pair the table never measured, ``predict_launch`` (defaults ``
 3. copies that voter's S (its CTAs over its tiles for nvjet, grid z for the rest); the "wave" rule (S = one wave
    of CTAs // tiles, at least 22 K-tiles a slice) is a ``Params`` option.
 
-Leave-(N, K)-pair-out on the table itself (``lab/device_library/fit_unseen.py --per-kind 150``: 4,411
-launches of 2,293 hidden model-projection pairs in 46 call kinds), right (epilogue, S) / kernel class and grid:
-
-==============================================  ======  =====  ==========  ======
-predictor                                       all     M<=64  64<M<=1024  M>1024
-==============================================  ======  =====  ==========  ======
-current (``bracketing_launches``: grid corners)  0.567  0.524  0.586       0.606
-this module (k = 8, w_M = 1, S one wave)         0.868  0.830  0.876       0.924
-same, configuration chosen by group 3-fold       0.859
-==============================================  ======  =====  ==========  ======
-
-On the table of 2026-11-26 (877,380 launches, three surveys; 4,411 launches of 2,603 hidden pairs), with only
-launches of the call's alignment class voting: k = 8, w_M = 1, S one wave 0.875; the best configuration and
-the defaults now, k = 5, w_M = 4, S copied from the voter, **0.883** (M <= 64: 0.835, to 1024: 0.897, above:
-0.949); group 3-fold chooses S copied on every fold (0.875).
-
-On the table of 21,872,070 launches (the dense surveys; rerun in the third session of 2026-11-26, 70 s with the
-pair-indexed search; 4,999 launches of 4,137 hidden pairs in 48 kinds): the defaults 0.923 (M <= 64: 0.875, to
-1024: 0.921, above: 0.980; the grid-corner predictor 0.588); the best of 60 configurations, k = 5, w_M = 16, S
-copied, vote on the kernel, 0.928; group 3-fold 0.923 -- within noise of the defaults, which stay.  On the table of
-that session's end (23,474,816 launches then, the misaligned survey's pairs among the 4,143 hidden; alignment classes and the
-CUTLASS structure vote in): the defaults 0.908, the best (k = 5, w_M = 16, vote on the kernel) 0.916, group 3-fold 0.915 -- scored, as
-before, by kernel name for CUTLASS fallbacks, stricter than what their bits depend on.
-
-On the 12 BF16/FP16/FP8 kinds the surveyed grid covers fully (where the current predictor never falls
-back): 0.927 -> 0.947.  Exact kernel name (tile, cluster, raster): 0.218 -> 0.511.  A prediction, like
-the current one: plans built from it stay flagged not modelled.
+Why a vote of neighbours: cuBLAS's kernel choice is a heuristic nobody published, but calls of one kind at nearby
+shapes mostly run the same kernel class, and the bits depend on the class and S, not on the exact tile.  Scored
+leave-(N, K)-pair-out on the launch table (``lab/device_library/fit_unseen.py --per-kind 150``), the defaults pick
+the right bits class for about nine launches in ten, against under six for the grid-corner predictor; each table's
+figures are in docs/gemm.md ("The k-NN's evaluations").  A prediction: plans built from it stay flagged not modelled.
 
     >>> from tcnumerics.library.calls import Call
     >>> c = Call("matmul", "fp16", "fp16", 7, 2048, 11008)
