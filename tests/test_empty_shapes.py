@@ -159,6 +159,32 @@ def test_empty_plans_say_no_kernel_runs_and_scaled_mm_at_k0_is_flagged():
         lib.scaled_mm(z(4, 0, dtype=E4M3), z(0, 16, dtype=E4M3), np.float32(1), np.float32(1))
 
 
+@pytest.mark.parametrize("name, prepare, lines", [
+    ("addmm K=0", lambda: lib.addmm.prepare(full(1.5, 4, 8), z(4, 0), z(0, 8), beta=0.3),
+     ["epilogue in fp32: * beta=0.3 as bf16, to fp32", "C (FP32 values)"]),
+    ("baddbmm K=0", lambda: lib.baddbmm.prepare(full(1.5, 2, 4, 8), z(2, 4, 0), z(2, 0, 8), beta=0.3),
+     ["epilogue in fp32: * beta=0.3, to fp32", "C (FP32 values)"]),
+    ("linear K=0", lambda: lib.linear.prepare(z(3, 0), z(5, 0), full(2.5, 5)),
+     ["epilogue in fp32: to fp32", "bias (FP32 values)"]),
+    ("matmul K=0", lambda: lib.matmul.prepare(z(3, 0), z(0, 5)), ["zeros (FP32 values)"]),
+    ("bmm M=0", lambda: lib.bmm.prepare(z(2, 0, 4), z(2, 4, 5)), ["zeros (FP32 values)"]),
+])
+def test_an_empty_calls_plan_is_the_one_that_runs(name, prepare, lines, monkeypatch):
+    """issue 30: ``.plan()`` of a call with nothing to multiply explains what runs -- beta * C, the bias or zeros
+    through their conversion -- not a kernel's FFMA chain; the interpreter runs exactly that tree."""
+    from tcnumerics.plan import interpret
+
+    plan, compute = prepare()
+    text = plan.explain()
+    assert "FFMA" not in text and "chain" not in text, text
+    body = [line.strip() for line in text.splitlines() if not line.startswith("note:")][1:]
+    assert body == ["convert to bf16 (RNE)"] + lines, text
+    ran, original = [], interpret.run
+    monkeypatch.setattr(interpret, "run", lambda p, ops, engine="auto": ran.append(p) or original(p, ops, engine))
+    compute()
+    assert ran == [plan.root], name
+
+
 # --- under tcnumerics.torch: each call equals native torch -----------------------------------------
 
 TORCH_CASES = [

@@ -35,21 +35,37 @@ def test_library_gemm_is_a_deprecated_alias_of_the_presets(shape):
 def test_matmul_plans():
     mm = h200_presets("torch.matmul", dtype="bf16")
     common = mm.plan(512, 512, 1024)
-    assert common.modelled and common.split_k is None and common.instruction.endswith("bf16.bf16")
+    assert common.modelled and common.split_k is None and common.structure.instruction.endswith("bf16.bf16")
     split = mm.plan(16, 16, 16384)
-    assert split.split_k == [1408] * 12 and "splitK" in split.kernel
+    assert split.split_k == (1408,) * 12 and "splitK" in split.kernel
     odd = mm.plan(96, 80, 333)
-    assert odd.modelled and odd.k_residue == "first" and "cutlass_75" in odd.kernel and odd.split_k == 5
+    assert odd.modelled and odd.structure.k_residue == "first" and "cutlass_75" in odd.kernel
+    assert odd.split_k == (72,) * 5  # 5 slices of ceil(333 / 5) rounded up to 8
     assert not mm.plan(96, 80, 335).modelled  # CUTLASS split count only known where measured
     tf32 = h200_presets("torch.matmul", dtype="tf32").plan(2048, 2048, 2048)
-    assert tf32.input_rounding == "rne" and tf32.instruction.endswith("tf32.tf32")
+    assert tf32.structure.input_rounding == "rne" and tf32.structure.instruction.endswith("tf32.tf32")
+
+
+def test_preset_plans_are_library_plans_that_explain_what_runs():
+    from tcnumerics import library as lib
+
+    mm = h200_presets("torch.matmul", dtype="bf16")
+    plan = mm.plan(64, 64, 8192)
+    assert isinstance(plan, lib.Plan) and plan.gpu == "h200" and plan.call.K == 8192
+    text = plan.explain()
+    assert text.startswith("matmul 64x64x8192 bf16 -> bf16 on h200: nvjet_sm90 (wgmma) splitK")
+    assert "ordered sum (contiguous) of 6 terms" in text and text.count("chain hopper.wgmma") == 6
+    assert "TF32 (RNA) operands" in h200_presets("torch.matmul", dtype="tf32").plan(128, 128, 256).explain()
+    with pytest.warns(DeprecationWarning, match="GemmPlan is deprecated"):
+        assert lib.GemmPlan is lib.Plan
 
 
 def test_scaled_mm_plans():
     slow = h200_presets("torch._scaled_mm", dtype="e4m3", fast_accum=False)
     fast = h200_presets("torch._scaled_mm", dtype="e4m3", fast_accum=True)
-    assert slow.plan(256, 256, 512).promote_every == 128 and fast.plan(256, 256, 512).promote_every is None
-    assert fast.plan(64, 64, 8192).split_k == [2816] * 3
+    assert slow.plan(256, 256, 512).structure.promote_every == 128
+    assert fast.plan(256, 256, 512).structure.promote_every is None
+    assert fast.plan(64, 64, 8192).split_k == (2816,) * 3
     assert fast.plan(32, 32, 4096).split_k is None
     assert not slow.plan(64, 64, 8192, scales="blockwise").modelled
     with pytest.raises(ValueError, match="fast_accum"):

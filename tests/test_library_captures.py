@@ -82,7 +82,7 @@ def test_capture_replays_bit_exactly(name, rec, arrays):
     M, N, K = rec["shape"]
     plan = lg.plan(M, N, K, scales=_scale_kind(rec)) if rec["op"] == "torch._scaled_mm" else lg.plan(M, N, K)
     if not plan.modelled:
-        pytest.skip(f"not modelled: {plan.kernel} ({plan.note})")
+        pytest.skip(f"not modelled: {plan.kernel} ({plan.reason})")
     plan, got = _replay(rec, arrays)
     expected = arrays[f"d_{rec['id']}"]
     bad = np.argwhere(got != expected)
@@ -112,8 +112,8 @@ def test_predicted_kernel_families_match_the_recorded_kernels():
             wrong.append((rec["id"], f"predicted {plan.kernel}, recorded {rec['kernels'][-1][:50]}"))
         if plan.modelled and (plan.split_k is not None) != fam["split"]:
             wrong.append((rec["id"], f"split-K predicted {plan.split_k is not None}, recorded {fam['split']}"))
-        if rec["op"] == "torch._scaled_mm" and (plan.promote_every is not None) != fam["promoted"]:
-            wrong.append((rec["id"], f"promotion predicted {plan.promote_every}, kernel {rec['kernels'][-1][:50]}"))
+        if rec["op"] == "torch._scaled_mm" and (plan.structure.promote_every is not None) != fam["promoted"]:
+            wrong.append((rec["id"], f"promotion predicted {plan.structure.promote_every}, kernel {rec['kernels'][-1][:50]}"))
     assert not wrong, wrong
 
 

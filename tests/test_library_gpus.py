@@ -211,7 +211,7 @@ def test_the_presets_are_the_h200s_and_flag_other_models():
     assert plan.modelled and plan.split_k
     for gpu in ("h100", "NVIDIA A100-SXM4-80GB"):
         other = h200_presets("torch.matmul", dtype="bf16", gpu=gpu).plan(64, 64, 8192)
-        assert not other.modelled and other.note.startswith(f"gpu {gpus.model_key(gpu)!r}"), other.note
+        assert not other.modelled and other.reason.startswith(f"gpu {gpus.model_key(gpu)!r}"), other.reason
         assert other.split_k == plan.split_k  # the same guess, flagged
     with pytest.raises(ValueError, match="different GPU models"):
         h200_presets("torch.matmul", arch="h200", gpu="h100")
@@ -242,3 +242,24 @@ def test_the_op_functions_plan_cache_follows_the_tables(h200_tables):
     launches.set_table("h200", None)
     without = lib.linear.plan(x, w, gpu="h200")
     assert not without.modelled and len(without.structure.split_k) == 8  # the H100's choice, flagged
+
+
+def test_per_gpu_facts_are_read_from_the_manifest():
+    """issue 30: the SM count, the clustered wave and stream-K's band widths are data (gpus.json), read through
+    ``gpus.fact``; a model lacking one gets the reference model's; the presets' split cap follows ``sms``."""
+    from tcnumerics.library import streamk
+
+    m = copy.deepcopy(gpus.manifest())
+    assert gpus.clustered_wave("h100") == m["models"]["h100"]["clustered_wave"] < gpus.sms("h100")
+    assert gpus.fact("NVIDIA L40S", "clustered_wave") == gpus.clustered_wave(gpus.reference_gpu())
+    assert streamk.BASE_SWIZZLE == gpus.streamk_swizzle(gpus.reference_gpu())
+    with pytest.raises(ValueError, match="gives 'no_such_fact'"):
+        gpus.fact("h100", "no_such_fact")
+    mm = h200_presets("torch.matmul", dtype="bf16")
+    assert len(mm.plan(192, 192, 16384).split_k) == 12  # floor(3 * 256 / 64), within one wave of 9 tiles
+    m["models"]["h200"]["sms"] = 66
+    gpus.set_manifest(m)
+    try:
+        assert gpus.sms("h200") == 66 and len(mm.plan(192, 192, 16384).split_k) == 66 // 9
+    finally:
+        gpus.set_manifest(None)

@@ -16,7 +16,8 @@ import):
    verified on the call's GPU model);
 4. ops: ``ops`` (``matmul``, ``linear``, ``addmm``, ``bmm``, ``baddbmm``, ``scaled_mm``, each with ``.plan()``),
    ``check`` (the self-check's comparison of what cuBLAS ran, capture files), ``presets`` (``h200_presets``, the
-   first H200 presets, kept as they were; ``library_gemm`` its deprecated alias).
+   first H200 presets, their kernel choices as they were, planned as ``Plan``; ``library_gemm`` its deprecated
+   alias, ``GemmPlan`` a deprecated name of ``Plan``).
 """
 
 LAYERS = {
@@ -33,11 +34,20 @@ from .check import LaunchCheck, Observation, compare_launch, read_capture, verdi
 from .gpus import DEFAULT_GPU, coverage, model_key  # noqa: E402
 from .launches import measured_launch  # noqa: E402
 from .ops import NotModelledWarning, addmm, baddbmm, bmm, linear, matmul, scaled_mm  # noqa: E402
-from .presets import LIBRARY_FUNCTIONS, GemmPlan, LibraryGemm, h200_presets, library_gemm  # noqa: E402
+from .presets import LIBRARY_FUNCTIONS, LibraryGemm, h200_presets, library_gemm  # noqa: E402
 from .selection import Plan, select  # noqa: E402
 from .structure import Structure  # noqa: E402
 
-__all__ = ["library_gemm", "h200_presets", "LibraryGemm", "GemmPlan", "LIBRARY_FUNCTIONS", "matmul", "linear",
+__all__ = ["library_gemm", "h200_presets", "LibraryGemm", "LIBRARY_FUNCTIONS", "matmul", "linear",
            "addmm", "bmm", "baddbmm", "scaled_mm", "NotModelledWarning", "Plan", "Call", "Structure", "select", "measured_launch",
            "model_key", "coverage", "DEFAULT_GPU", "compare_launch", "LaunchCheck", "verdict", "Observation",
            "write_capture", "read_capture"]
+
+
+def __getattr__(name: str):
+    """Deprecated names: ``GemmPlan`` (the presets' plan is ``Plan``)."""
+    if name == "GemmPlan":
+        from . import presets
+
+        return presets.GemmPlan
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

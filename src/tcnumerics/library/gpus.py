@@ -54,6 +54,7 @@ class GpuModel:
     agrees_with: dict = field(default_factory=dict, compare=False)  # other model -> kind -> counts
     provenance: dict = field(default_factory=dict, compare=False)
     sms: int | None = None
+    presets: str | None = None  # presets table file (library/), or None
 
     def measures(self, kind: str) -> bool:
         """Its own tables measured this call kind."""
@@ -119,7 +120,7 @@ def default_gpu() -> str:
     return manifest()["default"]
 
 
-DEFAULT_GPU = "h100"  # the installed manifest's default (docs); ``default_gpu()`` reads a replaced one
+DEFAULT_GPU = manifest()["default"]  # the installed manifest's default (docs); ``default_gpu()`` reads a replaced one
 
 
 def reference_gpu() -> str:
@@ -157,12 +158,14 @@ def resolve_gpu(arch: str = "hopper", gpu: str | None = None, *, default: str | 
     >>> resolve_gpu(), resolve_gpu("h200"), resolve_gpu(gpu="NVIDIA H200"), resolve_gpu(gpu="h200", arch="h200")
     ('h100', 'h200', 'h200', 'h200')
     """
-    if arch not in ("hopper", "h100", "h200"):
-        raise ValueError(f"arch: only 'hopper' library kernels (H100/H200 cuBLAS) are modelled, got {arch!r}")
+    named = arch not in ARCHITECTURES  # an older call's GPU model in arch=: one the manifest has tables for
+    if named and arch not in measured_models():
+        raise ValueError(f"arch: only {'/'.join(ARCHITECTURES)} library kernels (the cuBLAS of "
+                         f"{'/'.join(k.upper() for k in measured_models())}) are modelled, got {arch!r}")
     key = model_key(gpu) if gpu is not None else None
-    if arch != "hopper" and key is not None and key != arch:
+    if named and key is not None and key != arch:
         raise ValueError(f"arch={arch!r} and gpu={gpu!r} name different GPU models; pass one of them")
-    return key or (arch if arch != "hopper" else (default or default_gpu()))
+    return key or (arch if named else (default or default_gpu()))
 
 
 @lru_cache(maxsize=None)
@@ -174,23 +177,57 @@ def model(key: str) -> GpuModel | None:
     kinds = e.get("kinds", [])
     return GpuModel(key, tuple(e.get("device_names", ())), e.get("launches"), e.get("measured"),
                     None if kinds == "all" else frozenset(kinds), e.get("agrees_with", {}), e.get("provenance", {}),
-                    e.get("sms"))
+                    e.get("sms"), e.get("presets"))
+
+
+def fact(key: str | None, name: str):
+    """A per-GPU fact, ``name`` in model ``key``'s manifest entry (default: the default model).  A model the manifest
+    does not know, or whose entry lacks it, gets the reference model's (its calls are planned as the reference
+    model's anyway, and flagged); a ValueError where neither gives it.
+
+    >>> fact("h200", "sms") == fact("h100", "sms")
+    True
+    >>> fact("NVIDIA L40S", "clustered_wave") == fact(None, "clustered_wave")   # no entry: the reference model's
+    True
+    """
+    key = model_key(key) if key is not None else default_gpu()
+    models = manifest()["models"]
+    value = (models.get(key) or {}).get(name)
+    if value is None:
+        value = models[reference_gpu()].get(name)
+    if value is None:
+        raise ValueError(f"GPU manifest: neither {key!r} nor the reference model {reference_gpu()!r} gives {name!r}")
+    return value
 
 
 def sms(key: str | None = None) -> int:
     """GPU model ``key``'s streaming multiprocessors (the manifest's ``sms``): the one wave cuBLAS's split-K and
-    stream-K choices fill.  A model the manifest does not know, or whose entry lacks it, gets the reference model's
-    (its calls are planned as the reference model's anyway, and flagged).
+    stream-K choices fill (``fact``: an unknown model gets the reference model's).
 
     >>> sms("h100"), sms("NVIDIA H200"), sms("l40s") == sms(reference_gpu())
     (132, 132, True)
     """
-    key = model_key(key) if key is not None else default_gpu()
-    entry = manifest()["models"].get(key) or {}
-    n = entry.get("sms") or manifest()["models"][reference_gpu()].get("sms")
-    if not n:
-        raise ValueError(f"GPU manifest: neither {key!r} nor the reference model {reference_gpu()!r} gives 'sms'")
-    return int(n)
+    return int(fact(key, "sms"))
+
+
+def clustered_wave(key: str | None = None) -> int:
+    """The most CTAs one wave of GPU model ``key`` holds for a kernel launched in clusters of 4 or 8 CTAs (the
+    manifest's ``clustered_wave``: fewer than ``sms``, as a cluster's CTAs share one GPC).
+
+    >>> clustered_wave("h100") < sms("h100")
+    True
+    """
+    return int(fact(key, "clustered_wave"))
+
+
+def streamk_swizzle(key: str | None = None) -> dict[int, int]:
+    """TF32 stream-K on GPU model ``key``: the schedule's base band width per launch CTA count (the manifest's
+    ``streamk_swizzle``, from the device probe and the captures; ``library/streamk.py``).
+
+    >>> sorted(streamk_swizzle("h100").values())
+    [1, 2, 4]
+    """
+    return {int(ctas): int(width) for ctas, width in fact(key, "streamk_swizzle").items()}
 
 
 def measured_models() -> list[str]:
@@ -199,9 +236,9 @@ def measured_models() -> list[str]:
 
 
 def table_path(key: str, which: str) -> str | None:
-    """The file of a model's ``which`` table ("launches" or "measured"), or None where it has none."""
-    if which not in ("launches", "measured"):
-        raise ValueError(f"which: expected 'launches' or 'measured', got {which!r}")
+    """The file of a model's ``which`` table ("launches", "measured" or "presets"), or None where it has none."""
+    if which not in ("launches", "measured", "presets"):
+        raise ValueError(f"which: expected 'launches', 'measured' or 'presets', got {which!r}")
     m = model(key)
     name = getattr(m, which) if m else None
     return os.path.join(_DIR, name) if name else None
@@ -243,6 +280,26 @@ def coverage(gpu: str, kind: str) -> Coverage:
         why = (f"gpu {m.describe()}: call kind {kind} was neither measured on it (its tables measured {n} call kinds) "
                f"nor shown to agree with {agreed} on it")
     return Coverage(gpu, kind, (ref,), False, f"{why}; {guess}")
+
+
+def selection_provenance(key: str) -> str:
+    """Where the tables that plan a call from model ``key``'s own measurements come from, as a plan's reason says it:
+    the manifest's ``provenance.selection`` line where it gives one, else ``provenance_line``.
+
+    >>> selection_provenance("h100").startswith("NVIDIA H100 (sm_90)")
+    True
+    >>> selection_provenance("h200") == provenance_line("h200")   # no line of its own
+    True
+    """
+    m = model(key)
+    return (m.provenance.get("selection") if m else None) or provenance_line(key)
+
+
+def launch_survey(key: str) -> str | None:
+    """The manifest's ``provenance.launch_survey`` line of model ``key`` (the survey its own launches come from, as a
+    plan built from one of them quotes it), or None where it gives none."""
+    m = model(key)
+    return m.provenance.get("launch_survey") if m else None
 
 
 def provenance_line(key: str) -> str:

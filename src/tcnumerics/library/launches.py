@@ -10,7 +10,8 @@ projections at 928 token counts, a model-shaped (N, K) grid of 22,431 pairs at 5
 1..128, six head dims and every sequence length to 256, every 8 to 4,096).  It is stored as runs along M
 (``KindRuns``), one call kind loaded when first asked for.  The grid is what makes this table a measurement of
 the *numerics*, not only of the kernel name: nvjet split-K kernels launch ``tiles x S`` CTAs (tiles of the kernel's tile shape, rounded up to its
-cluster) while that stays within one wave (132 CTAs, 120 for clusters of 4 or 8), so the slice count S
+cluster) while that stays within one wave (``gpus.sms`` CTAs, ``gpus.clustered_wave`` for clusters of 4 or 8), so
+the slice count S
 is read off the grid -- it reproduced every sampled output bit of all 338 such captured calls; CUTLASS
 and xmma split-K kernels put S in grid z (docs/gemm.md, "The launch table").
 

@@ -39,7 +39,6 @@ from functools import lru_cache
 import numpy as np
 
 from .. import arrays
-from ..formats import get_format
 from ..interop import as_torch_like, untorch
 from ..plan import interpret
 from ..plan.nodes import Alpha, Convert, Epilogue, Input, RoundTo
@@ -169,22 +168,37 @@ def _empty(call: Call, like, shape: tuple, out: str, *, C=None, beta: float = 0.
     empty result where b, M or N is 0; where K is 0, ``beta * C`` (``bias``, F.linear) or zeros -- torch's
     ``at::mul(C, beta)``: beta rounded to the output type (addmm; baddbmm keeps it in FP32), the product in FP32,
     then the output conversion (measured on an H100 and on the CPU: lab/data/gpu-logs/h100_2026-11-28_entry_points.tar.xz).
-    ``scaled_mm`` at K = 0 was never seen on a device, so its zeros are flagged."""
+    ``scaled_mm`` at K = 0 was never seen on a device, so its zeros are flagged.  The plan's tree is the one
+    ``compute`` runs (``plan.explain()`` prints it).
+
+    >>> import ml_dtypes
+    >>> p = addmm.plan(np.ones((4, 8), ml_dtypes.bfloat16), np.ones((4, 0), ml_dtypes.bfloat16),
+    ...                np.ones((0, 8), ml_dtypes.bfloat16), beta=0.5)
+    >>> print(p.explain())
+    addmm 4x8x0 bf16 -> bf16 on h100: none
+    note: no GEMM kernel: torch answers a call with b, M, N or K = 0 itself
+    note: modelled
+      convert to bf16 (RNE)
+        epilogue in fp32: * beta=0.5 as bf16, to fp32
+          C (FP32 values)
+    """
     xp = arrays.namespace(like)
     no_kernel = "no GEMM kernel: torch answers a call with b, M, N or K = 0 itself"
-    plan = Plan("none", Structure("none"), modelled=call.op != "scaled_mm" or min(shape) == 0,
-                reason=no_kernel if call.op != "scaled_mm" or min(shape) == 0
-                else "torch._scaled_mm with K = 0 was not measured: zeros are a best guess", call=call)
+    if min(shape) == 0 or (bias is None and (C is None or beta == 0)):
+        name, root = "zeros", Convert(Input("zeros"), out)
+    elif bias is not None:  # F.linear: the bias itself, through FP32
+        name, root = "bias", Convert(Epilogue(Input("bias"), (RoundTo("fp32"),)), out)
+    else:  # measured (H100, torch 2.11): addmm rounds beta to the output type first, baddbmm keeps it in FP32
+        scale = Alpha(float(beta), "beta", out if call.op == "addmm" else None)
+        name, root = "C", Convert(Epilogue(Input("C"), (scale, RoundTo("fp32"))), out)
+    known = call.op != "scaled_mm" or min(shape) == 0
+    plan = Plan("none", Structure("none"), modelled=known, reason=no_kernel if known
+                else "torch._scaled_mm with K = 0 was not measured: zeros are a best guess", call=call, root=root)
 
-    def compute():  # a plan too: C (or zeros) * fp32(beta) rounded to FP32, then the output conversion
-        if min(shape) == 0 or (bias is None and (C is None or beta == 0)):
-            return interpret.run(Convert(Input("C"), out), {"C": xp.zeros(shape)})
-        c = arrays.float64(bias if bias is not None else C)
-        # measured (H100, torch 2.11): addmm rounds beta to the output type first, baddbmm keeps it in FP32
-        beta_format = get_format(out if call.op == "addmm" else "fp32")
-        scale = 1.0 if bias is not None else float(beta_format.round(np.float64(beta)))
-        node = Convert(Epilogue(Input("C"), (Alpha(scale), RoundTo("fp32"))), out)
-        return interpret.run(node, {"C": xp.ascontiguousarray(xp.broadcast_to(c, shape))})
+    def compute():  # the operand the plan reads, as an array of the result's shape
+        value = xp.zeros(shape) if name == "zeros" else xp.ascontiguousarray(
+            xp.broadcast_to(arrays.float64(bias if name == "bias" else C), shape))
+        return interpret.run(plan.root, {name: value})
     return plan, compute
 
 

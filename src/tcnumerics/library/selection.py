@@ -14,8 +14,8 @@ The rule (docs/gemm.md has the evidence):
 
 * BF16/FP16, K, N multiples of 8: nvjet (wgmma k16 chain over all of K). Split-K into S equal
   slices of 64-element K-tiles, FP32 slice sums in order, when the output grid is small
-  against the 132 SMs and K is long.  S is cuBLAS's heuristic: taken from the measured table;
-  elsewhere predicted (``~ min(ceil(tiles / 22), 132 / CTAs)``) and flagged not modelled.
+  against the GPU's SMs (``gpus.sms``) and K is long.  S is cuBLAS's heuristic: taken from the measured table;
+  elsewhere predicted (``split_rule``, about ``min(ceil(tiles / 22), sms / CTAs)``) and flagged not modelled.
   No split is modelled where a measured unsplit call needs at least as much K per output tile
   and no measured split call needs less (a monotone frontier).
 * Epilogues: bias (F.linear, addmm with a row C, beta = 1) ``alpha * acc + bias`` in FP32; addmm
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..plan.nodes import Plan as PlanTree
+from ..plan.nodes import Node, Plan as PlanTree
 from . import choice, cutlass_half, gpus, launches, measured, simt, streamk, structure, unseen
 from .calls import Call, TableKey, epilogue_of  # noqa: F401 - re-exported: the public names selection always had
 from .choice import SHORT_K, FRONTIER_REASON  # noqa: F401 - re-exported (the value lives in choice)
@@ -40,8 +40,7 @@ from .launches import Launch
 from .measured import measured_table  # noqa: F401 - re-exported
 from .structure import StreamK, Structure
 
-PROVENANCE = ("measured on NVIDIA H100 (sm_90), torch 2.11.0+cu130, cuBLAS 13.1.0.3 (op survey, 1,408 calls, and the "
-              "captures folded in after it: h100_measured.json's 'captures')")
+PROVENANCE = "measured on " + gpus.selection_provenance(gpus.reference_gpu())  # the manifest's words (gpus.json)
 WGMMA = {"bf16": "hopper.wgmma.m64n8k16.f32.bf16.bf16", "fp16": "hopper.wgmma.m64n8k16.f32.f16.f16",
          "tf32": "hopper.wgmma.m64n8k8.f32.tf32.tf32"}
 
@@ -56,6 +55,8 @@ class Plan:
     reason: str = PROVENANCE
     call: Call | None = field(default=None, compare=False)
     launch: Launch | None = field(default=None, compare=False)  # the launch it was built from (measured or predicted)
+    root: Node | None = field(default=None, compare=False, repr=False)  # the plan tree itself, where no kernel's
+    # structure states it (a call with nothing to multiply, which torch answers without a GEMM)
 
     @property
     def kernel(self) -> str:
@@ -72,7 +73,8 @@ class Plan:
 
     def describe(self) -> str:
         flag = "modelled" if self.modelled else f"NOT modelled ({self.reason})"
-        return f"{self.structure.describe()} -- {flag}"
+        what = self.structure.describe() if self.root is None else f"{self.family}: {self.reason}"
+        return f"{what} -- {flag}"
 
     def tree(self) -> PlanTree:
         """The plan tree ``structure.run`` follows for this call (its whole shape; scales and epilogue as the call
@@ -80,14 +82,16 @@ class Plan:
         c = self.call
         if c is None:
             raise ValueError("tree: this plan has no call (build it with select(call) or an op's .plan())")
+        title = (f"{c.op} {'%d x ' % c.b if c.b > 1 else ''}{c.M}x{c.N}x{c.K} {c.fmt} -> {c.out} on {c.gpu}: "
+                 f"{self.family}")
+        flag = "modelled" if self.modelled else f"NOT modelled: {self.reason}"
+        if self.root is not None:  # no kernel: the plan is the call's own (torch's answer without a GEMM)
+            return PlanTree(self.root, title=title, notes=(self.reason, flag) if self.modelled else (flag,))
         A = np.broadcast_to(np.zeros((), np.float32), (c.M, c.K))  # shapes only: nothing is computed
         B = np.broadcast_to(np.zeros((), np.float32), (c.K, c.N))
         sa, sb = _scales_of(c)
         p = structure.plan(self.structure, A, B, out_format=c.out, alpha=c.alpha, beta=c.beta, scale_a=sa,
                            scale_b=sb, bias=np.zeros(c.N) if c.bias else None)
-        title = (f"{c.op} {'%d x ' % c.b if c.b > 1 else ''}{c.M}x{c.N}x{c.K} {c.fmt} -> {c.out} on {c.gpu}: "
-                 f"{self.family}")
-        flag = "modelled" if self.modelled else f"NOT modelled: {self.reason}"
         return PlanTree(p.root, title=title, notes=(p.title, flag))
 
     def explain(self) -> str:
@@ -152,11 +156,10 @@ def _base(c: Call) -> tuple[Structure, int]:
 
 
 def _provenance(c: Call) -> str:
-    """Where the tables that planned ``c`` come from: the H100's ``PROVENANCE``, or the model's (and, for a borrowed
-    kind, the agreement)."""
+    """Where the tables that planned ``c`` come from (``gpus.selection_provenance``: the manifest's line for the
+    model's tables), and, for a borrowed kind, the agreement."""
     src = gpus.coverage(c.gpu, c.kind()).tables[-1]
-    line = PROVENANCE if src == "h100" else f"measured on {gpus.provenance_line(src)}"
-    return line + _borrowed(c, src)
+    return f"measured on {gpus.selection_provenance(src)}" + _borrowed(c, src)
 
 
 def _borrowed(c: Call, src: str) -> str:
@@ -168,14 +171,16 @@ def _borrowed(c: Call, src: str) -> str:
     return f" (the {src}'s table, not the {c.gpu}'s)"
 
 
-LAUNCH_PROVENANCE = "launch measured (kernel survey, H100, torch 2.11 / cuBLAS 13.1.0.3): "
+LAUNCH_PROVENANCE = f"launch measured ({gpus.launch_survey(gpus.reference_gpu())}): "  # the reference model's
 
 
 def _launch_provenance(c: Call, src: str | None) -> str:
-    """``LAUNCH_PROVENANCE`` for a launch measured on the H100 for an H100 call, else which model measured it."""
+    """Which survey measured the launch: the call's own model's (the manifest's ``launch_survey`` line, e.g.
+    ``LAUNCH_PROVENANCE``), else the model that measured it."""
     src = src or c.gpu
-    if src == c.gpu == "h100":
-        return LAUNCH_PROVENANCE
+    survey = gpus.launch_survey(src) if src == c.gpu else None
+    if survey:
+        return f"launch measured ({survey}): "
     return f"launch measured (on the {src.upper()}: {gpus.provenance_line(src)}{_borrowed(c, src)}): "
 
 
@@ -204,7 +209,7 @@ def _from_table(c: Call, base: Structure, family: str, tile: int) -> Plan | None
     how = " in place" if s.split_reduce == "serial" else " + splitKreduce"
     fam = entry.get("family", family) + (f" splitK x{n_split}{how}" if n_split else "")
     if entry.get("verified"):
-        where = (entry.get("sources") or ["hopper_op_survey_h100"])[0]  # capture#id of its first measurement
+        where = (entry.get("sources") or ["the bit table"])[0]  # capture#id of its first measurement
         return Plan(fam, s, True, _provenance(c) + f"; this call measured ({where}: {entry.get('kernel', '')[:60]})", c)
     return Plan(fam, s, False, entry.get("reason", "measured call whose structure was not identified"), c)
 
@@ -533,7 +538,7 @@ def _select_fp32(c: Call) -> Plan:
 
 def _fp32_split_guess(c: Call, base: Structure) -> Plan | None:
     """Best guess for FP32/TF32 calls outside the measured ones (flagged): the nearest measured call's kernel
-    family and split kind, with cuBLAS's one-wave slice count ``S = min(128, 132 // CTAs)`` (CTAs of that
+    family and split kind, with cuBLAS's one-wave slice count ``S = min(128, gpus.sms // CTAs)`` (CTAs of that
     kernel's tile over the output as cuBLAS sees it, N x M).  The rule reproduces the slice count of most
     measured calls of the large-tile families (SIMT 256x128, s1688 256x64 / 64x256 / 128x64), not of the
     small-tile ones that run several CTAs per SM.  Each measured FP32/TF32 call predicted from the others:

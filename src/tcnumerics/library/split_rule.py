@@ -12,11 +12,11 @@ predicts the slice count S (1: no split) of a call that was *not* measured, in t
    tiles and ``kt = ceil(K/64)`` K-tiles:
 
    * split only when ``b == 1`` and ``kt >= 44`` and (``c <= 24``, or the unsplit grid wastes
-     more than 20% of the last wave of 132 SMs (``1 - c / (132 * ceil(c/132)) > 0.2``) and
-     ``kt >= 128``, or ``kt >= 256``);
-   * S = ``min(132 // t, ceil(3 * kt / 64))``, t the output tiles of the smallest nvjet tile
+     more than 20% of the last wave of the GPU's ``sms`` SMs (``gpus.sms``; ``1 - c / (sms * ceil(c/sms)) > 0.2``)
+     and ``kt >= 128``, or ``kt >= 256``);
+   * S = ``min(sms // t, ceil(3 * kt / 64))``, t the output tiles of the smallest nvjet tile
      width along N (64, 128, 192, 256, 384; 8..64 along M, as M needs) that gives at most 64
-     tiles: cuBLAS fills about one wave of 128..132 CTAs (tiles x S) and keeps at least ~21
+     tiles: cuBLAS fills about one wave of CTAs (tiles x S, a few short of ``sms``) and keeps at least ~21
      K-tiles per slice.
 
 Evidence (``lab/device_library/fit_split_rule.py``, on the H100 op survey's 896 nvjet
@@ -26,7 +26,7 @@ bit of the call (BF16 outputs often admit several S; 180 split calls admit at mo
 =======================================================  ===============  =========
 rule                                                     split decision   S right
 =======================================================  ===============  =========
-earlier ``min(ceil(kt/22), 132/CTAs)``                   820 / 896        746
+earlier ``min(ceil(kt/22), sms/CTAs)``                   820 / 896        746
 formula, parameters fitted on the whole survey           857              783
 formula, 5-fold cross-validation (folds by shape)        858              781
 neighbour vote + formula, leave-one-shape-out            872              808

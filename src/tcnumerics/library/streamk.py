@@ -42,6 +42,7 @@ import numpy as np
 from ..formats import get_format
 from ..gemm import gemm
 from ..plan.rules import fp32_tree_sum
+from . import gpus
 
 __all__ = ["StreamKPlan", "plan", "parse_tile", "schedule_index", "segment_lengths", "pair_tree",
            "streamk_tf32", "tiled_outputs", "swizzle_for", "position_dependent", "swizzle_matters",
@@ -69,9 +70,10 @@ PROBED_SWIZZLE = {
     (768, 4096, 4096): {1, 2}, (768, 8192, 4096): {1, 2, 4}, (768, 8192, 8192): {1, 2, 4},
     (864, 5120, 13824): {8, 16}, (880, 5120, 13824): {8, 16}}
 
-# The band width's base per CTA count C of the launch (the CTA counts of all probed and captured T > C launches;
-# 99 is inferred for 384x5632: the only C with 132 mod C = 33 shared tiles, the launch table lacks it).
-BASE_SWIZZLE = {99: 1, 132: 2, 120: 4}
+# The band width's base per CTA count C of the launch: a per-GPU fact, read from gpus.json (``streamk_swizzle`` of the
+# reference model, whose probe and captures found it: the CTA counts of all probed and captured T > C launches; one
+# of them inferred from a shape whose launch the table lacks, as docs/tables.md says).
+BASE_SWIZZLE = gpus.streamk_swizzle(gpus.reference_gpu())
 
 
 def parse_tile(kernel: str) -> tuple[int, int, int]:

@@ -13,33 +13,11 @@ call whose (N, K) pair the table never measured, ``predict_launch`` (defaults ``
 3. copies that voter's S (its CTAs over its tiles for nvjet, grid z for the rest); the "wave" rule (S = one wave
    of CTAs // tiles, at least 22 K-tiles a slice) is a ``Params`` option.
 
-Leave-(N, K)-pair-out on the table itself (``lab/device_library/fit_unseen.py --per-kind 150``: 4,411
-launches of 2,293 hidden model-projection pairs in 46 call kinds), right (epilogue, S) / kernel class and grid:
-
-==============================================  ======  =====  ==========  ======
-predictor                                       all     M<=64  64<M<=1024  M>1024
-==============================================  ======  =====  ==========  ======
-current (``bracketing_launches``: grid corners)  0.567  0.524  0.586       0.606
-this module (k = 8, w_M = 1, S one wave)         0.868  0.830  0.876       0.924
-same, configuration chosen by group 3-fold       0.859
-==============================================  ======  =====  ==========  ======
-
-On the table of 2026-11-26 (877,380 launches, three surveys; 4,411 launches of 2,603 hidden pairs), with only
-launches of the call's alignment class voting: k = 8, w_M = 1, S one wave 0.875; the best configuration and
-the defaults now, k = 5, w_M = 4, S copied from the voter, **0.883** (M <= 64: 0.835, to 1024: 0.897, above:
-0.949); group 3-fold chooses S copied on every fold (0.875).
-
-On the table of 21,872,070 launches (the dense surveys; rerun in the third session of 2026-11-26, 70 s with the
-pair-indexed search; 4,999 launches of 4,137 hidden pairs in 48 kinds): the defaults 0.923 (M <= 64: 0.875, to
-1024: 0.921, above: 0.980; the grid-corner predictor 0.588); the best of 60 configurations, k = 5, w_M = 16, S
-copied, vote on the kernel, 0.928; group 3-fold 0.923 -- within noise of the defaults, which stay.  On the table of
-that session's end (23,474,816 launches then, the misaligned survey's pairs among the 4,143 hidden; alignment classes and the
-CUTLASS structure vote in): the defaults 0.908, the best (k = 5, w_M = 16, vote on the kernel) 0.916, group 3-fold 0.915 -- scored, as
-before, by kernel name for CUTLASS fallbacks, stricter than what their bits depend on.
-
-On the 12 BF16/FP16/FP8 kinds the surveyed grid covers fully (where the current predictor never falls
-back): 0.927 -> 0.947.  Exact kernel name (tile, cluster, raster): 0.218 -> 0.511.  A prediction, like
-the current one: plans built from it stay flagged not modelled.
+Why a vote of neighbours: cuBLAS's kernel choice is a heuristic nobody published, but calls of one kind at nearby
+shapes mostly run the same kernel class, and the bits depend on the class and S, not on the exact tile.  Scored
+leave-(N, K)-pair-out on the launch table (``lab/device_library/fit_unseen.py --per-kind 150``), the defaults pick
+the right bits class for about nine launches in ten, against under six for the grid-corner predictor; each table's
+figures are in docs/gemm.md ("The k-NN's evaluations").  A prediction: plans built from it stay flagged not modelled.
 
     >>> from tcnumerics.library.calls import Call
     >>> c = Call("matmul", "fp16", "fp16", 7, 2048, 11008)
@@ -105,6 +83,7 @@ class KindData:
     # (``cutlass_half``: chain k8 or k16, K-tile, slice count, reduction), not the tile or alignment in the name
     pairs: Pairs  # the launches grouped by (N, K, batch): the neighbour search's index
     sms: int  # the GPU model's multiprocessors (``gpus.sms``): one wave of CTAs
+    clustered_wave: int  # one wave of CTAs launched in clusters of 4 or 8 (``gpus.clustered_wave``)
 
 
 @dataclass(frozen=True)
@@ -161,7 +140,7 @@ def kind_data(kind: str, gpu: str | None = None) -> KindData | None:
         return None
     hit = _DECODED.get((gpu, kind))
     if hit is None or hit[0] is not arrays:
-        _DECODED[(gpu, kind)] = hit = (arrays, _decode(t, arrays, kind.split("|")[1], gpus.sms(gpu)))
+        _DECODED[(gpu, kind)] = hit = (arrays, _decode(t, arrays, kind.split("|")[1], gpu))
     return hit[1]
 
 
@@ -172,7 +151,7 @@ def voting_table(c: Call) -> str | None:
     return have[-1] if have else None
 
 
-def _decode(t: dict, runs: launches.KindRuns, fmt: str, sms: int) -> KindData:
+def _decode(t: dict, runs: launches.KindRuns, fmt: str, gpu: str) -> KindData:
     keys, sig, ctas, gz = runs.points()
     M, b = keys & _M_MASK, keys >> _M_BITS & _B_MASK
     K, N = keys >> (_M_BITS + _B_BITS) & _K_MASK, keys >> (_M_BITS + _B_BITS + _K_BITS)
@@ -200,7 +179,7 @@ def _decode(t: dict, runs: launches.KindRuns, fmt: str, sms: int) -> KindData:
     lm = np.log2(np.maximum(M, 1))
     row_class = _row_classes(t, sig, gz, klass[main]) if fmt in ("bf16", "fp16") else klass[main]
     return KindData(M, N, K, b, row, main, S, lm, np.log2(N), np.log2(K), names, tiles, klass, fmt, row_class,
-                    Pairs.of(keys, N, K, b, lm), sms)
+                    Pairs.of(keys, N, K, b, lm), gpus.sms(gpu), gpus.clustered_wave(gpu))
 
 
 def _row_classes(t: dict, sig: np.ndarray, gz: np.ndarray, klass: np.ndarray) -> np.ndarray:
@@ -230,9 +209,9 @@ def alignment(x, fine: bool = False):
     return np.minimum(x & -x, 8) if fine else (x % 8 == 0)
 
 
-def _cap(p: np.ndarray, sms: int) -> int:
-    """The most CTAs one wave holds: 120 for clusters of 4 or 8 (measured on the H100), else every SM."""
-    return 120 if p[3] * p[4] >= 4 else sms
+def _cap(p: np.ndarray, kd: KindData) -> int:
+    """The most CTAs one wave holds: for clusters of 4 or 8 the GPU model's ``gpus.clustered_wave``, else every SM."""
+    return kd.clustered_wave if p[3] * p[4] >= 4 else kd.sms
 
 
 def split_for(kd: KindData, j: int, M: int, N: int, K: int, b: int, params: Params) -> int:
@@ -245,7 +224,7 @@ def split_for(kd: KindData, j: int, M: int, N: int, K: int, b: int, params: Para
         return 1
     kt = -(-K // int(p[2]))
     tiles = nvjet_tile_count(p, M, N, b)
-    smax = max(2, _cap(p, kd.sms) // tiles)
+    smax = max(2, _cap(p, kd) // tiles)
     Sj = int(kd.S[j])
     if params.s_rule == "copy" and Sj:
         S = Sj

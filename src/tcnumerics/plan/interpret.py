@@ -211,7 +211,8 @@ def epilogue(acc, steps, operands: dict, acc_format: str = "fp32"):
     with quiet(xp):
         for step in steps:
             if isinstance(step, Alpha):
-                a = float(fmt.round(np.float64(step.value)))
+                v = np.float64(step.value)
+                a = float(fmt.round(v if step.value_format is None else get_format(step.value_format).round(v)))
                 if a != 1:
                     d = fmt.round(float64(d) * a)
             elif isinstance(step, AddC):

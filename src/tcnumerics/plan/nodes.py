@@ -203,12 +203,17 @@ class Scale(Node):
 
 @dataclass(frozen=True)
 class Alpha:
-    """``d = R(d * R(alpha))`` (skipped for alpha = 1)."""
+    """``d = R(d * R(alpha))`` (skipped for alpha = 1); ``name``: the factor's name in the call (``beta`` scaling C
+    where nothing was multiplied); ``value_format``: the factor is rounded to that format first (torch rounds
+    addmm's beta to the output type)."""
 
     value: float
+    name: str = "alpha"
+    value_format: str | None = None
 
     def text(self) -> str:
-        return f"* alpha={self.value:g}" if self.value != 1 else "alpha=1 (no product)"
+        factor = f"{self.name}={self.value:g}" + (f" as {self.value_format}" if self.value_format else "")
+        return f"* {factor}" if self.value != 1 else f"{factor} (no product)"
 
 
 @dataclass(frozen=True)
