@@ -73,17 +73,17 @@ def _harness_transcript() -> list:
     return [(s.split("\n")[0], [ln for ln in s.split("\n")[1:] if ln.strip()]) for s in steps]
 
 
-def _generate_command() -> list:
-    """The docs' ``vectors generate --adequate`` command writing the file the harness reads."""
-    text = DOCS.read_text()
-    line = next(ln for ln in text.splitlines() if ln.startswith("$ tcnumerics vectors generate --adequate"))
-    return shlex.split(line[2:])[1:]
+def _generate_command() -> tuple:
+    """The docs' ``vectors generate --adequate`` command writing the file the harness reads, and the line shown."""
+    lines = DOCS.read_text().splitlines()
+    i = next(i for i, ln in enumerate(lines) if ln.startswith("$ tcnumerics vectors generate --adequate"))
+    return shlex.split(lines[i][2:])[1:], lines[i + 1]
 
 
 @needs_iverilog
 def test_readmemh_harness_prints_what_the_docs_show(tmp_path, monkeypatch, capsys):
-    """docs/hardware.md's harness walk-through, run: its files, the good unit passing and the bug
-    c_aligned_one_bit_high failing with the vector and family the docs show."""
+    """docs/hardware.md's harness walk-through, run: the adequate set it reads, its files, the good unit
+    passing and the bug c_aligned_one_bit_high failing with the vector and family the docs show."""
     import shutil
     import subprocess
 
@@ -91,9 +91,10 @@ def test_readmemh_harness_prints_what_the_docs_show(tmp_path, monkeypatch, capsy
     from tcnumerics.vectors.rtlbench import RTL_DIR
 
     monkeypatch.chdir(tmp_path)
-    assert main(_generate_command()) == 0
+    generate, generated = _generate_command()
+    assert main(generate) == 0
+    assert capsys.readouterr().out.splitlines() == [generated]
     (harness, shown), (compile_line, passed), (_, failed) = _harness_transcript()
-    capsys.readouterr()
     assert main(shlex.split(harness)[1:]) == 0
     assert capsys.readouterr().out.splitlines() == shown
     assert main(shlex.split(harness)[1:]) == 2  # nothing overwritten

@@ -1,31 +1,42 @@
 """Mutants of a unit: its one-step neighbour designs, each a real variant the reference engine runs.
 
 A golden-vector set is only as good as the bugs it catches.  ``mutants(spec)`` lists the
-designs one step away from a catalog entry (or any ``InstructionSpec``): each is either a
-changed ``UnitModel`` / ``InstructionSpec`` (F +-1 and +-2, group size x2 and /2, the group's
-output rounding, where C enters, the zero exponent, the overflow policy, the canonical NaN,
-integer saturation, operand signedness, the group order), or the unit wrapped by an exact
-operand or result rewrite that *is* the neighbour design (flushing subnormal inputs or
-outputs, a NaN payload passed through from C, inf - inf giving +inf, inf * 0 giving 0, the
-sign of a zero result taken from C).  Every mutant is evaluated by the reference engine
-(``engines.reference.dot_bits``); no engine is special-cased for it.
+designs one step away from a catalog entry (or any ``InstructionSpec`` or bare ``UnitModel``):
+each is either a changed ``UnitModel`` / ``InstructionSpec`` (F +-1 and +-2, group size x2 and
+/2, the group's output rounding, where C enters, the rounding of C's IEEE addition, the zero
+exponent, the overflow policy, the canonical NaN, integer saturation, operand signedness, the
+group order), a datapath fault (``faults``: a term aligned one bit off, a ones' complement
+negation, C left out of emax, a subnormal aligned a binade low, products cut by a bit before
+alignment, C entering the last group of a chain), or the unit wrapped by an exact operand or
+result rewrite that *is* the neighbour design (flushing subnormal inputs or outputs, a NaN
+payload passed through from C, inf - inf giving +inf, inf * 0 giving 0, the sign of a zero
+result taken from C, ...).  Every mutant is evaluated by the reference engine
+(``engines.reference.dot_bits``) or its restatement in ``faults``; no engine is
+special-cased for it.
 
 Mutants that equal the unit on its whole domain cannot be told apart by any vector and are
-listed separately with the argument that proves it (``Mutant.equivalent``):
+listed separately with the argument that proves it (``Mutant.equivalent``), among them:
 
 * a group size change that leaves every chunk in one group (``min(L, chunk)`` unchanged):
   the datapath then sees the same single group;
 * the group order reversed when the instruction is one group: a fused group's result
   depends only on the multiset of its terms (emax is a maximum, the truncated terms are
   summed exactly), so order cannot show;
-* flushing subnormal inputs of a format without subnormals: there is nothing to flush.
+* flushing subnormal inputs of a format without subnormals: there is nothing to flush;
+* the zero exponent where no nonzero term aligns below it, or where a group of only such
+  terms has a window at or under the grid all terms lie on (nothing is truncated);
+* inf rules where products cannot be infinite and each fused group has one accumulator;
+* flushing results that cannot be subnormal (all terms on a grid at or above the smallest
+  normal); a subnormal C read another way where it lies below every group's window;
+* cutting a product's lowest bit where it is always 0 (FP8 widened to FP16) or always
+  below the window.
 
-Mutants not in these classes that no candidate vector kills are reported as *survivors*
+``tests/test_adequate.py`` checks each argument exhaustively on the inputs it is about.
+Mutants not argued equivalent that no candidate vector kills are reported as *survivors*
 (``tcnumerics.vectors.adequate``), never silently dropped.
 
-Not modelled: product truncation before alignment (every product is exact in the fused
-model, so its neighbour needs a new datapath parameter), a different C exponent alignment
-within the group beyond ``c_entry``, and TF32's low-bit handling (``tf32`` vectors test it).
+Not modelled: a different C exponent alignment within the group beyond ``c_entry`` and the
+``faults``, and TF32's low-bit handling (``tf32`` vectors test it).
 
 Example:
     >>> from tcnumerics.vectors.mutants import mutants
