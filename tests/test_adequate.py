@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from tcnumerics.catalog import get_instruction
 from tcnumerics.cli import main
 from tcnumerics.vectors.adequate import adequate_set, mutants_killed
 from tcnumerics.vectors.io import load
@@ -172,12 +173,21 @@ def test_score_one_at_seeds_0_to_3_on_entries_covering_each_class(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ["volta", "ampere", "hopper", "blackwell"])
 def test_score_one_at_seeds_0_to_3_on_every_entry(arch):
-    """Every entry ``adequacy_entries`` lists (benchmarks/adequacy.py --all prints the table)."""
-    from tcnumerics.vectors.adequate import adequacy_entries
+    """Every entry ``adequacy_entries`` lists (benchmarks/adequacy.py --all prints the table), and no
+    mutant argued equivalent differs from its unit on any candidate (a wrong argument would hide a
+    survivor from the score)."""
+    from tcnumerics.vectors.adequate import _candidates, adequacy_entries, kill_matrix
 
-    short = [(name, seed, s.survivors) for name in adequacy_entries((arch,)) for seed in range(4)
-             for s in [adequate_set(name, seed=seed)] if s.score < 1.0]
-    assert not short
+    short, wrong = [], []
+    for name in adequacy_entries((arch,)):
+        short += [(name, seed, s.survivors) for seed in range(4) for s in [adequate_set(name, seed=seed)]
+                  if s.score < 1.0]
+        spec = get_instruction(name)
+        equivalent = [m for m in mutants(spec) if m.equivalent]
+        a, b, c, _ = _candidates(spec, 64, np.random.default_rng(5))
+        kills = kill_matrix(spec, equivalent, a, b, c)[1]
+        wrong += [(name, m.name) for j, m in enumerate(equivalent) if kills[:, j].any()]
+    assert not short and not wrong, (short, wrong)
 
 
 # --- the equivalence arguments added for the entries above, checked exhaustively on the domain each one is about --
@@ -194,7 +204,8 @@ def _field(fmt, codes):
     return (codes.astype(np.int64) >> (fmt.man_bits + fmt.pad_bits)) & ((1 << fmt.exp_bits) - 1)
 
 
-def _pairs(fa, fb, a_codes, b_codes):
+def _pairs(a_codes, b_codes):
+    """Every (a, b) of the two code lists."""
     return np.repeat(a_codes, len(b_codes)), np.tile(b_codes, len(a_codes))
 
 
@@ -203,7 +214,7 @@ def _domain_zero_exponent_grid(spec):
     zero or the smallest product negative, C zero or FP16's smallest subnormal."""
     fa, fb, fc = spec.a_format, spec.b_format, spec.c_format
     codes = fa.all_bits()[_field(fa, fa.all_bits()) <= 8]
-    pa, pb = _pairs(fa, fb, codes, codes)
+    pa, pb = _pairs(codes, codes)
     tiny_a, tiny_b = _bits(fa, fa.min_subnormal)[0], _bits(fb, -fb.min_subnormal)[0]
     out = []
     for tail, c in (((0, 0), 0), ((tiny_a, tiny_b), 0), ((0, 0), _bits(fc, fc.min_subnormal)[0]),
@@ -218,7 +229,7 @@ def _domain_lowest_products(spec):
     """Every pair of codes of the two lowest exponent fields (the products aligning lowest) in slot 0, with
     slot 1 zero or the smallest product negative; C zero."""
     fa, fb = spec.a_format, spec.b_format
-    pa, pb = _pairs(fa, fb, fa.all_bits()[_field(fa, fa.all_bits()) <= 1], fb.all_bits()[_field(fb, fb.all_bits()) <= 1])
+    pa, pb = _pairs(fa.all_bits()[_field(fa, fa.all_bits()) <= 1], fb.all_bits()[_field(fb, fb.all_bits()) <= 1])
     out = []
     for tail in ((0, 0), (_bits(fa, fa.min_subnormal)[0], _bits(fb, -fb.min_subnormal)[0])):
         a, b, c = _rows(spec, len(pa))
@@ -261,12 +272,12 @@ def _domain_small_results(spec):
     return out
 
 
-def _domain_tiny_c(spec, top_bits: int = 16):
-    """C over every FP32 subnormal whose fraction's top ``top_bits`` bits are free and the rest all ones or all
-    zeros, both signs, with no product; C = +-the largest subnormal with every FP16 code times 1 in slot 0."""
+def _domain_tiny_c(spec):
+    """C over every FP32 subnormal whose fraction's top 16 bits are free and the low 7 all ones or all zeros,
+    both signs, with no product; C = +-the largest subnormal with every FP16 code times 1 in slot 0."""
     fa, fb = spec.a_format, spec.b_format
-    low = 23 - top_bits
-    top = np.arange(1 << top_bits, dtype=np.uint32) << np.uint32(low)
+    low = 7
+    top = np.arange(1 << 16, dtype=np.uint32) << np.uint32(low)
     cs = np.concatenate([top, top | np.uint32((1 << low) - 1)])
     cs = np.concatenate([cs, cs | np.uint32(0x80000000)])
     a, b, c = _rows(spec, len(cs))
@@ -282,7 +293,7 @@ def _domain_tiny_c(spec, top_bits: int = 16):
 def _domain_all_pairs(spec):
     """Every (A, B) code pair in slot 0 and 1.0 x 1.0 in slot 1 (a product at emax beside it), C zero."""
     fa, fb = spec.a_format, spec.b_format
-    pa, pb = _pairs(fa, fb, fa.all_bits(), fb.all_bits())
+    pa, pb = _pairs(fa.all_bits(), fb.all_bits())
     a, b, c = _rows(spec, len(pa))
     a[:, 0], b[:, 0] = pa, pb
     a[:, 1], b[:, 1] = _bits(fa, 1.0)[0], _bits(fb, 1.0)[0]
@@ -303,7 +314,6 @@ ARGUMENTS = [  # (entry, mutants its argument proves equivalent, the domain the 
 @pytest.mark.parametrize("name, names, domain", ARGUMENTS, ids=[f"{a[0]}:{a[1][0]}" for a in ARGUMENTS])
 def test_equivalence_arguments_hold_exhaustively_on_their_domain(name, names, domain):
     """Each argument says where its mutant could differ and why it cannot: every input of that domain agrees."""
-    from tcnumerics.catalog import get_instruction
     from tcnumerics.engines.reference import dot_bits
 
     spec = get_instruction(name)
@@ -327,7 +337,6 @@ def test_those_domains_tell_the_mutant_apart_once_the_argument_fails(name, mutan
     proof and differs on the same domain."""
     from dataclasses import replace
 
-    from tcnumerics.catalog import get_instruction
     from tcnumerics.engines.reference import dot_bits
 
     spec = get_instruction(name)
@@ -350,7 +359,6 @@ def test_those_domains_tell_the_mutant_apart_once_the_argument_fails(name, mutan
     # 1.0 + 2**24: a tie RNE rounds down to the even 2**24, RU up
     ("hopper.mma.m16n8k32.f32.e4m3.e4m3.f32", "c_add_rounding_ru", 0x38, 0x4B800000, 0x4B800000, 0x4B800001)])
 def test_new_mutant_kinds_do_what_they_say(name, mutant, a0, c, unit, mutated):
-    from tcnumerics.catalog import get_instruction
     from tcnumerics.engines.reference import dot_bits
 
     spec = get_instruction(name)
@@ -366,7 +374,6 @@ def test_new_mutant_kinds_do_what_they_say(name, mutant, a0, c, unit, mutated):
 def test_a_bare_unit_model_works_like_its_catalog_entry():
     """adequate_set, mutants_killed and random_to_match take a UnitModel as mutants does (one instruction of K
     products: default one group)."""
-    from tcnumerics.catalog import get_instruction
     from tcnumerics.vectors.adequate import random_to_match
 
     name = "volta.mma.m8n8k4.f32.f16.f16.f32"

@@ -196,33 +196,36 @@ def _window_rows(rows: _Rows) -> None:
     m = spec.model
     if m.frac_bits is None:
         return
-    groups = group_bounds(spec)
-    tops = _window_tops(spec)
-    for top in tops:
+    for top in _window_tops(spec):
         ulp = max(top, m.output_format.emin) - m.output_format.man_bits
-        big = _aligned_pair(spec, top)
-        c_big = _exact(spec.c_format, 2.0 ** top) if spec.c_entry == "fused" else None
-        places = [("c", groups[0][0])] if c_big is not None else []
-        if big is not None:
-            places.append(("same", groups[0][0]))
-            if len(groups) > 1 and spec.chunk_combine == "chain":
-                places.append(("previous", groups[1][0]))
+        places = _window_places(spec, top)
         for s in (-3, -2, -1, 0, 1):
             small = _aligned_pair(spec, top - m.frac_bits + s)
             for extra in _ties(lambda e: _aligned_pair(spec, e), ulp, ulp - 1):
                 if small is None or extra is None:
                     continue
-                for where, pos in places:
+                for big, c, start, stop in places:
                     for sign in (0, 1):
-                        sm = (small[0], _negated(spec.b_format, small[1]) if sign else small[1])
-                        rest = [sm] + extra
-                        start = pos + (where == "same")
-                        if start + len(rest) > (groups[1] if where == "previous" else groups[0])[1]:
-                            continue
-                        terms = {start + i: t for i, t in enumerate(rest)}
-                        if where == "same" or where == "previous":
-                            terms[groups[0][0]] = big
-                        rows.add(terms, c_big if where == "c" else 0)
+                        rest = [(small[0], _negated(spec.b_format, small[1]) if sign else small[1])] + extra
+                        if start + len(rest) <= stop:
+                            rows.add({**big, **{start + i: x for i, x in enumerate(rest)}}, c)
+
+
+def _window_places(spec: InstructionSpec, top: int) -> list:
+    """Where a window probe's big term 2**top goes: ``(its terms, C bits, first position and end of the
+    group the other terms go in)`` for C (fused units), a product of the first group, and a product of
+    the first group whose result the second group then takes as its accumulator (chains)."""
+    groups = group_bounds(spec)
+    big = _aligned_pair(spec, top)
+    c_big = _exact(spec.c_format, 2.0 ** top) if spec.c_entry == "fused" else None
+    (first, end), places = groups[0], []
+    if c_big is not None:
+        places.append(({}, c_big, first, end))
+    if big is not None:
+        places.append(({first: big}, 0, first + 1, end))
+        if len(groups) > 1 and spec.chunk_combine == "chain":
+            places.append(({first: big}, 0, groups[1][0], groups[1][1]))
+    return places
 
 
 def _window_tops(spec: InstructionSpec) -> list:
