@@ -79,14 +79,16 @@ def every_entry(args) -> int:
         surv = f" (survive at seed {low.seed}: {', '.join(low.survivors)})" if low.survivors else ""
         print(f"| `{name}` | {len(first.mutants)} ({len(first.equivalent)}) | {min(sizes)}-{max(sizes)} | "
               f"{low.score:.3f}{surv} | {rnd} |", flush=True)
-        per_arch[name.split(".")[0]].append((low.score == 1.0, min(sizes), max(sizes)))
+        per_arch[name.split(".")[0]].append((low.score == 1.0, min(sizes), max(sizes), rnd[0].isdigit()))
     print()
     short = 0
-    for arch, rows in per_arch.items():
+    for arch, rows in ((arch, rows) for arch, rows in per_arch.items() if rows):
         ok = sum(r[0] for r in rows)
         short += len(rows) - ok
+        rnd = "" if args.no_random else (f"; random draws reach the same kills within {args.cap} vectors "
+                                         f"on {sum(r[3] for r in rows)}")
         print(f"{arch}: {len(rows)} entries, {ok} at score 1.0 for every seed, set sizes "
-              f"{min(r[1] for r in rows)}-{max(r[2] for r in rows)}")
+              f"{min(r[1] for r in rows)}-{max(r[2] for r in rows)}{rnd}")
     print(f"{sum(map(len, per_arch.values()))} entries, seeds {args.seeds}, {args.per_family} candidates per family, "
           f"{time.time() - t0:.0f} s")
     return short

@@ -49,6 +49,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -489,6 +490,7 @@ def _tiny_c_proof(spec: InstructionSpec, single_group: bool) -> str:
             f"its window ends at 2**{window} or higher: C truncates to 0 either way and never sets emax")
 
 
+@functools.lru_cache(maxsize=64)
 def _trailing_zeros(src: FloatFormat, dst: FloatFormat) -> int:
     """The fewest low zero bits of a nonzero finite ``src`` value's significand widened to ``dst``
     (exhaustive over ``src``'s codes; 0 where the formats are the same or ``src`` is too wide to list)."""
