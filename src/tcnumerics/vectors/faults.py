@@ -9,7 +9,7 @@ has (see ``rtlbench.BUGS``), so the mutants that model them (``mutants``, kinds
 ``term_alignment``, ``negation``, ``emax``, ``subnormal_exponent``, ``product_truncation``,
 ``c_entry``) run the unit through ``dot_bits`` here: the
 reference engine's instruction and group structure, restated with a ``Fault`` whose
-neutral value ``Fault()`` is the unit itself (``tests/test_mutants.py`` proves
+neutral value ``Fault()`` is the unit itself (``tests/test_adequate.py`` proves
 ``dot_bits(spec, a, b, c, Fault())`` equal to ``engines.reference.dot_bits`` bit for bit on
 every family of every fused entry; the group reuses the reference's own decode, special
 and truncation steps, so only the lines a fault changes are restated).
