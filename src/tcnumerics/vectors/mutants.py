@@ -1,31 +1,42 @@
 """Mutants of a unit: its one-step neighbour designs, each a real variant the reference engine runs.
 
 A golden-vector set is only as good as the bugs it catches.  ``mutants(spec)`` lists the
-designs one step away from a catalog entry (or any ``InstructionSpec``): each is either a
-changed ``UnitModel`` / ``InstructionSpec`` (F +-1 and +-2, group size x2 and /2, the group's
-output rounding, where C enters, the zero exponent, the overflow policy, the canonical NaN,
-integer saturation, operand signedness, the group order), or the unit wrapped by an exact
-operand or result rewrite that *is* the neighbour design (flushing subnormal inputs or
-outputs, a NaN payload passed through from C, inf - inf giving +inf, inf * 0 giving 0, the
-sign of a zero result taken from C).  Every mutant is evaluated by the reference engine
-(``engines.reference.dot_bits``); no engine is special-cased for it.
+designs one step away from a catalog entry (or any ``InstructionSpec`` or bare ``UnitModel``):
+each is either a changed ``UnitModel`` / ``InstructionSpec`` (F +-1 and +-2, group size x2 and
+/2, the group's output rounding, where C enters, the rounding of C's IEEE addition, the zero
+exponent, the overflow policy, the canonical NaN, integer saturation, operand signedness, the
+group order), a datapath fault (``faults``: a term aligned one bit off, a ones' complement
+negation, C left out of emax, a subnormal aligned a binade low, products cut by a bit before
+alignment, C entering the last group of a chain), or the unit wrapped by an exact operand or
+result rewrite that *is* the neighbour design (flushing subnormal inputs or outputs, a NaN
+payload passed through from C, inf - inf giving +inf, inf * 0 giving 0, the sign of a zero
+result taken from C, ...).  Every mutant is evaluated by the reference engine
+(``engines.reference.dot_bits``) or its restatement in ``faults``; no engine is
+special-cased for it.
 
 Mutants that equal the unit on its whole domain cannot be told apart by any vector and are
-listed separately with the argument that proves it (``Mutant.equivalent``):
+listed separately with the argument that proves it (``Mutant.equivalent``), among them:
 
 * a group size change that leaves every chunk in one group (``min(L, chunk)`` unchanged):
   the datapath then sees the same single group;
 * the group order reversed when the instruction is one group: a fused group's result
   depends only on the multiset of its terms (emax is a maximum, the truncated terms are
   summed exactly), so order cannot show;
-* flushing subnormal inputs of a format without subnormals: there is nothing to flush.
+* flushing subnormal inputs of a format without subnormals: there is nothing to flush;
+* the zero exponent where no nonzero term aligns below it, or where a group of only such
+  terms has a window at or under the grid all terms lie on (nothing is truncated);
+* inf rules where products cannot be infinite and each fused group has one accumulator;
+* flushing results that cannot be subnormal (all terms on a grid at or above the smallest
+  normal); a subnormal C read another way where it lies below every group's window;
+* cutting a product's lowest bit where it is always 0 (FP8 widened to FP16) or always
+  below the window.
 
-Mutants not in these classes that no candidate vector kills are reported as *survivors*
+``tests/test_adequate.py`` checks each argument exhaustively on the inputs it is about.
+Mutants not argued equivalent that no candidate vector kills are reported as *survivors*
 (``tcnumerics.vectors.adequate``), never silently dropped.
 
-Not modelled: product truncation before alignment (every product is exact in the fused
-model, so its neighbour needs a new datapath parameter), a different C exponent alignment
-within the group beyond ``c_entry``, and TF32's low-bit handling (``tf32`` vectors test it).
+Not modelled: a different C exponent alignment within the group beyond ``c_entry`` and the
+``faults``, and TF32's low-bit handling (``tf32`` vectors test it).
 
 Example:
     >>> from tcnumerics.vectors.mutants import mutants
@@ -38,6 +49,8 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -46,9 +59,9 @@ import numpy as np
 from ..catalog import get_instruction
 from ..formats import FloatFormat, IntFormat, Rounding, get_format
 from ..model import InstructionSpec, UnitModel
-from .faults import Fault, applies as faults_apply, dot_bits as faulty_dot_bits
+from .faults import Fault, applies as faults_apply, dot_bits as faulty_dot_bits, group_bounds
 
-__all__ = ["Mutant", "mutants", "evaluate", "KINDS"]
+__all__ = ["Mutant", "mutants", "evaluate", "as_spec", "KINDS"]
 
 KINDS: tuple[str, ...] = (
     "frac_bits", "group_size", "group_rounding", "output_cut", "c_entry", "k_order", "zero_exponent",
@@ -56,7 +69,7 @@ KINDS: tuple[str, ...] = (
     "overflow", "signed_zero", "int_saturation", "int_signedness",
     # datapath faults (``faults``) and the exact rewrites that model the RTL bug classes of ``rtlbench.BUGS``
     "term_alignment", "negation", "emax", "subnormal_exponent", "subnormal_hidden_bit", "product_sign",
-    "output_exponent")
+    "output_exponent", "product_truncation", "c_add_rounding")
 
 Rewrite = Callable[[InstructionSpec, np.ndarray, np.ndarray, np.ndarray], tuple]
 Post = Callable[[InstructionSpec, np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
@@ -107,7 +120,7 @@ def mutants(spec_or_name: "str | InstructionSpec | UnitModel", k: int | None = N
 
     Block-scaled and sparse entries are refused (their operands carry more than a, b, c).
     """
-    spec = _as_spec(spec_or_name, k)
+    spec = as_spec(spec_or_name, k)
     if spec.model.is_block_scaled or ".sp." in spec.name:
         raise ValueError(f"{spec.name}: mutants cover dense, unscaled instructions only")
     m = spec.model
@@ -119,10 +132,19 @@ def mutants(spec_or_name: "str | InstructionSpec | UnitModel", k: int | None = N
     return out
 
 
-def _as_spec(x, k: int | None) -> InstructionSpec:
-    if isinstance(x, UnitModel):
-        return InstructionSpec(name="custom.unit", k=k or x.group_size, model=x)
-    return get_instruction(x)
+def as_spec(spec_or_name: "str | InstructionSpec | UnitModel", k: int | None = None) -> InstructionSpec:
+    """A catalog name, an ``InstructionSpec`` or a bare ``UnitModel`` (one instruction of ``k``
+    products, default one group) as an ``InstructionSpec``.
+
+    >>> from tcnumerics.model import UnitModel
+    >>> m = UnitModel(a_format="fp16", b_format="fp16", c_format="fp32", d_format="fp32", group_size=4,
+    ...               frac_bits=23, zero_exponent=-131, output_rounding="rz")
+    >>> as_spec(m).k, as_spec(m, k=16).k, as_spec("volta.mma.m8n8k4.f32.f16.f16.f32").k
+    (4, 16, 4)
+    """
+    if isinstance(spec_or_name, UnitModel):
+        return InstructionSpec(name="custom.unit", k=k or spec_or_name.group_size, model=spec_or_name)
+    return get_instruction(spec_or_name)
 
 
 def _variant(spec: InstructionSpec, **model_changes) -> InstructionSpec:
@@ -156,7 +178,7 @@ def _parameter_mutants(spec: InstructionSpec) -> list[Mutant]:
     if m.output_mantissa_bits is not None:
         out.append(Mutant("output_cut_missing", "output_cut", _variant(spec, output_mantissa_bits=None),
                           f"the full {m.d_format.name} mantissa written (no cut to {m.output_mantissa_bits} bits)"))
-    out += _c_entry_mutants(spec)
+    out += _c_entry_mutants(spec) + _c_add_rounding_mutants(spec)
     order = list(spec.k_order) if spec.k_order is not None else list(range(spec.k))
     groups = -(-chunk // m.group_size) * (spec.k // chunk)
     proof = ("the instruction is one fused group: its result depends only on the multiset of terms "
@@ -179,14 +201,42 @@ def _parameter_mutants(spec: InstructionSpec) -> list[Mutant]:
     return out
 
 
-def _zero_exponent_proof(spec: InstructionSpec, value: int | None) -> str:
-    """Zero terms' exponent only matters if a nonzero term can align below it."""
+def _grid(fmt: FloatFormat) -> int:
+    """log2 of the spacing of a float format's lowest binade: every value of it is a multiple of 2**grid."""
+    return fmt.emin - fmt.man_bits
+
+
+def _term_grid(spec: InstructionSpec) -> int:
+    """log2 of a grid every group term lies on: the products of the operands (widened exactly),
+    C, and the d-format accumulators of a chain."""
+    return min(_grid(spec.a_format) + _grid(spec.b_format), _grid(spec.c_format), _grid(spec.model.d_format))
+
+
+def _lowest_exponent(src: FloatFormat, dst: FloatFormat) -> int:
+    """The exponent (as the unit aligns it) of the smallest nonzero ``src`` value widened to ``dst``."""
+    return max(math.floor(math.log2(src.min_subnormal)), dst.emin)
+
+
+def _lowest_product_exponent(spec: InstructionSpec) -> int:
     m = spec.model
-    lowest = min(m.a_format.emin + m.b_format.emin, spec.c_format.emin, m.d_format.emin)
+    return _lowest_exponent(spec.a_format, m.a_format) + _lowest_exponent(spec.b_format, m.b_format)
+
+
+def _zero_exponent_proof(spec: InstructionSpec, value: int | None) -> str:
+    """Zero terms' exponent only matters if every nonzero term aligns below it and the window it
+    then sets truncates one of them."""
+    m = spec.model
+    lowest = min(_lowest_product_exponent(spec), spec.c_format.emin, m.d_format.emin)
     floor = m.zero_exponent if value is None else max(m.zero_exponent, value)
-    if lowest > floor:
-        return (f"every nonzero term aligns at exponent >= {lowest} > {floor}: emax is the same whether zero "
+    if lowest >= floor:
+        return (f"every nonzero term aligns at exponent >= {lowest} >= {floor}: emax is the same whether zero "
                 f"terms count as {m.zero_exponent} or {value}, and an all-zero group sums to 0 either way")
+    grid = _term_grid(spec)
+    if floor - m.frac_bits <= grid:
+        return (f"emax can differ only in a group whose nonzero terms all align below {floor}; its emax is then "
+                f"at most {floor} either way, so its window ends at 2**{floor - m.frac_bits} or lower, at or under "
+                f"2**{grid}, the grid every term (products, C, accumulators) lies on: nothing is truncated and "
+                f"both sum exactly")
     return ""
 
 
@@ -213,13 +263,31 @@ def _other_nan(fmt: FloatFormat) -> int:
 
 def _c_entry_mutants(spec: InstructionSpec) -> list[Mutant]:
     m = spec.model
+    out = []
     if spec.c_entry == "fused":
-        if m.d_format.man_bits + 1 > 25:
-            return []
-        return [Mutant("c_added_after", "c_entry", replace(spec, c_entry="ieee_add", c_add_rounding=Rounding.RNE),
-                       "C added after the products by an IEEE RNE addition instead of aligned with them")]
-    return [Mutant("c_fused_first", "c_entry", replace(spec, c_entry="fused", chunk_combine="chain"),
-                   "C aligned with the first chunk's products instead of added after the chunks")]
+        if m.d_format.man_bits + 1 <= 25:
+            out.append(Mutant("c_added_after", "c_entry",
+                              replace(spec, c_entry="ieee_add", c_add_rounding=Rounding.RNE),
+                              "C added after the products by an IEEE RNE addition instead of aligned with them"))
+    else:
+        out.append(Mutant("c_fused_first", "c_entry", replace(spec, c_entry="fused", chunk_combine="chain"),
+                          "C aligned with the first chunk's products instead of added after the chunks"))
+    if faults_apply(spec) and spec.chunk_combine == "chain" and len(group_bounds(spec)) > 1:
+        where = "being the first group's accumulator" if spec.c_entry == "fused" else "added after the chain"
+        out.append(Mutant("c_last_in_chain", "c_entry", spec,
+                          f"the chain of groups starts from +0 and C enters its last group, aligned with that "
+                          f"group's products and the running sum, instead of {where}", fault=Fault(c_last=True)))
+    return out
+
+
+def _c_add_rounding_mutants(spec: InstructionSpec) -> list[Mutant]:
+    """The rounding of the IEEE addition that adds C after the groups (and sums chunks, where it does)."""
+    if spec.c_entry != "ieee_add":
+        return []
+    what = "IEEE additions of the chunks and of C" if spec.chunk_combine == "ieee_add" else "IEEE addition of C"
+    return [Mutant(f"c_add_rounding_{r.value}", "c_add_rounding", replace(spec, c_add_rounding=r),
+                   f"the {what} rounded {r.value.upper()} instead of {spec.c_add_rounding.value.upper()}")
+            for r in (Rounding.RZ, Rounding.RNE, Rounding.RD, Rounding.RU) if r is not spec.c_add_rounding]
 
 
 def _integer_mutants(spec: InstructionSpec) -> list[Mutant]:
@@ -296,10 +364,29 @@ def _signed_zero(spec, a, b, c, d):
 
 
 def _one_inf_source_proof(spec: InstructionSpec) -> str:
-    if spec.a_format.has_inf or spec.b_format.has_inf or not _no_overflow_proof(spec):
+    if spec.a_format.has_inf or spec.b_format.has_inf:
+        return ""
+    if spec.c_entry == "fused":  # groups chain: each one's only accumulator is C or the previous result
+        return ("no product is infinite (operand formats without inf): a group's one infinite input can only be "
+                "its accumulator (C, or the previous group's result, where an overflow's inf goes), so +inf and "
+                "-inf never meet and a NaN comes only from a NaN operand")
+    if not _no_overflow_proof(spec):
         return ""
     return ("no product is infinite (operand formats without inf) and no finite sum overflows: only C can be "
             "infinite, so +inf and -inf never meet")
+
+
+def _no_subnormal_result_proof(spec: InstructionSpec) -> str:
+    """A result is subnormal only if a nonzero sum can fall below the smallest normal."""
+    m = spec.model
+    grid = min(_grid(spec.a_format) + _grid(spec.b_format), _grid(spec.c_format))
+    lowest_normal = max(m.output_format.emin, m.d_format.emin)
+    if grid < lowest_normal:
+        return ""
+    return (f"every term is a multiple of 2**{grid} (the operands' grids multiplied, C's grid; truncation only "
+            f"coarsens it), so a nonzero sum is at least 2**{grid} >= the smallest normal 2**{lowest_normal}; "
+            f"rounding keeps it such a multiple at least that large, and every accumulator of a chain or IEEE "
+            f"addition inherits it: no result is subnormal")
 
 
 def _rewrite_mutants(spec: InstructionSpec) -> list[Mutant]:
@@ -307,7 +394,8 @@ def _rewrite_mutants(spec: InstructionSpec) -> list[Mutant]:
     out = [Mutant("flush_inputs", "flush_inputs", spec, "subnormal A, B and C flushed to zero (sign kept) on input",
                   pre=_flush_inputs,
                   equivalent="" if has_sub else "no operand format has subnormals: nothing to flush"),
-           Mutant("flush_outputs", "flush_outputs", spec, "a subnormal result written as +0", post=_flush_outputs),
+           Mutant("flush_outputs", "flush_outputs", spec, "a subnormal result written as +0", post=_flush_outputs,
+                  equivalent=_no_subnormal_result_proof(spec)),
            Mutant("inf_minus_inf_is_inf", "inf_minus_inf", spec, "+inf and -inf terms together give +inf, not NaN",
                   post=_inf_minus_inf, equivalent=_one_inf_source_proof(spec)),
            Mutant("inf_times_zero_is_zero", "inf_times_zero", spec, "inf * 0 is a zero product, not NaN",
@@ -385,6 +473,51 @@ def _exponent_low(spec, a, b, c, d):
     return np.where(normal, d - d.dtype.type(1 << shift), d)
 
 
+def _tiny_c_proof(spec: InstructionSpec, single_group: bool) -> str:
+    """A subnormal C, read either way, lies below every group's window: truncated to 0 by unit and mutant.
+
+    ``single_group``: the mutant changes every group's accumulator (a datapath fault), so the
+    argument covers only units whose instruction is one group (no d-format accumulator)."""
+    m, fc = spec.model, spec.c_format
+    if spec.c_entry != "fused" or (single_group and len(group_bounds(spec)) > 1):
+        return ""
+    floor = min(_lowest_product_exponent(spec), m.zero_exponent)
+    window = floor - m.frac_bits
+    if fc.emin + 1 > window:
+        return ""
+    return (f"a subnormal C is below 2**{fc.emin} (below 2**{fc.emin + 1} read with the hidden bit or a binade "
+            f"low); a group's emax is at least {floor} (a nonzero product's exponent or the zero exponent), so "
+            f"its window ends at 2**{window} or higher: C truncates to 0 either way and never sets emax")
+
+
+@functools.lru_cache(maxsize=64)
+def _trailing_zeros(src: FloatFormat, dst: FloatFormat) -> int:
+    """The fewest low zero bits of a nonzero finite ``src`` value's significand widened to ``dst``
+    (exhaustive over ``src``'s codes; 0 where the formats are the same or ``src`` is too wide to list)."""
+    if src == dst or src.width > 16:
+        return 0
+    bits = src.all_bits()
+    values = src.to_float(bits)
+    values = values[np.isfinite(values) & (values != 0)]
+    sig = dst.decode(dst.from_float(values)).significand.astype(np.int64)
+    return int(np.log2(sig & -sig).min())
+
+
+def _product_drop_proof(spec: InstructionSpec) -> str:
+    """Cutting a product's lowest bit shows only if that bit can be 1 and can reach the window."""
+    m = spec.model
+    zeros = _trailing_zeros(spec.a_format, m.a_format) + _trailing_zeros(spec.b_format, m.b_format)
+    if zeros >= 1:
+        return (f"the operands are {spec.a_format.name} x {spec.b_format.name} values widened to "
+                f"{m.a_format.name} x {m.b_format.name}: their significands end in {zeros} or more zero bits "
+                f"between them, so every product's lowest bit is 0")
+    width = m.a_format.man_bits + m.b_format.man_bits
+    if m.frac_bits <= width - 1:
+        return (f"a product's lowest bit lies {width} bits below its exponent, below the window of F={m.frac_bits} "
+                f"bits under emax (itself at least the product's exponent): truncation drops it anyway")
+    return ""
+
+
 def _bug_class_mutants(spec: InstructionSpec) -> list[Mutant]:
     m = spec.model
     out: list[Mutant] = []
@@ -405,6 +538,9 @@ def _bug_class_mutants(spec: InstructionSpec) -> list[Mutant]:
         out.append(Mutant("negation_ones_complement", "negation", spec,
                           "a negative product enters as the ones' complement of its magnitude (no +1)",
                           fault=Fault(ones_complement=True)))
+        out.append(Mutant("product_truncated", "product_truncation", spec,
+                          "each exact product cut toward zero by its lowest bit before alignment",
+                          fault=Fault(product_drop=1), equivalent=_product_drop_proof(spec)))
         out.append(Mutant("c_not_in_emax", "emax", spec,
                           "the group's max exponent taken over the products only (C left out)",
                           fault=Fault(c_in_emax=False), equivalent=emax_zero))
@@ -420,14 +556,15 @@ def _bug_class_mutants(spec: InstructionSpec) -> list[Mutant]:
                           "a subnormal C aligned one binade low (exponent field 0 read as 0)",
                           fault=Fault(subnormal_low=("c",)),
                           equivalent=c_zero or ("" if sub_c else "C's formats have no subnormals")
-                          or _group_c_normal_proof(spec)))
+                          or _group_c_normal_proof(spec) or _tiny_c_proof(spec, single_group=True)))
     for side in "abc":
         fmt = getattr(spec, f"{side}_format")
         if isinstance(fmt, FloatFormat):
+            tiny = _tiny_c_proof(spec, single_group=False) if side == "c" and faults_apply(spec) else ""
             out.append(Mutant(f"subnormal_hidden_bit_{side}", "subnormal_hidden_bit", spec,
                               f"a subnormal {side.upper()} read with the hidden bit (as exponent field 1)",
                               pre=_hidden_bit(side),
-                              equivalent="" if fmt.subnormals else f"{fmt.name} has no subnormals"))
+                              equivalent=tiny if fmt.subnormals else f"{fmt.name} has no subnormals"))
     if floats:
         for side in "ab":
             out.append(Mutant(f"product_sign_from_{side}", "product_sign", spec,
