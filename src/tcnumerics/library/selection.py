@@ -88,7 +88,7 @@ class Plan:
         title = (f"{c.op} {'%d x ' % c.b if c.b > 1 else ''}{c.M}x{c.N}x{c.K} {c.fmt} -> {c.out} on {c.gpu}: "
                  f"{self.family}")
         flag = "modelled" if self.modelled else f"NOT modelled: {self.reason}"
-        return PlanTree(p.root, title=title, notes=(p.title, flag))
+        return PlanTree(p.root, title=title, notes=(p.title, *p.notes, flag))
 
     def explain(self) -> str:
         """What the library predicts cuBLAS computes for this call on its GPU model, one plan node a line.
