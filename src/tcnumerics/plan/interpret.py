@@ -98,7 +98,7 @@ def _chain_bits(spec, engine, a, b, acc, k0, k1):
     """The engine protocol: ``accumulate_bits`` over a K range, else ``gemm_bits`` / ``dot_bits`` on its columns.
     No instructions: the accumulator as it is (as ``accumulate_bits`` over an empty range).  Device operands run
     on the GPU engine ("auto"), or on host copies for a CPU engine asked for by name (the result moved back)."""
-    if k1 == k0:
+    if k1 == k0 and spec.c_format == spec.d_format:
         return acc.astype(spec.d_format.container_dtype)
     engine = resolve_engine(engine, a)
     xp = namespace(a, b, acc)
@@ -121,7 +121,7 @@ def _paired(node: PairedChain, env, engine):
         return Bits(spec.d_format, blockscale.dot_bits(spec, a, b, c, scale_a=env["scale_bits_a"],
                                                        scale_b=env["scale_bits_b"], engine=engine))
     xp = namespace(a)
-    if a.shape[0] == 0:
+    if a.ndim == 2 and a.shape[0] == 0:
         return Bits(spec.d_format, xp.empty(0, spec.d_format.container_dtype))
     if a.shape[-1] == 0:  # no products: the unit adds one instruction of zeros (+0) to c
         a, b = (xp.zeros(x.shape[:-1] + (spec.k,), x.dtype) for x in (a, b))
