@@ -14,7 +14,7 @@ from tcnumerics import arrays
 from tcnumerics import library as lib
 from tcnumerics.formats import get_format
 from tcnumerics.gemm import gemm
-from tcnumerics.library.structure import Structure, run
+from tcnumerics.library.structure import StreamK, Structure, run
 
 BF16 = "hopper.wgmma.m64n8k16.f32.bf16.bf16"
 E4M3 = "hopper.wgmma.m64n8k32.f32.e4m3.e4m3"
@@ -80,9 +80,17 @@ STRUCTURES = [
     Structure("ffma interleaved", instruction=None, split_interleave=3, k_tile=16),
     Structure("ffma serial", instruction=None, split_k=(100, 100, 120), split_reduce="serial"),
 ]
+# SIMT orders (lane FFMA chains, halving and in-order sums) and stream-K (its launch's K = 320: tile groups, TF32
+# chains, the fix-up's pair tree)
+KERNEL_ORDERS = [
+    Structure("simt gemvx_N", simt_kernel="internal::gemvx::kernel<int, int, float, float, float, float, false, true, "
+              "false, false, 9, false, x>", simt_lanes=4, simt_slices=2, epilogue="bx"),
+    Structure("simt gemmSN_TN", simt_kernel="void gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4, true, x>"),
+    Structure("stream-K", stream_k=StreamK(33, 24, 320, ctas=4, tile=(8, 16, 32)), epilogue="bx"),
+]
 
 
-@pytest.mark.parametrize("s", STRUCTURES, ids=lambda s: s.family)
+@pytest.mark.parametrize("s", STRUCTURES + KERNEL_ORDERS, ids=lambda s: s.family)
 @pytest.mark.parametrize("out", ["bf16", "fp32"])
 def test_structures_on_device_equal_the_host(cupy, s, out):
     rng = np.random.default_rng(hash(s.family) % 2 ** 32)

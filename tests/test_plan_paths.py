@@ -2,31 +2,50 @@
 
 Two checks per path, with ``plan.interpret.evaluate`` patched: a *trace* records the node types the interpreter
 ran (the path's arithmetic is those nodes), and a *poison* makes the interpreter raise -- a path that still returned
-a result would have computed it somewhere else.  The paths: unit GEMMs (chain, promotion, split-K, block scales), the
-library's calls (nvjet split-K, FP8 row-wise scales, SIMT, stream-K, CUTLASS serial split-K, K = 0), the old H200
+a result would have computed it somewhere else.  The paths: ``Instruction.mma`` / ``dot_bits`` (block-scaled too),
+unit GEMMs (chain, promotion, split-K, block scales, M or N = 0), the library's calls (nvjet split-K, FP8 row-wise
+scales, SIMT gemv / gemmSN / gemv2T / largek, stream-K, CUTLASS serial split-K, bmm, baddbmm, K = 0), the old H200
 presets, sparse units, ``tcnumerics.torch`` recipes (epilogue, FP8 tensor scaling, MX) and ``emulate`` in unit and
 library mode, and the device (CuPy) namespace path with the strict numpy stand-in ``fake_cupy``.
+
+A third check holds the printed plan to what runs: for library calls and unit GEMMs the tree ``explain()`` prints
+(``op.plan(...).tree()``, ``plan_gemm``) is the tree the interpreter evaluates -- its reduction node is among the
+nodes evaluated, and every chain, sum and layout node it shows is evaluated exactly once per run.
+Out of scope: ``tcnumerics.semiring``'s min/max/or-and ops (their own algebra and engines; mul-plus goes
+through ``tcnumerics.gemm``, so through the interpreter).
 """
+
+from collections import Counter
+
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import fake_cupy
+import tcnumerics as tc
 from tcnumerics import library as lib
 from tcnumerics import sparse
 from tcnumerics.arrays import DeviceValues
 from tcnumerics.formats import get_format
-from tcnumerics.gemm import gemm
+from tcnumerics.gemm import gemm, plan_gemm
+from tcnumerics.library import simt, streamk
 from tcnumerics.library.presets import h200_presets
-from tcnumerics.library.structure import StreamK, Structure, run
+from tcnumerics.library.structure import StreamK, Structure, run, simt_gemm
 from tcnumerics.plan import interpret
+from tcnumerics.plan.nodes import Chain, PairedChain, Plan
 
 BF16 = "hopper.wgmma.m64n8k16.f32.bf16.bf16"
 E4M3 = "hopper.wgmma.m64n8k32.f32.e4m3.e4m3"
 TF32 = "hopper.wgmma.m64n8k8.f32.tf32.tf32"
 MXFP8 = "blackwell.tcgen05.mma.kind::mxf8f6f4.block32.f32.e4m3.e4m3.ue8m0"
 SPARSE = "hopper.mma.sp.m16n8k16.f32.bf16.bf16.f32"
+GEMMSN_NN = "void gemmSN_NN_kernel<float, 256, 4, 2, 8, 4, 4, false, x>"
+GEMMSN_TN = "void gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4, true, x>"
+GEMV2T = "void gemv2T_kernel_val<int, int, __half, __half, __half, float, 128, 16, 4, 4, false, x>"
+GEMVNSP = "void gemvNSP_kernel<float, float, float, float, 1, 32, 4, 1024, false, x>"
+LARGEK = "void sgemm_largek_lds64<false, false, 6, 3, 4, 5, 2, 64>"
+GEMVX_N = "internal::gemvx::kernel<int, int, float, float, float, float, false, true, false, false, 9, false, x>"
 
 
 def _ops(M, K, N, dtype=ml_dtypes.bfloat16, seed=0):
@@ -52,8 +71,74 @@ def _library_fp8_rowwise():
     return lib.scaled_mm(A, B, np.full((32, 1), 0.5), np.full((1, 32), 2.0), out_dtype="bf16", gpu="h100")
 
 
-def _library_simt():  # FP32 M = 1: a cuBLAS SIMT gemv kernel
+def _library_simt():  # FP32 M = 1: a cuBLAS SIMT gemv kernel (gemvx, not transposed)
     return lib.matmul(*_ops(1, 64, 64, np.float32), gpu="h100")
+
+
+def _library_simt_linear():  # F.linear's weight: gemvx, transposed
+    x, w = _ops(1, 64, 64, np.float32)
+    return lib.linear(x, w.T.copy(), gpu="h100")
+
+
+def _simt_kernel(name, **kw):
+    def path():
+        return simt_gemm(name, *_ops(2, 600, 3, np.float32), out_format="bf16", bias=np.ones(3), **kw)
+    return path
+
+
+def _library_streamk_selected():  # TF32 stream-K chosen by the H100 tables, sampled rows / columns of the call
+    A, B = _ops(256, 4096, 4096, np.float32)
+    rows, cols = np.array([0, 1, 255]), np.array([0, 3900, 4095])  # 3900: a shared tile's column
+    return lib.matmul(A[rows], np.ascontiguousarray(B[:, cols]), full_shape=(256, 4096, 4096), rows=rows, cols=cols,
+                      fp32_precision="high", gpu="h100")
+
+
+def _streamk_direct():
+    A, B = _ops(2, 96, 2, np.float32)
+    return streamk.streamk_tf32(A, B, [0, 1], [0, 1], M=128, N=128, K=96, ctas=3, tile=(128, 128, 32))
+
+
+def _library_bmm():
+    A, B = (np.stack([x] * 3) for x in _ops(8, 64, 8))
+    return lib.bmm(A, B, gpu="h100")
+
+
+def _library_baddbmm():
+    A, B = (np.stack([x] * 3) for x in _ops(8, 64, 8))
+    return lib.baddbmm(np.ones((3, 8, 8), ml_dtypes.bfloat16), A, B, beta=0.5, alpha=2.0, gpu="h100")
+
+
+def _mma():
+    A, B = _ops(8, 64, 8, np.float32)
+    return tc.instruction(BF16).mma(np.stack([A, A]), B, np.ones((8, 8), np.float32))
+
+
+def _mma_one():
+    return tc.instruction(BF16).mma(*_ops(8, 64, 8))
+
+
+def _mma_empty():
+    return tc.instruction(BF16).mma(*_ops(0, 64, 8))
+
+
+def _dot_bits():
+    spec = tc.instruction(BF16).spec
+    a, b = (spec.a_format.bits_of(x) for x in _ops(5, 32, 1))
+    return tc.instruction(BF16).dot_bits(a, a[::-1], np.zeros(5, np.uint32))
+
+
+def _dot_bits_block_scaled():
+    inst = tc.instruction(MXFP8)
+    a = inst.spec.a_format.from_float(np.random.default_rng(2).standard_normal((4, 64)))
+    s = np.full((4, 2), 127, np.uint8)
+    return inst.dot_bits(a, a[::-1], np.zeros(4, np.uint32), scale_a=s, scale_b=s)
+
+
+def _gemm_empty(M, N):
+    def path():
+        A = np.zeros((M, 16), ml_dtypes.bfloat16)
+        return gemm(A, np.zeros((16, N), ml_dtypes.bfloat16), instruction=BF16, out_format="bf16")
+    return path
 
 
 def _library_streamk():
@@ -124,6 +209,23 @@ def _device_structure(cupy):
     return run(s, cupy.asarray(A), cupy.asarray(B), out_format="fp32", bias=cupy.asarray(np.ones(8)), engine="cuda")
 
 
+def _device_simt(cupy):
+    A, B = _ops(2, 300, 8, np.float32)
+    s = Structure("gemvx", simt_kernel=GEMVX_N, simt_lanes=4, simt_slices=2)
+    return run(s, cupy.asarray(A), cupy.asarray(B), out_format="fp32", engine="cuda")
+
+
+def _device_streamk(cupy):
+    A, B = _ops(33, 320, 24, np.float32)
+    s = Structure("stream-K", stream_k=StreamK(33, 24, 320, ctas=4, tile=(8, 16, 32)))
+    return run(s, cupy.asarray(A), cupy.asarray(B), out_format="fp32", engine="cuda")
+
+
+def _device_mma(cupy):
+    A, B = _ops(8, 64, 8, np.float32)
+    return tc.instruction(BF16).mma(cupy.asarray(A), cupy.asarray(B), engine="cuda")
+
+
 def _device_unit_epilogue(cupy):
     pytest.importorskip("torch")
     from tcnumerics.torch.unit import epilogue
@@ -134,14 +236,33 @@ def _device_unit_epilogue(cupy):
 
 # path -> (callable, node types the interpreter must run for it, needs torch)
 PATHS = {
+    "inst.mma batch": (_mma, {"Chain"}, False),
+    "inst.mma": (_mma_one, {"Chain"}, False),
+    "inst.mma M = 0": (_mma_empty, {"Chain"}, False),
+    "inst.dot_bits": (_dot_bits, {"PairedChain"}, False),
+    "inst.dot_bits block-scaled": (_dot_bits_block_scaled, {"PairedChain"}, False),
     "unit gemm": (_unit_gemm, {"Chain", "Convert"}, False),
+    "unit gemm M = 0": (_gemm_empty(0, 8), {"Chain", "Convert"}, False),
+    "unit gemm N = 0": (_gemm_empty(4, 0), {"Chain", "Convert"}, False),
     "unit split-K, promotion, block scales": (_unit_split_promote_blockscale, {"OrderedSum", "Promote", "Convert"},
                                               False),
-    "library H100 split-K": (_library_splitk, {"Reduction", "OrderedSum", "Chain", "Epilogue", "Convert"}, False),
+    "library H100 split-K": (_library_splitk, {"LayOut", "OrderedSum", "Chain", "Epilogue", "Convert"}, False),
     "library FP8 row-wise scales": (_library_fp8_rowwise, {"Scale", "Promote", "Epilogue", "Convert"}, False),
-    "library SIMT": (_library_simt, {"Reduction", "Epilogue", "Convert"}, False),
-    "library stream-K": (_library_streamk, {"Reduction", "Epilogue", "Convert"}, False),
-    "library serial split-K": (_library_serial_split, {"OrderedSum", "Reduction", "Chain", "Epilogue"}, False),
+    "library SIMT": (_library_simt, {"OrderedSum", "FFMAChain", "Epilogue", "Convert"}, False),
+    "library SIMT linear": (_library_simt_linear, {"OrderedSum", "FFMAChain", "Epilogue", "Convert"}, False),
+    "SIMT gemmSN_NN": (_simt_kernel(GEMMSN_NN), {"OrderedSum", "FFMAChain", "Epilogue", "Convert"}, False),
+    "SIMT gemmSN_TN": (_simt_kernel(GEMMSN_TN), {"OrderedSum", "FFMAChain", "Epilogue", "Convert"}, False),
+    "SIMT gemv2T": (_simt_kernel(GEMV2T), {"OrderedSum", "FFMAChain", "Epilogue", "Convert"}, False),
+    "SIMT gemvNSP": (_simt_kernel(GEMVNSP), {"OrderedSum", "FFMAChain", "Epilogue", "Convert"}, False),
+    "SIMT largek": (_simt_kernel(LARGEK, slices=3), {"OrderedSum", "FFMAChain", "Epilogue", "Convert"}, False),
+    "SIMT gemvx split": (_simt_kernel(GEMVX_N, lanes=4, slices=2), {"OrderedSum", "FFMAChain", "Convert"}, False),
+    "library stream-K": (_library_streamk, {"LayOut", "OrderedSum", "Chain", "Epilogue", "Convert"}, False),
+    "library stream-K selected": (_library_streamk_selected, {"LayOut", "TileGroups", "OrderedSum", "Chain",
+                                                              "Epilogue", "Convert"}, False),
+    "stream-K": (_streamk_direct, {"LayOut", "OrderedSum", "Chain"}, False),
+    "library bmm": (_library_bmm, {"LayOut", "Chain", "Epilogue", "Convert"}, False),
+    "library baddbmm": (_library_baddbmm, {"LayOut", "Chain", "Epilogue", "Convert"}, False),
+    "library serial split-K": (_library_serial_split, {"OrderedSum", "LayOut", "Chain", "Epilogue"}, False),
     "library K = 0": (_library_k0, {"Epilogue", "Input", "Convert"}, False),
     "H200 presets": (_presets, {"OrderedSum", "Chain", "Convert"}, False),
     "sparse": (_sparse, {"PairedChain"}, False),
@@ -156,6 +277,9 @@ DEVICE_PATHS = {
     "device gemm": (_device_gemm, {"OrderedSum", "Chain", "Epilogue", "Convert"}),
     "device structure": (_device_structure, {"OrderedSum", "FFMAChain", "Epilogue", "Convert"}),
     "device unit epilogue": (_device_unit_epilogue, {"Scale", "Epilogue", "Convert"}),
+    "device SIMT": (_device_simt, {"OrderedSum", "FFMAChain", "Convert"}),
+    "device stream-K": (_device_streamk, {"LayOut", "TileGroups", "OrderedSum", "Chain", "Convert"}),
+    "device inst.mma": (_device_mma, {"Chain"}),
 }
 
 
@@ -220,3 +344,92 @@ def test_the_device_namespace_paths_run_through_the_interpreter(name, monkeypatc
     with pytest.raises(Poisoned):
         fn(cupy)
 
+
+
+# --- the printed plan is the plan that runs ----------------------------------------------------------------------
+
+def _walk(node):
+    yield node
+    for kid in node.children():
+        yield from _walk(kid)
+
+
+def _sampled_streamk_plan():
+    A, B = _ops(256, 4096, 4096, np.float32)
+    rows, cols = np.array([0, 1, 255]), np.array([0, 3900, 4095])
+    return lib.matmul.plan(A[rows], np.ascontiguousarray(B[:, cols]), full_shape=(256, 4096, 4096), rows=rows, cols=cols,
+                           fp32_precision="high", gpu="h100").tree()
+
+
+def _library_reduction(tree):
+    """A library call's printed reduction: below its conversion and epilogue (run a block of rows at a time)."""
+    return tree.root.term.term
+
+
+# path -> (the printed tree, the node it prints for the reduction, every printed node evaluated exactly once)
+PRINTED = {
+    "library H100 split-K": (lambda: lib.matmul.plan(*_ops(64, 8192, 64), gpu="h100").tree(), _library_reduction,
+                             True),
+    "library FP8 row-wise scales": (lambda: lib.scaled_mm.plan(
+        *_ops(32, 256, 32, ml_dtypes.float8_e4m3fn), np.full((32, 1), 0.5), np.full((1, 32), 2.0), out_dtype="bf16",
+        gpu="h100").tree(), _library_reduction, True),
+    "library SIMT": (lambda: lib.matmul.plan(*_ops(1, 64, 64, np.float32), gpu="h100").tree(), _library_reduction,
+                     True),
+    "library SIMT linear": (lambda: lib.linear.plan(_ops(1, 64, 64, np.float32)[0], np.zeros((64, 64), np.float32),
+                                                    gpu="h100").tree(), _library_reduction, True),
+    # sampled rows and columns: only the tile groups they touch run
+    "library stream-K selected": (_sampled_streamk_plan, _library_reduction, False),
+    "library bmm": (lambda: lib.bmm.plan(*(np.stack([x] * 3) for x in _ops(8, 64, 8)), gpu="h100").tree(),
+                    _library_reduction, True),
+    "library baddbmm": (lambda: lib.baddbmm.plan(np.ones((3, 8, 8), ml_dtypes.bfloat16),
+                                                 *(np.stack([x] * 3) for x in _ops(8, 64, 8)), beta=0.5, alpha=2.0,
+                                                 gpu="h100").tree(), _library_reduction, True),
+    "unit split-K, promotion, block scales": (lambda: plan_gemm(4, 8, 256, instruction=E4M3, split_k=2,
+                                                                scales="block"), lambda tree: tree.root, True),
+}
+
+
+@pytest.fixture
+def record(monkeypatch):
+    seen: list = []
+    original = interpret.evaluate
+
+    def recorded(node, env, engine):
+        seen.append(node)
+        return original(node, env, engine)
+
+    monkeypatch.setattr(interpret, "evaluate", recorded)
+    return seen
+
+
+@pytest.mark.parametrize("name", list(PRINTED))
+def test_the_printed_plan_is_the_plan_that_runs(name, record):
+    printed, reduction, exact = PRINTED[name]
+    node = reduction(printed())
+    PATHS[name][0]()
+    assert any(n == node for n in record), f"{name}: the interpreter never ran the printed reduction"
+    shown = Counter(type(n).__name__ for n in _walk(node))
+    ran = Counter(type(n).__name__ for n in record)
+    for kind in set(shown) - {"Convert", "Epilogue", "Input"}:  # the epilogue runs by row blocks, apart
+        assert ran[kind] == shown[kind] if exact else 0 < ran[kind] <= shown[kind], \
+            f"{name}: {kind} printed {shown[kind]} times, evaluated {ran[kind]} times"
+
+
+def test_mma_and_dot_bits_run_one_chain_node(record):
+    _mma()
+    assert record == [Chain(tc.instruction(BF16).spec, 0, 64, "C")]
+    record.clear()
+    _dot_bits()
+    assert record == [PairedChain(tc.instruction(BF16).spec)]
+
+
+def test_simt_and_streamk_orders_are_printed_nodes():
+    """The SIMT and stream-K summation orders are nodes explain() shows, not a closure: lane chains, halving and
+    tree sums, the tile groups of a stream-K launch."""
+    nn = Plan(simt.reduction(GEMMSN_NN, 600)).explain()
+    assert "ordered sum (contiguous) of 4 terms" in nn and "from +0" in nn and "FFMA chain over K[0:128)" in nn
+    gx = Plan(simt.reduction(GEMVX_N, 1024, lanes=4)).explain()
+    assert gx.startswith("halving tree over 4 terms") and "in runs of 64 every 256" in gx
+    sk = _sampled_streamk_plan().explain()
+    assert "outputs by 64 x 128 output tile" in sk and "tree sum of 15 terms" in sk
+    assert "operands rounded to TF32 (RNE)" in sk

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .formats import Format
+from .formats import Format, IntFormat
 
 
 def check_bits(name: str, x, fmt: Format, ndim: int | None = None) -> np.ndarray:
@@ -27,3 +27,23 @@ def check_bits(name: str, x, fmt: Format, ndim: int | None = None) -> np.ndarray
             raise ValueError(f"{name}: bit patterns must lie in [0, 2**{fmt.container_bits}) for {fmt.name}, "
                              f"found {lo if lo < 0 else hi}")
     return arr.astype(fmt.container_dtype, copy=False)
+
+
+def operand_bits(name: str, x, fmt: Format):
+    """Values of an operand as ``fmt``'s bit patterns: integer values encoded (range-checked) for an integer format,
+    float arrays of the format's dtype used bit for bit, other floats rounded to the format first (RNE).
+
+    >>> from tcnumerics.formats import get_format
+    >>> operand_bits("A", np.array([1.0, 2.0]), get_format("bf16")).tolist()
+    [16256, 16384]
+    """
+    if isinstance(fmt, IntFormat):
+        if x.dtype.kind not in "iu":
+            raise TypeError(f"{name}: expected integer values for {fmt.name}, got dtype {x.dtype}")
+        lo, hi = (int(x.min()), int(x.max())) if x.size else (0, 0)
+        if lo < fmt.min_value or hi > fmt.max_value:
+            raise ValueError(f"{name}: values must lie in [{fmt.min_value}, {fmt.max_value}] for {fmt.name}")
+        return fmt.encode_int(x)
+    if x.dtype.kind not in "fV" and x.dtype.name not in ("bfloat16",) and not x.dtype.name.startswith("float"):
+        raise TypeError(f"{name}: expected floating-point values for {fmt.name}, got dtype {x.dtype}")
+    return fmt.bits_of(x)

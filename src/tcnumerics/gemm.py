@@ -34,17 +34,21 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from .api import Instruction, _operand_bits
-from .arrays import DeviceValues, float64, namespace, to_host
+from .api import Instruction
+from .arrays import namespace, to_host
+from .bit_arrays import operand_bits
 from .catalog import get_instruction
 from .engines import resolve_engine
 from .formats import Format, IntFormat, Rounding, get_format
 from .interop import takes_torch
 from .model import InstructionSpec
 from .plan import interpret
-from .plan.nodes import AddC, AddExact, Chain, Convert, Epilogue, Input, OrderedSum, Plan, Promote, RoundTo, Scale
+from .plan.nodes import (AddC, AddExact, Chain, Convert, Epilogue, Input, LayOut, OrderedSum, Plan, Promote, RoundTo,
+                         Scale)
+from .plan.operands import (as_array, batch_scales, float_values, k_segments, lay_out, parse_scales,
+                            split_bounds)
 
-__all__ = ["gemm", "plan_gemm", "convert_output", "split_bounds", "promotion_blocks"]
+__all__ = ["gemm", "plan_gemm", "laid_out", "convert_output", "split_bounds", "promotion_blocks"]
 
 _FP32 = get_format("fp32")
 
@@ -117,32 +121,34 @@ def gemm(A, B, C=None, *, instruction: "str | InstructionSpec | Instruction", ou
     if xp is not np and engine != "cuda":  # a CPU engine asked for on device data: compute on host copies
         result = gemm(*(to_host(x) for x in (A, B, C)), scale_a=to_host(scale_a), scale_b=to_host(scale_b), **options)
         return _to_device(result, xp)
-    A, B = _as_array(A, xp), _as_array(B, xp)
+    A, B = as_array(A, xp), as_array(B, xp)
     lead = _batch_shape(A, B)  # () for one GEMM, (batch,) for a batch
     M, K = A.shape[-2:]
     N = B.shape[-1]
     if c_role not in ("accumulator", "epilogue", "output"):
         raise ValueError(f"c_role: expected 'accumulator', 'epilogue' or 'output', got {c_role!r}")
     out_rounding = Rounding.parse(out_rounding)
-    a_bits = _operand_bits("A", A, spec.a_format)
-    b_bits = _operand_bits("B", B, spec.b_format)
+    a_bits = operand_bits("A", A, spec.a_format)
+    b_bits = operand_bits("B", B, spec.b_format)
     k = spec.k
-    if M == 0 or N == 0 or 0 in lead:  # nothing to compute (numpy and torch return an empty result)
-        _check_c_shape(C, lead + (M, N))
-        d_bits = xp.zeros(lead + (M, N), spec.d_format.container_dtype)
-        return convert_output(spec.d_format.to_array(d_bits), spec.d_format, out_format, out_rounding)
+    if M == 0 or N == 0 or 0 in lead:  # nothing to compute (numpy and torch return an empty result): the plan of
+        _check_c_shape(C, lead + (M, N))  # one instruction over no outputs, converted
+        return interpret.run(Plan(Convert(Chain(spec, 0, k), out_format, out_rounding)),
+                             {"A": xp.zeros(lead + (M, k), a_bits.dtype), "B": xp.zeros(lead + (N, k), b_bits.dtype)},
+                             engine)
     if K == 0:  # no products: the unit sums one instruction of zeros (+0), so C passes through its epilogue
         a_bits, b_bits = xp.zeros(lead + (M, k), a_bits.dtype), xp.zeros(lead + (k, N), b_bits.dtype)
         K, split_k, promote_every, scale_a, scale_b = k, None, None, None, None
     tile, granule = _layout_options(spec, k_tile, k_residue, split_granule)
-    a_rows, b_cols, segments, origins = _lay_out(a_bits, xp.swapaxes(b_bits, -1, -2), K, split_k, granule, k,
-                                                 tile, k_residue)
+    slices = split_bounds(K, split_k, granule)
+    segments, origins = k_segments(slices, k, tile, k_residue)
+    a_rows, b_cols = lay_out(a_bits, xp.swapaxes(b_bits, -1, -2), slices, k, tile, k_residue)
 
     if lead:
         block_a = block_b = None
-        tensor_scale, scale_kind = _batch_scales(scale_a, scale_b, lead[0], M, N, xp)
+        tensor_scale, scale_kind = batch_scales(scale_a, scale_b, lead[0], M, N, xp)
     else:
-        block_a, block_b, tensor_scale, scale_kind = _parse_scales(scale_a, scale_b, M, N, K, scale_block, xp)
+        block_a, block_b, tensor_scale, scale_kind = parse_scales(scale_a, scale_b, M, N, K, scale_block, xp)
     blockwise = block_a is not None
     if blockwise and promote_every is None:
         promote_every = scale_block
@@ -190,7 +196,10 @@ def plan_gemm(M: int, N: int, K: int, *, instruction: "str | InstructionSpec | I
     """
     spec = _resolve(instruction)
     tile, granule = _layout_options(spec, k_tile, k_residue, split_granule)
-    segments, origins = _k_segments(K, split_k, granule, spec.k, tile, k_residue)
+    title = f"gemm {M}x{N}x{K} on {spec.name}"
+    if K == 0:  # as gemm: one instruction of zeros, no split, promotion or scales (C passes through its role)
+        K, split_k, promote_every, scales = spec.k, None, None, None
+    segments, origins = k_segments(split_bounds(K, split_k, granule), spec.k, tile, k_residue)
     blockwise = scales == "block"
     if blockwise and promote_every is None:
         promote_every = scale_block
@@ -200,33 +209,28 @@ def plan_gemm(M: int, N: int, K: int, *, instruction: "str | InstructionSpec | I
                        c_start=c_role == "accumulator" and not multi,
                        c_role=None if c_role is None or (c_role == "accumulator" and not multi) else c_role,
                        out_format=out_format, out_rounding=Rounding.parse(out_rounding))
-    return Plan(plan.root, title=f"gemm {M}x{N}x{K} on {spec.name}")
+    return Plan(plan.root, title=title)
 
 
-def _k_segments(K: int, split_k, granule: int, k: int, tile: int, residue: str
-                ) -> tuple[list[tuple[int, int]], list[int]]:
-    """(segments, origins): each split-K slice's range on the laid-out K axis (the slices one after the other, each
-    padded by ``_layout``) and where it starts in the caller's K -- what ``plan_gemm`` plans and ``_lay_out`` lays
-    out, computed once.
+def laid_out(plan: Plan, K: int, *, instruction: "str | InstructionSpec | Instruction", split_k=None,
+             k_tile: int | None = None, k_residue: str = "last", split_granule: int | None = None,
+             input_rounding: str | None = None, scale_block: int = 128, k_origin: int = 0) -> LayOut:
+    """``plan`` (``plan_gemm``'s, same options; an accumulator-format conversion at its root left out) under the
+    ``LayOut`` node that binds a call's operand values as ``gemm`` binds them -- the whole computation of ``gemm``
+    on those values, as one tree (``input_rounding``: FP32 operands rounded to TF32 first; ``k_origin``: the
+    call's K range starts there in the operands, a split-K slice of a larger call).
 
-    >>> _k_segments(100, 2, 16, 32, 32, "last")   # slices K[0:64) and K[64:100), the second padded to 64
-    ([(0, 64), (64, 128)], [0, 64])
+    >>> p = plan_gemm(8, 8, 40, instruction="hopper.wgmma.m64n8k16.f32.bf16.bf16")
+    >>> print(Plan(laid_out(p, 40, instruction="hopper.wgmma.m64n8k16.f32.bf16.bf16")).explain())
+    operands as bf16 x bf16 bits: K[0:40), each padded with +0 to 16-element instructions at the end
+      chain hopper.wgmma.m64n8k16.f32.bf16.bf16 over K[0:48) (3 instructions) from +0
     """
-    segments, origins, pos = [], [], 0
-    for k0, k1 in split_bounds(K, split_k, granule):
-        n = _padded_length(k1 - k0, k, tile, residue)
-        segments.append((pos, pos + n))
-        origins.append(k0)
-        pos += n
-    return segments, origins
-
-
-def _padded_length(n: int, k: int, tile: int, residue: str) -> int:
-    """Length of a slice of ``n`` K-elements after ``_layout``'s zero padding."""
-    r = n % tile
-    if residue == "first" and r:
-        return -(-r // k) * k + _padded_length(n - r, k, tile, "last")
-    return -(-n // k) * k
+    spec = _resolve(instruction)
+    tile, granule = _layout_options(spec, k_tile, k_residue, split_granule)
+    slices = tuple((k_origin + a, k_origin + b) for a, b in split_bounds(K, split_k, granule))
+    root = plan.root
+    term = root.term if isinstance(root, Convert) and root.format is None else root
+    return LayOut(term, spec, slices, tile, k_residue, input_rounding, scale_block)
 
 
 def _build_plan(spec: InstructionSpec, segments, origins, *, promote_every, blockwise: bool, scale_block: int,
@@ -255,45 +259,6 @@ def _build_plan(spec: InstructionSpec, segments, origins, *, promote_every, bloc
     if c_role == "output":
         root = Epilogue(root, (RoundTo(get_format(out).name, out_rounding), AddExact("C")))
     return Plan(Convert(root, out_format, out_rounding))
-
-
-def split_bounds(k_total: int, split_k: "int | Sequence[int] | None", granule: int) -> list[tuple[int, int]]:
-    """K ranges of the split-K slices: ``split_k`` equal slices on ``granule`` boundaries, or given lengths.
-
-    >>> split_bounds(8192, 4, 16)
-    [(0, 2048), (2048, 4096), (4096, 6144), (6144, 8192)]
-    >>> split_bounds(333, 2, 8)
-    [(0, 168), (168, 333)]
-    >>> split_bounds(64, [32, 32], 16)
-    [(0, 32), (32, 64)]
-    """
-    if split_k is None:
-        return [(0, k_total)]
-    if isinstance(split_k, (int, np.integer)) and not isinstance(split_k, bool):
-        if split_k < 1:
-            raise ValueError(f"split_k: must be >= 1, got {split_k}")
-        granules = -(-k_total // granule)
-        per = -(-granules // int(split_k)) * granule
-        bounds = [(k0, min(k_total, k0 + per)) for k0 in range(0, k_total, per)]
-        return bounds
-    try:
-        if isinstance(split_k, (str, bytes)):
-            raise TypeError
-        lengths = [int(x) for x in split_k]
-    except (TypeError, ValueError):
-        raise TypeError(f"split_k: expected an int or a sequence of slice lengths, got {type(split_k).__name__}") \
-            from None
-    if not lengths or any(n <= 0 for n in lengths):
-        raise ValueError(f"split_k: slice lengths must be positive, got {lengths}")
-    if sum(lengths) < k_total:
-        raise ValueError(f"split_k: slice lengths sum to {sum(lengths)}, less than K={k_total}")
-    bounds, k0 = [], 0
-    for n in lengths:
-        if k0 >= k_total:
-            break
-        bounds.append((k0, min(k_total, k0 + n)))
-        k0 += n
-    return bounds
 
 
 def promotion_blocks(k0: int, k1: int, promote_every: int) -> list[tuple[int, int]]:
@@ -341,13 +306,13 @@ def _c_operands(C, spec: InstructionSpec, c_role: str, multi: bool, shape: tuple
     epilogue's addend): one of them, or neither without C."""
     if C is None:
         return None, None
-    C = _as_array(C, xp)
+    C = as_array(C, xp)
     _check_c_shape(C, shape)
     if c_role == "accumulator" and not multi:
-        return _operand_bits("C", C, spec.c_format), None
+        return operand_bits("C", C, spec.c_format), None
     if isinstance(spec.c_format, IntFormat) and c_role == "accumulator":
         raise ValueError("C: an integer accumulator cannot start an FP32 promotion chain")
-    return None, _FP32.round(_float_values("C", C))
+    return None, _FP32.round(float_values("C", C))
 
 
 def _batch_shape(A, B) -> tuple:
@@ -361,31 +326,10 @@ def _batch_shape(A, B) -> tuple:
     return tuple(A.shape[:-2])
 
 
-def _lay_out(a_bits, b_t, K: int, split_k, granule: int, k: int, tile: int, residue: str):
-    """(A rows, B columns as rows, K segments, their origins): each split-K slice laid out on instruction
-    boundaries (zero padding where the kernel puts it), the slices one after the other along the last axis."""
-    xp = namespace(a_bits)
-    segments, origins = _k_segments(K, split_k, granule, k, tile, residue)
-    pieces_a, pieces_b = [], []
-    for (s0, s1), k0, k1 in zip(segments, origins, origins[1:] + [K]):
-        pieces_a.append(_layout(a_bits[..., k0:k1], k, tile, residue))
-        pieces_b.append(_layout(b_t[..., k0:k1], k, tile, residue))
-        assert pieces_a[-1].shape[-1] == s1 - s0  # _padded_length is _layout's length
-    if len(pieces_a) == 1:
-        return pieces_a[0], pieces_b[0], segments, origins
-    return (xp.ascontiguousarray(xp.concatenate(pieces_a, axis=-1)),
-            xp.ascontiguousarray(xp.concatenate(pieces_b, axis=-1)), segments, origins)
-
-
 def _resolve(instruction) -> InstructionSpec:
     if isinstance(instruction, Instruction):
         return instruction.spec
     return get_instruction(instruction)
-
-
-def _as_array(x, xp):
-    """An operand as an array of namespace ``xp`` (``DeviceValues`` pass through: their dtype is their format)."""
-    return x if isinstance(x, DeviceValues) else xp.asarray(x)
 
 
 def _to_device(result, xp):
@@ -396,106 +340,9 @@ def _to_device(result, xp):
     return fmt.to_array(xp.asarray(fmt.bits_of(result)))
 
 
-def _layout(bits: np.ndarray, k: int, tile: int, residue: str) -> np.ndarray:
-    """One slice's K axis (the last) on instruction boundaries: +0 padding at the end, or after a first partial tile.
-
-    >>> _layout(np.arange(1, 6)[None], 2, 4, "first").tolist()   # 5 = 1 + one tile of 4
-    [[1, 0, 2, 3, 4, 5]]
-    """
-    xp = namespace(bits)
-    n = bits.shape[-1]
-    r = n % tile
-    if residue == "first" and r:
-        head = xp.zeros(bits.shape[:-1] + (-(-r // k) * k,), bits.dtype)
-        head[..., :r] = bits[..., :r]
-        return xp.concatenate([head, _layout(bits[..., r:], k, tile, "last")], axis=-1)
-    n_pad = -(-n // k) * k
-    if n_pad == n and bits.flags.c_contiguous:
-        return bits
-    out = xp.zeros(bits.shape[:-1] + (n_pad,), bits.dtype)
-    out[..., :n] = bits
-    return out
-
-
 def _check_promotion(spec: InstructionSpec, promote_every) -> None:
     if isinstance(promote_every, bool) or not isinstance(promote_every, (int, np.integer)):
         raise TypeError(f"promote_every: expected an int, got {type(promote_every).__name__}")
     if promote_every < spec.k or promote_every % spec.k:
         raise ValueError(f"promote_every: must be a positive multiple of {spec.name}'s K={spec.k}, "
                          f"got {promote_every}")
-
-
-def _float_values(name: str, x) -> np.ndarray:
-    if isinstance(x, DeviceValues):
-        return x.format.to_float(x.bits)
-    x = namespace(x).asarray(x)
-    if x.dtype.kind not in "fiuV" and not x.dtype.name.startswith(("float", "bfloat")):
-        raise TypeError(f"{name}: expected numeric values, got dtype {x.dtype}")
-    try:
-        return float64(x)  # exact on a GPU too (no flush-to-zero cast)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name}: cannot read dtype {x.dtype} as numbers") from None
-
-
-def _parse_scales(scale_a, scale_b, M: int, N: int, K: int, block: int, xp=np):
-    """(block_a [M, KB] or None, block_b [KB, N] or None, epilogue factors (scale_a, scale_b) or None, their
-    kind: "tensor" for two scalars, "row" otherwise, None without them)."""
-    if scale_a is None and scale_b is None:
-        return None, None, None, None
-    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
-        raise ValueError(f"scale_block: expected a positive int, got {block!r}")
-    sa, sb = _fp32_scales("scale_a", scale_a, xp), _fp32_scales("scale_b", scale_b, xp)
-    kb, nb = -(-K // block), -(-N // block)
-    # per-tensor / row-wise shapes win where K fits one block and the shapes coincide
-    rowwise = sa.shape in ((), (M,), (M, 1)) and sb.shape in ((), (N,), (1, N))
-    a_block = not rowwise and sa.ndim == 2 and sa.shape == (M, kb)
-    b_block = not rowwise and sb.ndim == 2 and sb.shape in ((kb, nb), (kb, N))
-    if a_block or b_block:
-        if not (a_block and b_block):
-            raise ValueError(f"scale_a, scale_b: block-wise scaling needs scale_a of shape {(M, kb)} and "
-                             f"scale_b of shape {(kb, nb)}, got {sa.shape} and {sb.shape}")
-        b_full = sb if sb.shape == (kb, N) else xp.repeat(sb, block, axis=1)[:, :N]  # [KB, N]
-        return sa, b_full, None, None
-    if sa.ndim == 2 and sa.shape == (M, 1):
-        sa = sa[:, 0]
-    if sb.ndim == 2 and sb.shape == (1, N):
-        sb = sb[0]
-    if sa.ndim not in (0, 1) or (sa.ndim == 1 and sa.shape != (M,)):
-        raise ValueError(f"scale_a: expected a scalar, shape ({M},) or ({M}, 1), or block-wise ({M}, {kb}); "
-                         f"got {sa.shape}")
-    if sb.ndim not in (0, 1) or (sb.ndim == 1 and sb.shape != (N,)):
-        raise ValueError(f"scale_b: expected a scalar, shape ({N},) or (1, {N}), or block-wise ({kb}, {nb}); "
-                         f"got {sb.shape}")
-    kind = "tensor" if sa.ndim == sb.ndim == 0 else "row"
-    return None, None, (sa[:, None] if sa.ndim else sa, sb[None, :] if sb.ndim else sb), kind
-
-
-
-
-def _fp32_scales(name: str, scale, xp):
-    """A ``scale_a``/``scale_b`` argument as FP32 values of namespace ``xp`` (None: 1), each finite and nonzero."""
-    if scale is None:
-        return xp.ones(())
-    s = xp.asarray(_FP32.round(_float_values(name, scale)))
-    bad = ~xp.isfinite(s) | (s == 0)  # a NaN, infinite or zero scale is a bug upstream
-    if s.size and bool(bad.any()):
-        raise ValueError(f"{name}: scales must be finite and nonzero, found {float(s[bad].ravel()[0])}")
-    return s
-
-
-def _batch_scales(scale_a, scale_b, batch: int, M: int, N: int, xp):
-    """A batch's scales as ((scale_a [batch, M or 1, 1], scale_b [batch, 1, N or 1]), kind) or (None, None):
-    each a scalar, one per item ([batch]) or row-wise ([batch, M] / [batch, N]); "tensor" when both are one
-    number per item (``acc * fp32(sa * sb)``), else "row" (``(acc * sb) * sa``), as for a single GEMM."""
-    if scale_a is None and scale_b is None:
-        return None, None
-    shaped = []
-    for name, s, rows, where in (("scale_a", scale_a, M, -1), ("scale_b", scale_b, N, -2)):
-        if np.shape(s) not in ((), (batch,), (batch, rows)):
-            raise ValueError(f"{name}: a batch of {batch} takes a scalar, shape ({batch},) or ({batch}, {rows}); "
-                             f"got {np.shape(s)}")
-        s = _fp32_scales(name, s, xp)
-        full = s if s.ndim == 2 else xp.broadcast_to(s.reshape(-1, 1) if s.ndim else s.reshape(1, 1), (batch, 1))
-        shaped.append(xp.expand_dims(full, where))
-    kind = "tensor" if np.ndim(scale_a) <= 1 and np.ndim(scale_b) <= 1 else "row"
-    return tuple(shaped), kind

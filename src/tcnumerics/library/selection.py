@@ -92,7 +92,7 @@ class Plan:
         sa, sb = _scales_of(c)
         p = structure.plan(self.structure, A, B, out_format=c.out, alpha=c.alpha, beta=c.beta, scale_a=sa,
                            scale_b=sb, bias=np.zeros(c.N) if c.bias else None)
-        return PlanTree(p.root, title=title, notes=(p.title, flag))
+        return PlanTree(p.root, title=title, notes=(p.title, *p.notes, flag))
 
     def explain(self) -> str:
         """What the library predicts cuBLAS computes for this call on its GPU model, one plan node a line.

@@ -78,13 +78,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
-from ..plan.rules import fp32_fma as _fp32_fma, fp32_halving_sum, fp32_sum
+from ..plan import interpret
+from ..plan.nodes import FFMAChain, Node, OrderedSum
 
 _SN = re.compile(r"gemmSN_(NN|TN)_kernel<float, (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (true|false)")
-_BLOCK = 1 << 21  # products per column block (float64): bounds the working set of large calls
 _T = r"[^,<>]+"  # one type argument
 _GEMVX = re.compile(rf"gemvx::kernel<(int|long), (?:int|long), {_T}, {_T}, {_T}, {_T}, (true|false), (true|false), "
                     r"(true|false), (true|false), (\d+), (true|false)")
@@ -128,7 +129,7 @@ def parse(kernel_name: str) -> SimtKernel:
     return SimtKernel(layout, bs, p1, p2, p3, nb)
 
 
-def _gemvx(kernel_name: str):
+def _gemvx_flags(kernel_name: str):
     """(long indices, transposed, log2 CTA size) of an identified gemvx activity name, else None."""
     m = _GEMVX.search(kernel_name)
     if m is None or m.group(2) != "false":  # the first flag true (std::enable_if<true>): not identified
@@ -145,7 +146,7 @@ def family(kernel_name: str) -> str | None:
     m = _SN.search(kernel_name)
     if m is not None:
         return f"gemmSN_{m.group(1)}"
-    g = _gemvx(kernel_name)
+    g = _gemvx_flags(kernel_name)
     if g is not None:
         return "gemvx_T" if g[1] else "gemvx_N"
     for fam, rx in (("gemvNSP", _NSP), ("gemv2T", _G2T), ("largek", _LARGEK)):
@@ -177,12 +178,12 @@ def modelled(kernel_name: str, K: int, slices: int = 1, lanes: int | None = None
         per = -(-K // max(1, slices))
         short = lanes is not None and lanes <= 8 and per <= 65  # halves: captured at 2 and 8 lanes, K = 7..65
         long_ = lanes is not None and lanes < 32 and per >= 64 * lanes  # runs of 64
-        return (_gemvx(kernel_name)[0] or short or long_) and (slices <= 1 or per % 4 == 0)
+        return (_gemvx_flags(kernel_name)[0] or short or long_) and (slices <= 1 or per % 4 == 0)
     if fam == "gemvx_T":
         if slices > 1 or lanes is None:
             return False
         per = -(-K // lanes)
-        return (per <= 4 or per == 8 or per >= 64) if _gemvx(kernel_name)[2] >= 7 else K == 64
+        return (per <= 4 or per == 8 or per >= 64) if _gemvx_flags(kernel_name)[2] >= 7 else K == 64
     if fam == "gemvNSP":
         return tuple(map(int, _NSP.search(kernel_name).groups()[:4])) == (1, 32, 4, 1024) and K <= 64
     if fam == "gemv2T":
@@ -198,7 +199,7 @@ def gemvx_lanes(kernel_name: str, n_out: int, ctas: int) -> int:
     ...             1024, 256)
     32
     """
-    g = _gemvx(kernel_name)
+    g = _gemvx_flags(kernel_name)
     if g is None:
         raise ValueError(f"not an identified gemvx kernel: {kernel_name[:120]!r}")
     rows = 1
@@ -218,59 +219,45 @@ def gemmsn_nn_tiles(K: int, threads: int, tile: int | None = None) -> list[list[
     return out
 
 
-def _chains(P: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Fresh FFMA chains: ``P`` [R, C, K] exact products (float64), ``idx`` [..., L] K positions in chain
-    order (-1: no term).  Returns [R, C, ...] FP32 values (as float64)."""
-    R, C, K = P.shape
-    Pp = np.concatenate([P, np.zeros((R, C, 1))], axis=2)  # position -1 -> a zero product: adds nothing
-    acc = np.zeros((R, C) + idx.shape[:-1])
-    for s in range(idx.shape[-1]):
-        acc = _fp32_fma(Pp[:, :, idx[..., s]], 1.0, acc)
-    return acc
+def _sum(terms: list, kind: str = "contiguous", from_zero: bool = False) -> Node:
+    """Terms added in order (or by a halving tree); one term without a start is itself."""
+    if len(terms) == 1 and kind == "contiguous" and not from_zero:
+        return terms[0]
+    return OrderedSum(tuple(terms), kind, from_zero=from_zero)
 
 
-def _nn(P: np.ndarray, kern: SimtKernel) -> np.ndarray:
-    K = P.shape[2]
-    tiles = gemmsn_nn_tiles(K, kern.k_threads, kern.tile)
-    n_tiles = max(len(t) for t in tiles)
-    L = max([e - s for th in tiles for s, e in th] + [1])
-    idx = -np.ones((kern.k_threads, max(n_tiles, 1), L), np.int64)
-    for t, th in enumerate(tiles):
-        for j, (s, e) in enumerate(th):
-            idx[t, j, : e - s] = np.arange(s, e)
-    partial = _chains(P, idx)  # [R, C, threads, tiles]; a missing tile is +0 and adds nothing
-    per_thread = fp32_sum(np.concatenate([np.zeros(partial.shape[:3] + (1,)), partial], axis=3), 3)
-    return fp32_sum(per_thread, 2)
+def _nn(K: int, kern: SimtKernel) -> Node:
+    """gemmSN_NN: per K-thread its tiles' fresh chains added into an accumulator from +0, the threads in order.
+    (A thread's accumulator, from +0, is never -0, so its missing tiles and idle steps -- +0 terms -- are left out.)"""
+    threads = [_sum([FFMAChain(tuple(range(s, e))) for s, e in th], from_zero=True)
+               for th in gemmsn_nn_tiles(K, kern.k_threads, kern.tile) if th]
+    return _sum(threads)
 
 
-def _tn(P: np.ndarray, kern: SimtKernel) -> np.ndarray:
-    return _lane_groups(P, kern.k_threads, kern.tile)  # k = lane + lanes * (position in lane)
-
-
-def _dealt(K: int, lanes: int, run: int, offset: int = 0) -> np.ndarray:
-    """[lanes, L] K positions per lane in chain order: element k to lane ``(k // run) % lanes`` (-1: none)."""
+def _dealt(K: int, lanes: int, run: int, offset: int = 0) -> list[np.ndarray]:
+    """Per lane its K positions in chain order: element k to lane ``(k // run) % lanes``."""
     owner = (np.arange(K) // run) % lanes
-    cols = [np.flatnonzero(owner == t) + offset for t in range(lanes)]
-    idx = -np.ones((lanes, max([1] + [len(c) for c in cols])), np.int64)
-    for t, c in enumerate(cols):
-        idx[t, : len(c)] = c
-    return idx
+    return [np.flatnonzero(owner == t) + offset for t in range(lanes)]
 
 
-def _lane_groups(P: np.ndarray, lanes: int, group: int) -> np.ndarray:
+def _lane_groups(K: int, lanes: int, group: int) -> Node:
     """gemmSN_TN / gemv2T: k to lane ``k % lanes``, each lane's consecutive ``group`` elements a fresh chain
-    added to the lane's accumulator in order, the lanes summed in lane order."""
-    K = P.shape[2]
+    added to the lane's accumulator (from +0) in order, the lanes summed in lane order (missing groups and lanes,
+    +0 terms into accumulators that are never -0, left out)."""
     groups = -(-(-(-K // lanes)) // group)
-    k = np.arange(groups * group * lanes).reshape(groups, group, lanes)
-    idx = np.where(k < K, k, -1).transpose(2, 0, 1)  # [lane, group, position]
-    partial = _chains(P, idx)  # [R, C, lanes, groups]
-    per_lane_acc = fp32_sum(np.concatenate([np.zeros(partial.shape[:3] + (1,)), partial], axis=3), 3)
-    return fp32_sum(per_lane_acc, 2)
+    k = np.arange(groups * group * lanes).reshape(groups, group, lanes)  # [group, position, lane]
+    per_lane = []
+    for t in range(lanes):
+        chains = [FFMAChain(tuple(int(x) for x in k[g, :, t] if x < K)) for g in range(groups) if k[g, 0, t] < K]
+        if chains:
+            per_lane.append(_sum(chains, from_zero=True))
+    return _sum(per_lane)
 
 
-def _slice_starts(K: int, per: int) -> list[int]:
-    return list(range(0, K, per))
+def _padded_lanes(cols: list[np.ndarray], width: int) -> list[FFMAChain]:
+    """One chain per lane, padded with idle +0 products to ``width`` steps (they turn a lane's -0 into +0, which a
+    halving tree can tell apart)."""
+    return [FFMAChain(tuple(int(x) for x in c), width - len(c)) for c in cols]
 
 
 def _gemvx_run(trans: bool, long_idx: bool, K: int, lanes: int) -> int:
@@ -283,45 +270,56 @@ def _gemvx_run(trans: bool, long_idx: bool, K: int, lanes: int) -> int:
     return min(64, -(-K // 2))  # short dots split in two halves (K = 7..65 captures), long ones in runs of 64
 
 
-def _gemvx_reduce(P: np.ndarray, kernel_name: str, lanes: int, slices: int) -> np.ndarray:
-    long_idx, trans, _ = _gemvx(kernel_name)
-    K = P.shape[2]
+def _gemvx_plan(kernel_name: str, K: int, lanes: int, slices: int) -> Node:
+    long_idx, trans, _ = _gemvx_flags(kernel_name)
     per = -(-(-(-K // max(1, slices))) // 4) * 4 if slices > 1 else K
     dealt = [_dealt(min(per, K - s0), lanes, _gemvx_run(trans, long_idx, min(per, K - s0), lanes), s0)
-             for s0 in _slice_starts(K, per)]
-    L = max(d.shape[1] for d in dealt)
-    idx = -np.ones((len(dealt), lanes, L), np.int64)
-    for i, d in enumerate(dealt):
-        idx[i, :, : d.shape[1]] = d
-    parts = fp32_halving_sum(_chains(P, idx), 3)  # [R, C, slices]: every slice's lanes at once
-    return fp32_sum(parts, 2)  # splitKreduce: the slices in order
+             for s0 in range(0, K, per)]
+    width = max(max(len(c) for c in d) for d in dealt)  # every slice's lanes step as long as the longest
+    parts = [_sum(_padded_lanes(d, max(width, 1)), "halving") for d in dealt]
+    return _sum(parts)  # splitKreduce: the slices in order
 
 
-def _largek(P: np.ndarray, slices: int) -> np.ndarray:
-    K = P.shape[2]
+def _largek(K: int, slices: int) -> Node:
     per = -(-(-(-K // slices)) // 8) * 8
-    k = np.arange(0, len(_slice_starts(K, per)) * per).reshape(-1, per)
-    parts = _chains(P, np.where(k < K, k, -1))  # [R, C, slices], one chain each
-    return fp32_sum(parts, 2)  # added into the zeroed output in slice order
+    return _sum([FFMAChain(tuple(range(s0, min(K, s0 + per))), s0 + per - min(K, s0 + per))
+                 for s0 in range(0, K, per)])  # added into the zeroed output in slice order
 
 
-def _reduce(P: np.ndarray, kernel_name: str, fam: str, lanes: int | None, slices: int) -> np.ndarray:
+@lru_cache(maxsize=256)
+def reduction(kernel_name: str, K: int, lanes: int | None = None, slices: int = 1) -> Node:
+    """The kernel's K reduction as a plan: FFMA chains over its lanes' K columns and the ordered sums that join them
+    (``plan.interpret`` runs it; ``explain()`` prints it).  ``lanes``: gemvx's threads per output; ``slices``: the
+    split-K grid z of gemvx + splitKreduce or of sgemm_largek_lds64.
+
+    >>> from tcnumerics.plan import Plan
+    >>> print(Plan(reduction("sgemm_largek_lds64<false, false, 6, 3, 4, 5, 2, 64>", 20, slices=2)).explain())
+    ordered sum (contiguous) of 2 terms, FP32 RNE additions in order
+      FFMA chain over K[0:16) from +0
+      FFMA chain over K[16:20) from +0, then 12 +0 products
+    """
+    fam = family(kernel_name)
+    if fam is None:
+        raise ValueError(f"not a modelled SIMT kernel: {kernel_name[:120]!r}")
+    if K == 0:  # no products: +0
+        return FFMAChain(())
     if fam.startswith("gemmSN"):
         kern = parse(kernel_name)
-        return _nn(P, kern) if kern.layout == "NN" else _tn(P, kern)
+        return _nn(K, kern) if kern.layout == "NN" else _lane_groups(K, kern.k_threads, kern.tile)
     if fam.startswith("gemvx"):
         if lanes is None:
             raise ValueError("gemvx: pass lanes= (gemvx_lanes from the launch's CTA count)")
-        return _gemvx_reduce(P, kernel_name, lanes, slices)
+        return _gemvx_plan(kernel_name, K, lanes, slices)
     if fam == "gemvNSP":
         _, nsp_lanes, run, _ = map(int, _NSP.search(kernel_name).groups()[:4])
-        return fp32_halving_sum(_chains(P, _dealt(P.shape[2], nsp_lanes, run)), 2)
+        cols = _dealt(K, nsp_lanes, run)
+        return _sum(_padded_lanes(cols, max(len(c) for c in cols)), "halving")
     if fam == "gemv2T":
         lanes2t = int(_G2T.search(kernel_name).group(2))
-        return _lane_groups(P, lanes2t, 512 // lanes2t)
+        return _lane_groups(K, lanes2t, 512 // lanes2t)
     if slices < 1:
         raise ValueError("largek: pass slices= (the launch's grid z)")
-    return _largek(P, slices)
+    return _largek(K, slices)
 
 
 def order(kernel_name: str, lanes: int | None = None, slices: int = 1) -> str:
@@ -354,23 +352,17 @@ def order(kernel_name: str, lanes: int | None = None, slices: int = 1) -> str:
 
 def simt_reduce(kernel_name: str, A, B, *, lanes: int | None = None, slices: int = 1) -> np.ndarray:
     """The FP32 accumulators [R, C] (float64 holding FP32 values) the kernel computes for ``A`` [R, K] rows
-    and ``B`` [K, C] columns (any rows / columns of the call: the order depends only on K and the launch).
+    and ``B`` [K, C] columns (any rows / columns of the call: the order depends only on K and the launch):
+    ``reduction``'s plan, run by the interpreter.
 
     ``lanes``: gemvx's threads per output (``gemvx_lanes``); ``slices``: the split-K grid z of gemvx +
     splitKreduce or of sgemm_largek_lds64 (required there)."""
-    fam = family(kernel_name)
-    if fam is None:
+    if family(kernel_name) is None:
         raise ValueError(f"not a modelled SIMT kernel: {kernel_name[:120]!r}")
-    a = np.asarray(A, np.float64)
-    b = np.asarray(B, np.float64)
+    a, b = np.asarray(A, np.float64), np.asarray(B, np.float64)
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"K mismatch: A {a.shape}, B {b.shape}")
-    R, K = a.shape
-    if K == 0:
-        return np.zeros((R, b.shape[1]))
-    step = max(1, _BLOCK // max(1, R * K))
-    out = []
-    for c0 in range(0, b.shape[1], step):
-        P = a[:, None, :] * b[:, c0:c0 + step].T[None, :, :]  # exact: 24 + 24 bits in float64
-        out.append(_reduce(P, kernel_name, fam, lanes, slices))
-    return np.concatenate(out, axis=1) if out else np.zeros((R, 0))
+    if a.shape[1] == 0:
+        return np.zeros((a.shape[0], b.shape[1]))
+    node = reduction(kernel_name, a.shape[1], lanes, slices)
+    return np.asarray(interpret.run(node, {"A": a, "B": b}), np.float64)

@@ -35,20 +35,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
 import numpy as np
 
-from ..formats import get_format
-from ..gemm import gemm
-from ..plan.rules import fp32_tree_sum
+from ..catalog import get_instruction
+from ..plan import interpret
+from ..plan.nodes import Chain, LayOut, Node, OrderedSum, TileGroups
 from . import gpus
 
 __all__ = ["StreamKPlan", "plan", "parse_tile", "schedule_index", "segment_lengths", "pair_tree",
-           "streamk_tf32", "tiled_outputs", "swizzle_for", "position_dependent", "swizzle_matters",
+           "streamk_tf32", "tiled_outputs", "reduction", "swizzle_for", "position_dependent", "swizzle_matters",
            "FITTED_SWIZZLE", "PROBED_SWIZZLE", "BASE_SWIZZLE"]
 
-_TF32 = get_format("tf32")
 INSTRUCTION = "hopper.wgmma.m64n8k8.f32.tf32.tf32"
 
 # Band widths that reproduce the captured calls whose shared tiles depend on it, (M, N, K) -> swizzle
@@ -241,41 +241,96 @@ def streamk_tf32(A, B, rows, cols, *, M: int, N: int, K: int, ctas: int, tile: t
     (they decide each output's tile); ``ctas``: the launch's CTA count; ``tile``: (TM, TN, TK) from the
     kernel name; ``swizzle``: the schedule's band width (see the module docstring; None: ``swizzle_for``'s);
     ``reduce_kernel``: an ``execute_split_k`` kernel follows (partials summed from the last).
-    Returns float32 [R, C].
+    ``reduction``'s plan, run by the interpreter.  Returns float32 [R, C].
     """
     A, B = np.asarray(A, np.float32), np.asarray(B, np.float32)
     rows, cols = np.asarray(rows), np.asarray(cols)
     if A.shape != (len(rows), K) or B.shape != (K, len(cols)):
         raise ValueError(f"A, B: expected [{len(rows)}, {K}] and [{K}, {len(cols)}], got {A.shape}, {B.shape}")
+    node = reduction(M, N, K, ctas, tile, swizzle, reduce_kernel)
+    out = interpret.run(node, {"A": A, "B": B, "rows": rows, "cols": cols}, engine)
+    return np.asarray(out, np.float64).astype(np.float32)
+
+
+@lru_cache(maxsize=256)
+def reduction(M: int, N: int, K: int, ctas: int, tile: tuple[int, int, int], swizzle: int | None = 1,
+              reduce_kernel: bool = False) -> Node:
+    """The K reduction of an M x N x K stream-K launch as a plan: operands rounded to TF32 (RNE), each output
+    tile's segments TF32 wgmma k8 chains from +0 joined by the fix-up tree (or, with ``reduce_kernel``, summed from
+    the last); the shared tiles (the last ``shared`` of the schedule) apart from the data-parallel ones.
+
+    >>> from tcnumerics.plan import Plan
+    >>> print(Plan(reduction(128, 128, 96, 3, (128, 128, 32))).explain())  # doctest: +ELLIPSIS
+    operands rounded to TF32 (RNE), as tf32 x tf32 bits: K[0:96), each padded with +0 to 8-element ...
+      tree sum of 3 terms (0, (1, 2)), FP32 RNE additions
+        chain hopper.wgmma.m64n8k8.f32.tf32.tf32 over K[0:32) (4 instructions) from +0
+        chain hopper.wgmma.m64n8k8.f32.tf32.tf32 over K[32:64) (4 instructions) from +0
+        chain hopper.wgmma.m64n8k8.f32.tf32.tf32 over K[64:96) (4 instructions) from +0
+    """
     p = plan(M, N, K, ctas, tile, swizzle)
-    return tiled_outputs(A, B, rows, cols, tile=tile, K=K, segments=p.segments,
-                         tree=_fold_from_last if reduce_kernel else pair_tree, engine=engine)
+    tree = _fold_from_last if reduce_kernel else pair_tree
+    whole = _segments_node([(0, p.iters)], tile[2], K, tree)
+    if p.splits <= 1 or p.shared == 0:
+        return _tf32_operands(whole, K)
+    tm, tn = np.meshgrid(np.arange(p.tiles_m), np.arange(p.tiles_n), indexing="ij")
+    tm, tn = tm.ravel(), tn.ravel()
+    order = _schedule_indices(tm, tn, p)
+    shared = _segments_node(p.segments(int(tm[order.argmax()]), int(tn[order.argmax()])), tile[2], K, tree)
+    if p.shared >= p.tiles:  # every tile shared alike
+        return _tf32_operands(shared, K)
+    at = np.flatnonzero(order >= p.tiles - p.shared)
+    tiles = tuple((int(tm[i]), int(tn[i])) for i in at)
+    return _tf32_operands(TileGroups(tile[:2], (tiles, None), (shared, whole)), K)
+
+
+def _schedule_indices(tm: np.ndarray, tn: np.ndarray, p: StreamKPlan) -> np.ndarray:
+    """``schedule_index`` of every tile (tm[i], tn[i]) at once (the same arithmetic on arrays).
+
+    >>> p = plan(256, 4096, 4096, 120, (64, 128, 32))
+    >>> tm, tn = np.arange(p.tiles_m).repeat(p.tiles_n), np.tile(np.arange(p.tiles_n), p.tiles_m)
+    >>> bool((_schedule_indices(tm, tn, p) == [schedule_index(m, n, p.tiles_m, p.tiles_n, p.swizzle, p.along_n)
+    ...                                        for m, n in zip(tm, tn)]).all())
+    True
+    """
+    tiles_m, tiles_n, w = p.tiles_m, p.tiles_n, p.swizzle
+    if p.along_n:
+        tm, tn, tiles_m, tiles_n = tn, tm, tiles_n, tiles_m
+    band = tm // w
+    width = np.minimum(w, tiles_m - band * w)
+    row = np.where(band % 2 == 0, tn, tiles_n - 1 - tn)
+    return band * w * tiles_n + row * width + tm % w
+
+
+def _segments_node(segs, TK: int, K: int, tree: Callable[[int], object]) -> Node:
+    """A tile's segments, each a TF32 chain from +0 over its iterations' K range (the last one padded with +0 to
+    the instruction's K), joined by ``tree``."""
+    k = get_instruction(INSTRUCTION).k
+    kp = -(-K // k) * k
+    chains = tuple(Chain(get_instruction(INSTRUCTION), min(kp, a * TK), min(kp, b * TK)) for a, b in segs)
+    return chains[0] if len(chains) == 1 else OrderedSum(chains, "tree", tree=tree(len(chains)))
+
+
+def _tf32_operands(term: Node, K: int) -> LayOut:
+    """The operands as TF32 bits (FP32 values rounded RNE), K padded to the instruction's K at the end."""
+    spec = get_instruction(INSTRUCTION)
+    return LayOut(term, spec, ((0, K),), spec.k, "last", "rne")
 
 
 def tiled_outputs(A, B, rows, cols, *, tile: tuple[int, int, int], K: int,
                   segments: Callable[[int, int], list[tuple[int, int]]], tree: Callable[[int], object],
                   engine: str = "auto") -> np.ndarray:
     """Outputs of any segment map and fix-up tree: ``segments(tm, tn)`` gives a tile's iteration ranges,
-    each a TF32 chain from +0, combined by ``tree(len(segments))`` (nested index pairs) with FP32 adds.
-    The building block of ``streamk_tf32``, also used to score other hypotheses (``probe_tf32.py``)."""
+    each a TF32 chain from +0, combined by ``tree(len(segments))`` (nested index pairs) with FP32 adds: a plan of
+    the given outputs' tiles grouped by their segments, run by the interpreter.  Used to score other hypotheses
+    (``probe_tf32.py``).  Returns float32 [R, C]."""
     A, B = np.asarray(A, np.float32), np.asarray(B, np.float32)
     rows, cols = np.asarray(rows), np.asarray(cols)
-    A = _TF32.to_float(_TF32.from_float(A.astype(np.float64), "rne")).astype(np.float32)
-    B = _TF32.to_float(_TF32.from_float(B.astype(np.float64), "rne")).astype(np.float32)
     TM, TN, TK = tile
-    # outputs grouped by their tile's segment list: one chain evaluation per distinct segment (few engine calls)
-    groups: dict[tuple, list[tuple[np.ndarray, np.ndarray]]] = {}
+    groups: dict[tuple, list[tuple[int, int]]] = {}
     for tn in np.unique(rows // TN):
         for tm in np.unique(cols // TM):
-            segs = tuple(segments(int(tm), int(tn)))
-            groups.setdefault(segs, []).append((np.nonzero(rows // TN == tn)[0], np.nonzero(cols // TM == tm)[0]))
-    out = np.zeros((len(rows), len(cols)), np.float64)
-    for segs, blocks in groups.items():
-        ri = np.unique(np.concatenate([b[0] for b in blocks]))
-        ci = np.unique(np.concatenate([b[1] for b in blocks]))
-        parts = [np.asarray(gemm(A[np.ix_(ri, np.arange(a * TK, min(K, b * TK)))], B[a * TK:min(K, b * TK)][:, ci],
-                                 instruction=INSTRUCTION, engine=engine), np.float64) for a, b in segs]
-        total = fp32_tree_sum(0 if len(segs) == 1 else tree(len(segs)), parts)
-        for r_idx, c_idx in blocks:
-            out[np.ix_(r_idx, c_idx)] = total[np.ix_(np.searchsorted(ri, r_idx), np.searchsorted(ci, c_idx))]
-    return out.astype(np.float32)
+            groups.setdefault(tuple(segments(int(tm), int(tn))), []).append((int(tm), int(tn)))
+    terms = tuple(_segments_node(segs, TK, K, tree) for segs in groups)
+    node = _tf32_operands(TileGroups((TM, TN), tuple(tuple(g) for g in groups.values()), terms), K)
+    out = interpret.run(node, {"A": A, "B": B, "rows": rows, "cols": cols}, engine)
+    return np.asarray(out, np.float64).astype(np.float32)

@@ -43,13 +43,11 @@ import numpy as np
 
 from ..arrays import DeviceValues, concatenate, namespace, to_host
 from ..formats import get_format
-from ..gemm import gemm, plan_gemm, split_bounds
+from ..gemm import laid_out, plan_gemm, split_bounds
 from ..plan import interpret
-from ..plan.ffma import float32_patterns as _float32_patterns
-from ..plan.nodes import (AddC, AddExact, Alpha, Convert, Epilogue, FFMAChain, Input, Node, OrderedSum, Plan,
-                          Reduction, RoundEach, RoundTo)
-from .simt import order as simt_order, simt_reduce
-from .streamk import streamk_tf32
+from ..plan.nodes import (AddC, AddExact, Alpha, Convert, Epilogue, FFMAChain, Input, LayOut, Node, OrderedSum, Plan,
+                          RoundEach, RoundTo)
+from . import simt, streamk
 
 _FP32 = get_format("fp32")
 EPILOGUES = ("plain", "bias", "badd", "bx", "bx_mul", "bias_out")
@@ -133,16 +131,6 @@ class Structure:
         return ", ".join(parts)
 
 
-def _host_only(fn, *arrays):
-    """Run a host-only reduction (SIMT, stream-K and FFMA kernels: numba / numpy) on host copies of device
-    operands and return its FP32 values where the operands were."""
-    xp = namespace(*arrays)
-    out = fn(*(to_host(a) for a in arrays))
-    if xp is np:
-        return out
-    return [xp.asarray(o) for o in out] if isinstance(out, list) else xp.asarray(out)
-
-
 def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b=None,
                engine: str = "auto", rows=None, cols=None) -> np.ndarray:
     """The FP32 accumulator (FP32 values) after the K reduction and split-K sum.
@@ -150,58 +138,49 @@ def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b
     ``rows``/``cols``: the positions of A's rows and B's columns in the whole call (default: the first ones);
     only stream-K kernels depend on them."""
     node = reduction_node(s, A, B, scale_a, scale_b, engine, rows, cols)
-    return interpret.run(node, {"A": A, "B": B}, engine)
+    return interpret.run(node, _operands(A, B, scale_a, scale_b, rows, cols), engine)
+
+
+def _operands(A, B, scale_a=None, scale_b=None, rows=None, cols=None, **more) -> dict:
+    """What a structure's plan reads: the operand values, scales as ``gemm`` takes them, the outputs' places."""
+    return {"A": A, "B": B, "scale_a": scale_a, "scale_b": scale_b,
+            "rows": None if rows is None else np.asarray(to_host(rows)),
+            "cols": None if cols is None else np.asarray(to_host(cols)), **more}
 
 
 def reduction_node(s: Structure, A, B, scale_a=None, scale_b=None, engine: str = "auto", rows=None,
                    cols=None) -> Node:
-    """The plan node of the kernel's K reduction for these operands (shapes, scales, output positions)."""
+    """The plan node of the kernel's K reduction for these operands' shapes and scales (the outputs' places,
+    ``rows``/``cols``, are bound when it runs: a stream-K plan covers the whole call)."""
+    K = A.shape[-1]
     if s.stream_k is not None:
         sk = s.stream_k
-        r = np.arange(A.shape[0]) if rows is None else np.asarray(to_host(rows))
-        c = np.arange(B.shape[1]) if cols is None else np.asarray(to_host(cols))
-        host_engine = "auto" if engine == "cuda" else engine
-        return Reduction(f"stream-K TF32 reduction (library.streamk) -- {sk.ctas} CTAs, tile {sk.tile}: each output "
-                         f"tile's K iterations in CTA segments, TF32 chains from +0, joined by the "
-                         f"{'reduce kernel, from the last' if sk.reduce_kernel else 'fix-up pair tree'} (FP32 RNE)",
-                         lambda A, B: _host_only(lambda a, b: np.asarray(streamk_tf32(
-                             a, b, r, c, M=sk.M, N=sk.N, K=sk.K, ctas=sk.ctas, tile=sk.tile, swizzle=sk.swizzle,
-                             reduce_kernel=sk.reduce_kernel, engine=host_engine), np.float64), A, B))
+        return streamk.reduction(sk.M, sk.N, sk.K, sk.ctas, sk.tile, sk.swizzle, sk.reduce_kernel)
     if s.simt_kernel:
-        return Reduction(f"SIMT reduction (library.simt) -- {simt_order(s.simt_kernel, s.simt_lanes, s.simt_slices)}",
-                         lambda A, B: _host_only(lambda a, b: simt_reduce(s.simt_kernel, a, b, lanes=s.simt_lanes,
-                                                                          slices=s.simt_slices), A, B))
+        return simt.reduction(s.simt_kernel, K, s.simt_lanes, s.simt_slices)
     if s.instruction is None:
-        chains = [FFMAChain(tuple(int(k) for k in c)) for c in slice_columns(s, A.shape[1])]
+        chains = [FFMAChain(tuple(int(k) for k in c)) for c in slice_columns(s, K)]
         return chains[0] if len(chains) == 1 else OrderedSum(tuple(chains), "interleaved" if s.split_interleave
                                                              else "contiguous")
     if s.split_interleave:
         raise ValueError(f"{s.family}: interleaved split-K is modelled for FFMA chains only")
     if s.split_partial_format and s.split_k:
         one = s.with_(split_k=None, split_partial_format=None)
-        return OrderedSum(tuple(RoundEach(_slice_leaf(one, A, B, k0, k1, engine), s.split_partial_format)
-                                for k0, k1 in split_bounds(A.shape[1], list(s.split_k), 1)))
-    return _gemm_leaf(s, A, B, scale_a, scale_b, engine)
+        return OrderedSum(tuple(RoundEach(_gemm_leaf(one, A.shape[-2], B.shape[-1], k0, k1), s.split_partial_format)
+                                for k0, k1 in split_bounds(K, list(s.split_k), 1)))
+    return _gemm_leaf(s, A.shape[-2], B.shape[-1], 0, K, scale_kind(scale_a, scale_b, A.shape[-2]))
 
 
-def _gemm_leaf(s: Structure, A, B, scale_a, scale_b, engine: str) -> Reduction:
-    """The tensor-core reduction: ``tcnumerics.gemm`` (its own plan, run by the interpreter) on the operands,
-    TF32-rounded first where the kernel rounds them."""
-    options = dict(instruction=s.instruction, promote_every=s.promote_every,
-                   split_k=list(s.split_k) if s.split_k else None, k_tile=s.k_tile, k_residue=s.k_residue,
-                   split_granule=s.split_granule)
-    M, K, N = A.shape[-2], A.shape[-1], B.shape[-1]  # a batch's items share the plan
+def _gemm_leaf(s: Structure, M: int, N: int, k0: int, k1: int, scales: str | None = None) -> LayOut:
+    """The tensor-core reduction over the call's K range k0:k1 (a split-K slice, or all of K): ``gemm``'s plan
+    for the structure's options under the node that lays the operand values out (TF32-rounded first where the
+    kernel rounds them) -- the tree that is printed is the tree that runs."""
+    K = k1 - k0
     inner = _plan_gemm(M, N, K, s.instruction, s.promote_every, s.split_k, s.k_tile, s.k_residue, s.split_granule,
-                       scale_kind(scale_a, scale_b, M))
-    rounding = s.input_rounding
-
-    def evaluate(A, B):
-        if rounding:
-            A, B = _float32_patterns(A, "tf32", rounding), _float32_patterns(B, "tf32", rounding)
-        return gemm(A, B, scale_a=scale_a, scale_b=scale_b, engine=engine, **options)
-
-    title = f"tcnumerics.gemm{' on TF32 (' + rounding.upper() + ') operands' if rounding else ''} runs:"
-    return Reduction(title, evaluate, detail=inner.root.term)  # FP32 values: its conversion to FP32 is none
+                       scales)
+    return laid_out(inner, K, instruction=s.instruction, split_k=list(s.split_k) if s.split_k else None,
+                    k_tile=s.k_tile, k_residue=s.k_residue, split_granule=s.split_granule,
+                    input_rounding=s.input_rounding, k_origin=k0)
 
 
 @lru_cache(maxsize=1024)
@@ -290,7 +269,8 @@ def plan(s: Structure, A, B, *, out_format: str, alpha: float = 1.0, beta: float
         first = Convert(Epilogue(slices[0], steps), out)
         return Plan(OrderedSum((first, *slices[1:]), "serial", alpha, out), title=s.describe())
     acc = reduction_node(s, A, B, scale_a, scale_b, engine, rows, cols)
-    return Plan(Convert(Epilogue(acc, steps), out), title=s.describe())
+    notes = (f"SIMT order: {simt.order(s.simt_kernel, s.simt_lanes, s.simt_slices)}",) if s.simt_kernel else ()
+    return Plan(Convert(Epilogue(acc, steps), out), title=s.describe(), notes=notes)
 
 
 def run(s: Structure, A, B, *, out_format: str, alpha: float = 1.0, beta: float = 0.0, C=None, bias=None,
@@ -300,8 +280,9 @@ def run(s: Structure, A, B, *, out_format: str, alpha: float = 1.0, beta: float 
     p = plan(s, A, B, out_format=out_format, alpha=alpha, beta=beta, C=C, bias=bias, scale_a=scale_a,
              scale_b=scale_b, engine=engine, rows=rows, cols=cols)
     if s.split_reduce == "serial":
-        return interpret.run(p, {"A": A, "B": B, "C": C, "bias": bias}, engine)
-    acc = interpret.run(p.root.term.term, {"A": A, "B": B}, engine)  # the reduction; the epilogue by row blocks
+        return interpret.run(p, _operands(A, B, C=C, bias=bias), engine)
+    acc = interpret.run(p.root.term.term, _operands(A, B, scale_a, scale_b, rows, cols), engine)  # the reduction;
+    # the epilogue by row blocks
     return _epilogue_in_chunks(s, acc, out_format, alpha=alpha, beta=beta, C=C, bias=bias)
 
 
@@ -344,15 +325,8 @@ def _slice_nodes(s: Structure, A, B, engine: str) -> list[Node]:
     if s.instruction is None:
         return [FFMAChain(tuple(int(k) for k in c)) for c in slice_columns(s, A.shape[1])]
     one = s.with_(split_k=None, split_reduce="parallel")
-    return [_slice_leaf(one, A, B, k0, k1, engine)
+    return [_gemm_leaf(one, A.shape[-2], B.shape[-1], k0, k1)
             for k0, k1 in split_bounds(A.shape[1], list(s.split_k) if s.split_k else None, 1)]
-
-
-def _slice_leaf(one: Structure, A, B, k0: int, k1: int, engine: str) -> Reduction:
-    """The unsplit structure ``one`` on the K slice k0:k1 of the call's operands (a split-K slice)."""
-    leaf = _gemm_leaf(one, A[:, k0:k1], B[k0:k1], None, None, engine)
-    return Reduction(f"slice K[{k0}:{k1}) by " + leaf.describe,
-                     lambda A, B: leaf.evaluate(A[:, k0:k1], B[k0:k1]), detail=leaf.detail)
 
 
 def simt_gemm(kernel_name: str, A, B, *, out_format: str, alpha: float = 1.0, beta: float = 0.0, C=None,
@@ -368,8 +342,7 @@ def simt_gemm(kernel_name: str, A, B, *, out_format: str, alpha: float = 1.0, be
     ...           bias=np.array([0.5, 1.0])).tolist()
     [[4.5, 5.0]]
     """
-    acc = interpret.run(Reduction(f"SIMT reduction of {kernel_name}", lambda a, b: simt_reduce(
-        kernel_name, a, b, lanes=lanes, slices=slices)), {"A": A, "B": B})
+    acc = simt.simt_reduce(kernel_name, A, B, lanes=lanes, slices=slices)  # its plan, run by the interpreter
     if bias is not None:
         C, beta = np.broadcast_to(np.asarray(bias, np.float64).reshape(1, -1), acc.shape), 1.0
     if C is None or beta == 0:

@@ -2,8 +2,9 @@
 (``rules``) and the one interpreter that runs any plan (``interpret``).  See docs/plans.md."""
 
 from .interpret import run
-from .nodes import (AddC, AddExact, Alpha, BlockScaledChain, Chain, Convert, Epilogue, FFMAChain, Input, Node,
-                    OrderedSum, PairedChain, Plan, Promote, Reduction, RoundEach, RoundTo, Scale)
+from .nodes import (AddC, AddExact, Alpha, BlockScaledChain, Chain, Convert, Epilogue, FFMAChain, Input, LayOut, Node,
+                    OrderedSum, PairedChain, Plan, Promote, RoundEach, RoundTo, Scale, TileGroups)
 
-__all__ = ["run", "Plan", "Node", "Chain", "PairedChain", "BlockScaledChain", "Promote", "FFMAChain", "Reduction", "OrderedSum",
-           "RoundEach", "Input", "Scale", "Epilogue", "Alpha", "AddC", "RoundTo", "AddExact", "Convert"]
+__all__ = ["run", "Plan", "Node", "Chain", "PairedChain", "BlockScaledChain", "Promote", "FFMAChain", "OrderedSum",
+           "RoundEach", "Input", "LayOut", "TileGroups", "Scale", "Epilogue", "Alpha", "AddC", "RoundTo", "AddExact",
+           "Convert"]

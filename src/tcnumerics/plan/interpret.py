@@ -1,7 +1,9 @@
 """The one interpreter: runs any plan over the array namespace of its operands (numpy on the host, CuPy on a GPU).
 
 Engines are reached through one small protocol (``accumulate_bits``, ``gemm_bits``, ``dot_bits``,
-``promotion_reason``, ``ffma_chain``); the arithmetic between them is ``plan.rules``.  Run with numpy and the
+``promotion_reason``, ``ffma_chain``); the arithmetic between them is ``plan.rules``, the binding of a call's
+operand values to a plan ``plan.operands``.  ``Instruction.mma``/``dot_bits``, ``tcnumerics.gemm``, the library's
+kernels (tensor-core, FFMA, SIMT and stream-K reductions) and the torch recipes all run here.  Run with numpy and the
 reference engine this is the readable specification; every engine is proven equal to it bit for bit.
 
 Operands are bound by name: ``A`` ([M, Kp] bits, K laid out as the plan's K positions), ``B`` ([N, Kp] bits,
@@ -24,17 +26,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import blockscale
-from ..api import Instruction
-from ..arrays import DeviceValues, float64, namespace
-from ..engines import get_engine, grid_dot_bits
+from ..arrays import DeviceValues, float64, namespace, to_host
+from ..engines import get_engine, grid_dot_bits, resolve_engine
 from ..formats import Format, IntFormat, Rounding, get_format
-from .nodes import (AddC, AddExact, Alpha, BlockScaledChain, Chain, Convert, Epilogue, FFMAChain, Input, Node,
-                    OrderedSum, PairedChain, Plan, Promote, Reduction, RoundEach, RoundTo, Scale)
-from .rules import FP32, fp32_add, fp32_fma, fp32_partial, quiet
+from . import operands
+from .nodes import (AddC, AddExact, Alpha, BlockScaledChain, Chain, Convert, Epilogue, FFMAChain, Input, LayOut, Node,
+                    OrderedSum, PairedChain, Plan, Promote, RoundEach, RoundTo, Scale, TileGroups)
+from .rules import FP32, fp32_add, fp32_fma, fp32_halving_sum, fp32_partial, fp32_sum, fp32_tree_sum, quiet
 
 __all__ = ["run", "evaluate", "Bits", "epilogue", "convert"]
 
 _WORKING_SET = 1 << 22  # elements per operand block of the dot_bits fallback
+_DOT_BLOCK = 1 << 20  # operand elements per engine call of a paired-row chain (bounds the engines' temporaries)
 _BLOCK_SCALED_ELEMENTS = 1 << 21  # operand elements per block-scaled dot_bits call (bounds memory)
 
 
@@ -72,6 +75,8 @@ def _chain(node: Chain, env, engine):
     spec = node.instruction
     a, b = env["A"], env["B"]
     acc = env["C_acc"] if node.start == "C" else _zero(spec, a, b)
+    if 0 in acc.shape:  # no outputs (an empty M, N or batch): no engine call
+        return Bits(spec.d_format, namespace(acc).zeros(acc.shape, spec.d_format.container_dtype))
     return Bits(spec.d_format, _chain_bits(spec, engine, a, b, acc, node.k0, node.k1))
 
 
@@ -81,14 +86,24 @@ def _zero(spec, a, b):
 
 def _per_item(call, a, b, acc):
     """``call(a, b, acc)`` on one GEMM's operands (A [M, Kp], B [N, Kp], acc [M, N]); a batch ([batch, ...] each)
-    item by item -- engines take matrices -- and stacked."""
+    item by item -- engines take matrices, contiguous ones -- and stacked."""
     if a.ndim == 2:
         return call(a, b, acc)
-    return namespace(acc).stack([call(a[i], b[i], acc[i]) for i in range(a.shape[0])])
+    xp = namespace(acc)
+    c = xp.ascontiguousarray
+    return xp.stack([call(c(a[i]), c(b[i]), c(acc[i])) for i in range(a.shape[0])])
 
 
 def _chain_bits(spec, engine, a, b, acc, k0, k1):
-    """The engine protocol: ``accumulate_bits`` over a K range, else ``gemm_bits`` / ``dot_bits`` on its columns."""
+    """The engine protocol: ``accumulate_bits`` over a K range, else ``gemm_bits`` / ``dot_bits`` on its columns.
+    No instructions: the accumulator as it is (as ``accumulate_bits`` over an empty range).  Device operands run
+    on the GPU engine ("auto"), or on host copies for a CPU engine asked for by name (the result moved back)."""
+    if k1 == k0 and spec.c_format == spec.d_format:
+        return acc.astype(spec.d_format.container_dtype)
+    engine = resolve_engine(engine, a)
+    xp = namespace(a, b, acc)
+    if xp is not np and engine != "cuda":
+        return xp.asarray(_chain_bits(spec, engine, to_host(a), to_host(b), to_host(acc), k0, k1))
     eng = get_engine(engine)
     if getattr(eng, "accumulate_bits", None) is not None:
         return _per_item(lambda a, b, acc: eng.accumulate_bits(spec, a, b, acc, k0, k1), a, b, acc)
@@ -99,8 +114,25 @@ def _chain_bits(spec, engine, a, b, acc, k0, k1):
 
 
 def _paired(node: PairedChain, env, engine):
-    return Bits(node.instruction.d_format, Instruction(node.instruction, engine).dot_bits(env["A"], env["B"],
-                                                                                      env["C_acc"]))
+    """Row i of ``A`` with row i of ``B`` chained from ``C_acc[i]``: one engine call on device operands, blocks of
+    rows on the host (bounded memory); no rows: none; K = 0: one instruction of zeros (+0 products)."""
+    spec, a, b, c = node.instruction, env["A"], env["B"], env["C_acc"]
+    if node.block_scaled:  # the block scales enter inside the unit (tcnumerics.blockscale, on the host)
+        return Bits(spec.d_format, blockscale.dot_bits(spec, a, b, c, scale_a=env["scale_bits_a"],
+                                                       scale_b=env["scale_bits_b"], engine=engine))
+    xp = namespace(a)
+    if a.ndim == 2 and a.shape[0] == 0:
+        return Bits(spec.d_format, xp.empty(0, spec.d_format.container_dtype))
+    if a.shape[-1] == 0:  # no products: the unit adds one instruction of zeros (+0) to c
+        a, b = (xp.zeros(x.shape[:-1] + (spec.k,), x.dtype) for x in (a, b))
+    eng = get_engine(engine)
+    rows = max(1, _DOT_BLOCK // a.shape[1])  # engines build [rows, K] temporaries
+    if xp is not np or a.shape[0] <= rows:
+        return Bits(spec.d_format, eng.dot_bits(spec, a, b, c))
+    out = np.empty(a.shape[0], dtype=spec.d_format.container_dtype)
+    for r0 in range(0, a.shape[0], rows):
+        out[r0:r0 + rows] = eng.dot_bits(spec, a[r0:r0 + rows], b[r0:r0 + rows], c[r0:r0 + rows])
+    return Bits(spec.d_format, out)
 
 
 def _block_scaled(node: BlockScaledChain, env, engine):
@@ -127,6 +159,7 @@ def _promote(node: Promote, env, engine):
     spec, a, b = node.instruction, env["A"], env["B"]
     start = None if node.start is None else env[node.start]
     zero = _zero(spec, a, b)
+    engine = resolve_engine(engine, a)
     eng = get_engine(engine)
     reason = getattr(eng, "promotion_reason", None)
     if node.block_scale is None and reason is not None and reason(spec) is None:
@@ -152,11 +185,14 @@ def _promote(node: Promote, env, engine):
 def _ffma(node: FFMAChain, env, engine):
     from .ffma import ffma_chain  # numba compiles on first use only
 
-    return ffma_chain(env["A"], env["B"], node.columns)
-
-
-def _reduction(node: Reduction, env, engine):
-    return node.evaluate(env["A"], env["B"])
+    a, b = env["A"], env["B"]
+    if node.columns:
+        acc = ffma_chain(a, b, node.columns)
+    else:  # no products: +0
+        acc = namespace(a, b).zeros((a.shape[0], b.shape[1]))
+    if node.pad:  # the idle steps' +0 products: fma(+0, 1, acc) = acc + 0, exact (turns a -0 into +0)
+        acc = acc + 0.0
+    return acc
 
 
 def _input(node: Input, env, engine):
@@ -166,11 +202,12 @@ def _input(node: Input, env, engine):
 def _ordered_sum(node: OrderedSum, env, engine):
     if node.kind == "serial":
         return _serial(node, env, engine)
-    total = None
-    for t in node.terms:
-        v = _values(evaluate(t, env, engine))
-        total = v if total is None else fp32_add(total, v)
-    return total
+    terms = (_values(evaluate(t, env, engine)) for t in node.terms)  # one at a time: bounded memory
+    if node.kind == "halving":
+        return fp32_halving_sum(list(terms))
+    if node.kind == "tree":
+        return fp32_tree_sum(node.tree, list(terms))
+    return fp32_sum(terms, from_zero=node.from_zero)
 
 
 def _serial(node: OrderedSum, env, engine):
@@ -184,6 +221,47 @@ def _serial(node: OrderedSum, env, engine):
     for t in node.terms[1:]:
         d = out.round(fp32_fma(xp.full(d.shape, a), _values(evaluate(t, env, engine)), d))
     return out.to_array(out.from_float(d))
+
+
+def _lay_out(node: LayOut, env, engine):
+    return evaluate(node.term, operands.bind(node, env), engine)
+
+
+def _tile_groups(node: TileGroups, env, engine):
+    """Each group's outputs from its own subtree, evaluated on the rows and columns its tiles touch (an output's
+    bits depend on its own row and column only), the rest of that block discarded."""
+    a, b = env["A"], env["B"]
+    xp = namespace(a, b)
+    rows = np.arange(a.shape[0]) if env.get("rows") is None else np.asarray(env["rows"])
+    cols = np.arange(b.shape[0]) if env.get("cols") is None else np.asarray(env["cols"])
+    TM, TN = node.tile
+    tm, tn = cols // TM, rows // TN
+    member = _tile_members(node.groups, tm, tn)  # [groups, R, C] host booleans
+    out = xp.zeros((len(rows), len(cols)))
+    for g, term in enumerate(node.terms):
+        ri, ci = np.flatnonzero(member[g].any(axis=1)), np.flatnonzero(member[g].any(axis=0))
+        if not len(ri):
+            continue
+        sub = {**env, "A": a[xp.asarray(ri)], "B": b[xp.asarray(ci)], "rows": rows[ri], "cols": cols[ci]}
+        v = evaluate(term, sub, engine)
+        value = float64(fp32_partial(v.format, v.bits) if isinstance(v, Bits) else v)  # a chain's own NaN pattern
+        block = (xp.asarray(ri)[:, None], xp.asarray(ci)[None, :])
+        out[block] = xp.where(xp.asarray(member[g][np.ix_(ri, ci)]), value, out[block])
+    return out
+
+
+def _tile_members(groups, tm, tn) -> np.ndarray:
+    """[groups, R, C]: which group's tiles hold output (r, c) (tile (tm[c], tn[r])); a None group: the rest."""
+    grid = np.full((int(tn.max(initial=0)) + 1, int(tm.max(initial=0)) + 1), -1)
+    for g, tiles in enumerate(groups):
+        for m, n in tiles or ():
+            if n < grid.shape[0] and m < grid.shape[1]:
+                grid[n, m] = g
+    rest = [g for g, tiles in enumerate(groups) if tiles is None]
+    if rest:
+        grid[grid < 0] = rest[0]
+    which = grid[tn[:, None], tm[None, :]]
+    return np.stack([which == g for g in range(len(groups))])
 
 
 def _round_each(node: RoundEach, env, engine):
@@ -269,6 +347,6 @@ def convert(x, out_format: str | None, rounding="rne"):
     return out.to_array(out.from_float(x, rounding))
 
 
-_HANDLERS = {Chain: _chain, PairedChain: _paired, BlockScaledChain: _block_scaled, Promote: _promote, FFMAChain: _ffma, Reduction: _reduction, Input: _input,
-             OrderedSum: _ordered_sum, RoundEach: _round_each, Scale: _scale, Epilogue: _epilogue,
-             Convert: _convert}
+_HANDLERS = {Chain: _chain, PairedChain: _paired, BlockScaledChain: _block_scaled, Promote: _promote, FFMAChain: _ffma,
+             Input: _input, OrderedSum: _ordered_sum, LayOut: _lay_out, TileGroups: _tile_groups,
+             RoundEach: _round_each, Scale: _scale, Epilogue: _epilogue, Convert: _convert}

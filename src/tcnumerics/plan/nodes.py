@@ -12,12 +12,16 @@ Nodes (``K[k0:k1)`` are positions in the call's K order after the kernel's zero 
 * ``BlockScaledChain`` -- a block-scaled (MX / NVFP4) instruction's chain, the scales applied inside the unit;
 * ``Promote`` -- ``every`` K-elements chained from +0, each block's FP32 result added into an FP32 main
   accumulator (RNE), or with block scales multiplied in by one FMA per block;
-* ``FFMAChain`` -- an FP32 fused multiply-add per element, in K order, from +0, over given K columns;
-* ``Reduction`` -- a kernel-specific FP32 summation order (cuBLAS SIMT small-M kernels, stream-K), evaluated by
-  the function it names;
-* ``OrderedSum`` -- FP32 terms summed in order, each addition RNE (``contiguous`` / ``interleaved`` slices), or
-  ``serial``: the first term already converted to the output, each later one added by ``fma(alpha, t, D)``
-  rounded to the output format;
+* ``FFMAChain`` -- an FP32 fused multiply-add per element, in the order of its K columns, from +0 (then, where a
+  kernel's lane runs idle steps, +0 products: they turn a -0 into +0);
+* ``OrderedSum`` -- FP32 terms summed, each addition RNE: in order (``contiguous`` / ``interleaved`` slices,
+  optionally from +0), as a ``halving`` tree (term i + term i + n/2, repeated: shared-memory / shuffle lane
+  reductions) or along a given ``tree`` of index pairs (stream-K fix-up); or ``serial``: the first term already
+  converted to the output, each later one added by ``fma(alpha, t, D)`` rounded to the output format;
+* ``LayOut`` -- the call's operand values bound for its subtree: rounded to TF32 where the kernel does, as the
+  instruction's operand bits, each K slice padded with +0 to instruction boundaries;
+* ``TileGroups`` -- outputs grouped by their output tile, each group computed by its own subtree (stream-K: the
+  tiles CTAs share are reduced differently from the data-parallel ones);
 * ``RoundEach`` -- a term rounded to a narrower format (split-K partials stored in BF16/FP16);
 * ``Scale`` -- per-tensor ``acc * fp32(sa * sb)`` or row-wise ``(acc * sb) * sa``;
 * ``Epilogue`` -- alpha, beta * C and bias in the accumulator format, in the order of its steps;
@@ -33,13 +37,13 @@ convert to bf16 (RNE)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
 
 from ..model import InstructionSpec
 
-__all__ = ["Plan", "Node", "Chain", "PairedChain", "BlockScaledChain", "Promote", "FFMAChain", "Reduction", "OrderedSum", "RoundEach", "Input",
-           "Scale", "Epilogue", "Alpha", "AddC", "RoundTo", "AddExact", "Convert"]
+__all__ = ["Plan", "Node", "Chain", "PairedChain", "BlockScaledChain", "Promote", "FFMAChain", "OrderedSum", "RoundEach",
+           "Input", "LayOut", "TileGroups", "Scale", "Epilogue", "Alpha", "AddC", "RoundTo", "AddExact", "Convert",
+           "k_span"]
 
 
 class Node:
@@ -80,12 +84,15 @@ class Chain(Node):
 @dataclass(frozen=True)
 class PairedChain(Node):
     """Dot products of paired rows (row i of ``A`` with row i of ``B``, [N, K] bits each) chained over all of K
-    from the bound accumulator bits ``C_acc`` -- the unit-level chain ``Instruction.dot_bits`` evaluates."""
+    from the bound accumulator bits ``C_acc`` -- the unit-level chain ``Instruction.dot_bits`` evaluates; with
+    ``block_scaled`` the bound ``scale_bits_a``/``scale_bits_b`` ([N, K / block]) enter inside the unit."""
 
     instruction: InstructionSpec
+    block_scaled: bool = False
 
     def line(self) -> str:
-        return f"paired-row chain {self.instruction.name} over all K from C"
+        scaled = ", block scales in the unit" if self.block_scaled else ""
+        return f"paired-row chain {self.instruction.name} over all K from C{scaled}"
 
 
 @dataclass(frozen=True)
@@ -127,49 +134,68 @@ class Promote(Node):
 
 @dataclass(frozen=True)
 class FFMAChain(Node):
-    """One FP32 FFMA per element over the K columns ``columns`` (in that order), from +0."""
+    """One FP32 FFMA per element over the K columns ``columns`` (in that order), from +0; then ``pad`` FFMAs of a +0
+    product (a lane's idle steps: each adds +0, which turns a -0 result into +0)."""
 
     columns: tuple[int, ...]
+    pad: int = 0
 
     def line(self) -> str:
-        c = self.columns
-        span = (f"K[{c[0]}:{c[-1] + 1})" if c and list(c) == list(range(c[0], c[-1] + 1))
-                else f"{len(c)} K columns from {c[0] if c else '-'}")
-        return f"FFMA chain over {span} from +0"
+        idle = f", then {self.pad} +0 product{'s' * (self.pad != 1)}" if self.pad else ""
+        return f"FFMA chain over {k_span(self.columns)} from +0{idle}"
 
 
-@dataclass(frozen=True)
-class Reduction(Node):
-    """A kernel-specific FP32 reduction (``describe`` says which); ``evaluate(A, B)`` computes it."""
+def k_span(columns) -> str:
+    """K columns in words: a range, a strided range, equal runs at a stride, or a count.
 
-    describe: str
-    evaluate: Callable = field(compare=False, repr=False)
-    detail: "Node | None" = None  # the plan it runs itself (printed only)
-
-    def children(self):
-        return () if self.detail is None else (self.detail,)
-
-    def line(self) -> str:
-        return self.describe
+    >>> k_span((4, 5, 6)), k_span((3, 19, 35)), k_span((0, 1, 8, 9, 16)), k_span(())
+    ('K[4:7)', 'K[3:36:16)', 'K[0:17) in runs of 2 every 8', 'no K columns')
+    """
+    c = list(columns)
+    if not c:
+        return "no K columns"
+    if c == list(range(c[0], c[-1] + 1)):
+        return f"K[{c[0]}:{c[-1] + 1})"
+    starts = [k for i, k in enumerate(c) if i == 0 or c[i - 1] != k - 1]
+    ends = [k for i, k in enumerate(c) if i + 1 == len(c) or c[i + 1] != k + 1]
+    lengths = [e - a + 1 for a, e in zip(starts, ends)]
+    steps = {b - a for a, b in zip(starts, starts[1:])}
+    if len(steps) == 1 and len(set(lengths[:-1])) <= 1 and lengths[-1] <= lengths[0]:
+        step = steps.pop()
+        if lengths[0] == 1:
+            return f"K[{c[0]}:{c[-1] + 1}:{step})"
+        return f"K[{c[0]}:{c[-1] + 1}) in runs of {lengths[0]} every {step}"
+    return f"{len(c)} K columns from {c[0]} to {c[-1]}"
 
 
 @dataclass(frozen=True)
 class OrderedSum(Node):
-    """``terms`` summed in order: FP32 additions, RNE (contiguous / interleaved), or ``serial`` (see module)."""
+    """``terms`` summed with FP32 additions, each RNE: ``contiguous`` / ``interleaved`` in order (from +0 with
+    ``from_zero``), ``halving`` (term i + term i + n/2, repeated, an odd count padded with +0), ``tree`` (along
+    ``tree``: a term's index or a pair of subtrees); or ``serial`` (see the module)."""
 
     terms: tuple[Node, ...]
     kind: str = "contiguous"
     alpha: float = 1.0
     out_format: str | None = None
+    from_zero: bool = False
+    tree: object = None
 
     def children(self):
         return self.terms
 
     def line(self) -> str:
+        n = len(self.terms)
         if self.kind == "serial":
-            return (f"serial sum of {len(self.terms)} slices: D = {self.out_format}(fma(alpha={self.alpha:g}, "
+            return (f"serial sum of {n} slices: D = {self.out_format}(fma(alpha={self.alpha:g}, "
                     f"slice, D)) after the first slice's epilogue")
-        return f"ordered sum ({self.kind}) of {len(self.terms)} terms, FP32 RNE additions in order"
+        if self.kind == "halving":
+            return f"halving tree over {n} terms (term i + term i + n/2, repeated), FP32 RNE additions"
+        if self.kind == "tree":
+            shape = str(self.tree)
+            return f"tree sum of {n} terms {shape if len(shape) <= 90 else shape[:87] + '...'}, FP32 RNE additions"
+        start = " from +0" if self.from_zero else ""
+        return f"ordered sum ({self.kind}) of {n} terms{start}, FP32 RNE additions in order"
 
 
 @dataclass(frozen=True)
@@ -184,6 +210,56 @@ class RoundEach(Node):
 
     def line(self) -> str:
         return f"round to {self.format} (RNE)"
+
+
+@dataclass(frozen=True)
+class LayOut(Node):
+    """The call's operand values (``A`` [M, K], ``B`` [K, N], scales as ``tcnumerics.gemm`` takes them) bound for
+    ``term``: rounded to TF32 first where the kernel does (``input_rounding``), as the instruction's operand bits,
+    each caller K range of ``slices`` padded with +0 to instruction boundaries (``k_tile``/``k_residue`` as in
+    ``gemm``), the ranges one after the other -- the K positions ``term``'s nodes name."""
+
+    term: Node
+    instruction: InstructionSpec
+    slices: tuple[tuple[int, int], ...]
+    k_tile: int
+    k_residue: str = "last"
+    input_rounding: str | None = None
+    scale_block: int = 128
+
+    def children(self):
+        return (self.term,)
+
+    def line(self) -> str:
+        spec = self.instruction
+        rounded = f"rounded to TF32 ({self.input_rounding.upper()}), " if self.input_rounding else ""
+        ranges = ", ".join(f"K[{a}:{b})" for a, b in self.slices[:3]) + (", ..." if len(self.slices) > 3 else "")
+        where = "after a first partial tile" if self.k_residue == "first" else "at the end"
+        return (f"operands {rounded}as {spec.a_format.name} x {spec.b_format.name} bits: {ranges}, each padded with +0 "
+                f"to {spec.k}-element instructions {where}")
+
+
+@dataclass(frozen=True)
+class TileGroups(Node):
+    """Outputs by their output tile (``tile`` = (TM, TN): TM of the output's columns, TN of its rows; an output's
+    place in the whole call is bound as ``rows``/``cols``, default the first ones): the outputs of the tiles
+    ``groups[i]`` ((tm, tn) pairs; None: every tile no group names) are computed by ``terms[i]``."""
+
+    tile: tuple[int, int]
+    groups: tuple
+    terms: tuple[Node, ...]
+
+    def children(self):
+        return self.terms
+
+    def line(self) -> str:
+        def words(g):
+            if g is None:
+                return "the other tiles"
+            shown = " ".join(f"({m},{n})" for m, n in g[:4]) + (" ..." if len(g) > 4 else "")
+            return f"{len(g)} tile{'s' * (len(g) != 1)} {shown}"
+        return (f"outputs by {self.tile[0]} x {self.tile[1]} output tile (columns x rows), in the order below: "
+                + "; ".join(words(g) for g in self.groups))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ They work on the array namespace of their arguments (numpy on the host, CuPy on 
 from __future__ import annotations
 
 import contextlib
+from typing import Iterable
 
 import numpy as np
 
@@ -39,33 +40,38 @@ def fp32_add(x, y):
         return FP32.round(x + y)
 
 
-def fp32_sum(x, axis: int):
-    """In-order FP32 sum of FP32 values along ``axis``, each addition RNE (``fp32_add``); float64 values.
+def fp32_sum(terms: Iterable, from_zero: bool = False):
+    """FP32 values ``terms`` (any iterable: taken one at a time) added in order, each addition RNE (``fp32_add``);
+    ``from_zero``: into an accumulator that starts at +0 (so a -0 first term gives +0).
 
-    >>> fp32_sum(np.array([1.0, 2.0**-24, 2.0**-24]), 0).tolist()   # in order: 1 + 2**-24 ties to 1, twice
+    >>> fp32_sum([np.array(1.0), np.array(2.0**-24), np.array(2.0**-24)]).tolist()   # 1 + 2**-24 ties to 1, twice
+    1.0
+    >>> float(fp32_sum([np.array(-0.0)])), float(fp32_sum([np.array(-0.0)], from_zero=True))
+    (-0.0, 0.0)
+    """
+    total = None
+    for t in terms:
+        if total is None:
+            total = fp32_add(namespace(t).zeros_like(t), t) if from_zero else t
+        else:
+            total = fp32_add(total, t)
+    return total
+
+
+def fp32_halving_sum(terms: list):
+    """FP32 pairwise halving tree over ``terms``: term i + term i + n/2, repeated (an odd count padded with +0),
+    each addition RNE -- a shared-memory or shuffle reduction over lanes.
+
+    >>> fp32_halving_sum([np.array(1.0), np.array(2.0**-24), np.array(2.0**-24), np.array(0.0)]).tolist()
     1.0
     """
-    x = np.moveaxis(np.asarray(x, np.float64), axis, -1).astype(np.float32)
-    acc = x[..., 0]
-    for i in range(1, x.shape[-1]):
-        acc = fp32_add(acc, x[..., i])
-    return acc.astype(np.float64)
-
-
-def fp32_halving_sum(x, axis: int):
-    """FP32 pairwise halving tree along ``axis``: element i + element i + n/2, repeated (an odd count padded with
-    +0), each addition RNE; float64 values.
-
-    >>> fp32_halving_sum(np.array([1.0, 2.0**-24, 2.0**-24, 0.0]), 0).tolist()   # (1 + 2**-24) + 2**-24
-    1.0
-    """
-    x = np.moveaxis(np.asarray(x, np.float64), axis, -1).astype(np.float32)
-    while x.shape[-1] > 1:
-        if x.shape[-1] % 2:
-            x = np.concatenate([x, np.zeros(x.shape[:-1] + (1,), np.float32)], axis=-1)
-        h = x.shape[-1] // 2
-        x = fp32_add(x[..., :h], x[..., h:])
-    return x[..., 0].astype(np.float64)
+    x = list(terms)
+    while len(x) > 1:
+        if len(x) % 2:
+            x.append(namespace(x[0]).zeros_like(x[0]))
+        h = len(x) // 2
+        x = [fp32_add(x[i], x[i + h]) for i in range(h)]
+    return x[0]
 
 
 def fp32_tree_sum(tree, terms: list):
