@@ -55,7 +55,7 @@ def test_preset_plans_are_library_plans_that_explain_what_runs():
     text = plan.explain()
     assert text.startswith("matmul 64x64x8192 bf16 -> bf16 on h200: nvjet_sm90 (wgmma) splitK")
     assert "ordered sum (contiguous) of 6 terms" in text and text.count("chain hopper.wgmma") == 6
-    assert "TF32 (RNA) operands" in h200_presets("torch.matmul", dtype="tf32").plan(128, 128, 256).explain()
+    assert "operands rounded to TF32 (RNA)" in h200_presets("torch.matmul", dtype="tf32").plan(128, 128, 256).explain()
     with pytest.warns(DeprecationWarning, match="GemmPlan is deprecated"):
         assert lib.GemmPlan is lib.Plan
 
