@@ -144,8 +144,15 @@ def accumulate(s: Structure, A: np.ndarray, B: np.ndarray, scale_a=None, scale_b
 def _operands(A, B, scale_a=None, scale_b=None, rows=None, cols=None, **more) -> dict:
     """What a structure's plan reads: the operand values, scales as ``gemm`` takes them, the outputs' places."""
     return {"A": A, "B": B, "scale_a": scale_a, "scale_b": scale_b,
-            "rows": None if rows is None else np.asarray(to_host(rows)),
-            "cols": None if cols is None else np.asarray(to_host(cols)), **more}
+            "rows": _host_positions(rows), "cols": _host_positions(cols), **more}
+
+
+def _host_positions(index):
+    """Output positions as a host array (they index the plan's schedule); host ones pass untouched, so an operand
+    on the device is never what crosses here."""
+    if index is None or isinstance(index, np.ndarray):
+        return index
+    return np.asarray(to_host(index))
 
 
 def reduction_node(s: Structure, A, B, scale_a=None, scale_b=None, engine: str = "auto", rows=None,
