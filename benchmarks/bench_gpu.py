@@ -649,8 +649,7 @@ def main(argv: list[str] | None = None) -> int:
     if want("torch"):
         result["torch"] = bench_torch(args.size)
     if want("gemm"):
-        result["gemm"] = bench_gemms(args.size, rng, args.check_rows,
-                                      list(filter(None, args.align_tiles.split(";"))))
+        result["gemm"] = bench_gemms(args.size, rng, args.check_rows)
     if want("subgroup"):
         result["subgroup"] = check_subgroup(rng)
     if want("mx"):

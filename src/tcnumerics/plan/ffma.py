@@ -40,8 +40,9 @@ def ffma_chain(A, B, columns) -> "np.ndarray":
         a, b_t = float32_patterns(A), xp.ascontiguousarray(float32_patterns(B).T)
         return float64(cuda.ffma_chain(a, b_t, xp.asarray(cols)))
     A, B = np.asarray(A, np.float32), np.asarray(B, np.float32)
-    a_s = np.ascontiguousarray(A.astype(np.float64)[:, cols])
-    b_s = np.ascontiguousarray(B.astype(np.float64).T[:, cols])
+    # the K columns first, then the (exact) float64 cast: a SIMT slice reads a part of K, not all of B
+    a_s = np.ascontiguousarray(A[:, cols], dtype=np.float64)
+    b_s = np.ascontiguousarray(B[cols].T, dtype=np.float64)
     if _ffma_numba is not None:
         return _ffma_numba(a_s, b_s)
     acc = np.zeros((A.shape[0], B.shape[1]))
