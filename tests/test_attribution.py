@@ -363,7 +363,7 @@ def test_input_gradient_passes_change_no_bits_and_no_other_number(monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(off, on))              # the emulated step, bit for bit
     assert [(s.op, s.phase, s.count) for s in run_off.report()] == [(s.op, s.phase, s.count) for s in run_on.report()]
     # the extra backward passes touch no other site's numbers (names, stages, forward and weight-gradient columns)
-    monkeypatch.setattr(InputGradientEffect, "backward", lambda *args: None)
+    monkeypatch.setattr(InputGradientEffect, "backward", lambda *args, **kwargs: None)
     without, run_without = train(True)
     assert all(torch.equal(a, b) for a, b in zip(off, without))
     assert run_on.mode.attribution.digests == run_without.mode.attribution.digests
