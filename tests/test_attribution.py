@@ -84,9 +84,62 @@ def test_stages_are_exactly_zero_where_exact(device):
         lin(a)
     row = _row(run.attribution(), "Linear")
     assert row.split == "stages" and row.calls == 1
-    for stage in ("quantisation", "accumulation", "ordering", "epilogue"):
+    assert STAGES == ("quantisation", "accumulation", "ordering", "epilogue", "conversion")
+    for stage in STAGES:
         assert row.stages[stage].max_rel == 0.0, stage
     assert row.total.max_rel == 0.0
+
+
+@pytest.mark.parametrize("mode", ["unit", "library"])
+def test_a_bf16_output_shows_its_conversion_apart_from_the_epilogue(device, mode):
+    # BF16 operands (nothing to quantise), no bias, C or alpha: the FP32 epilogue computes nothing (exactly 0),
+    # the conversion to BF16 rounds (not 0), and the five stages add up to the total
+    torch.manual_seed(7)
+    lin = torch.nn.Linear(64, 16, bias=False).bfloat16().to(device)
+    x = torch.randn(8, 64).bfloat16().to(device)
+    with _emulation(mode) as run:
+        lin(x)
+    row = _row(run.attribution(), "Linear")
+    assert row.split == "stages"
+    assert row.stages["quantisation"].max_rel == 0.0 and row.stages["epilogue"].max_rel == 0.0
+    assert row.stages["conversion"].max_rel > 0 and row.stages["accumulation"].max_rel > 0
+    assert row.total.max_rel <= sum(v.max_rel for v in row.stages.values()) * (1 + 1e-12)
+
+
+def _emulation(mode: str, attribution: bool = True):
+    if mode == "unit":
+        return tct.emulate(instruction=BF16, attribution=attribution)
+    return tct.emulate("hopper", attribution=attribution)
+
+
+@pytest.mark.parametrize("mode", ["unit", "library"])
+def test_an_fp32_bias_is_the_epilogue_and_the_conversion_its_rounding(device, mode):
+    # the value before the conversion, recorded apart (the plan interpreter's own facility, no attribution): the
+    # result is its RNE conversion to BF16, the conversion stage is exactly that rounding, the epilogue the bias's
+    from tcnumerics.plan import interpret
+
+    torch.manual_seed(8)
+    lin = torch.nn.Linear(64, 16).bfloat16()
+    x = torch.randn(8, 64).bfloat16()
+    with interpret.before_conversion() as seen, _emulation(mode, attribution=False):
+        lin(x)
+    pre = arrays.to_host(seen[-1]).reshape(8, 16)
+    lin, x = lin.to(device), x.to(device)
+    with _emulation(mode) as run:
+        out = lin(x)
+    out = out.detach().cpu().double().numpy()
+    assert np.array_equal(out, get_format("bf16").round(pre))                 # the output is RNE(pre)
+    row = _row(run.attribution(), "Linear")
+    mag = abs(x.cpu().double().numpy()) @ abs(lin.weight.detach().cpu().double().numpy().T)
+    assert row.stages["conversion"].max_rel == np.max(abs(out - pre) / mag)
+    assert row.stages["epilogue"].max_rel > 0                                  # the bias added in FP32
+    assert row.total.max_rel <= sum(v.max_rel for v in row.stages.values()) * (1 + 1e-12)
+    if mode == "unit":  # the unit's accumulator, then + bias in FP32: the epilogue stage is that rounding exactly
+        from tcnumerics.gemm import gemm
+        acc = gemm(x.cpu().float().numpy(), lin.weight.detach().cpu().float().numpy().T, instruction=BF16)
+        exact = np.float64(acc) + lin.bias.detach().cpu().double().numpy()
+        assert np.array_equal(pre, get_format("fp32").round(exact))
+        assert row.stages["epilogue"].max_rel == np.max(abs(pre - exact) / mag)
 
 
 def test_each_stage_appears_where_it_acts(device):
@@ -101,7 +154,8 @@ def test_each_stage_appears_where_it_acts(device):
     assert 0 < s["accumulation"] < s["quantisation"]
     assert s["ordering"] > 0                 # promotion every 64 changes the chain
     assert s["epilogue"] > 0                 # the bias addition in FP32
-    # the four stages add up to the total (differences of a telescoping sequence)
+    assert s["conversion"] == 0              # an FP32 output of an FP32 epilogue: no conversion
+    # the five stages add up to the total (differences of a telescoping sequence)
     assert row.total.max_rel <= sum(v.max_rel for v in row.stages.values()) * (1 + 1e-12)
 
 

@@ -83,7 +83,8 @@ def before_conversion():
 
     Yields the list the values are appended to, in run order: FP32 values (a float64 array, or accumulator values
     read from their ``Bits``) of the ``Convert``'s term, in the operands' namespace.  Runs nested in another run
-    are not recorded; neither are plans with another root (a serial split-K's ``OrderedSum``)."""
+    are not recorded; neither are plans with another root (a serial split-K's ``OrderedSum``).  Observers nest: the
+    innermost active one records, the outer one again once it exits."""
     outer = getattr(_observed, "records", None)
     _observed.records = records = []
     try:
