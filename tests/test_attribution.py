@@ -530,3 +530,76 @@ def test_study_plot_draws_the_curves_and_the_attributed_sites(tmp_path, monkeypa
     first_order = [b.get_width() for b in bars.containers[0]]
     assert first_order == [s["first_order"] for s in shown]
     assert "step 0" in bars.get_title()
+
+
+# --- per call: each measured call's own record beside the site's aggregate ---------------------------------------
+
+def _two_inputs_run(device):
+    """One step of the three-layer model on two inputs: every site called twice, each call its own values."""
+    net = _three_layers(device)
+    x1, x2 = torch.randn(16, 64).to(device), 3 * torch.randn(16, 64).to(device)
+    with tct.emulate(instruction=FP8, scaling="tensor", promote_every=32, attribution=True) as run:
+        (net(x1).square().mean() + net(x2).square().mean()).backward()
+    return run
+
+
+def test_per_call_records_aggregate_exactly_to_their_site(device):
+    table = _two_inputs_run(device).attribution(lr=0.1)
+    for row in table:
+        calls = row.per_call
+        assert len(calls) == row.calls == 2 and calls[0].number < calls[1].number
+        assert {(c.site, c.phase, c.op, c.shape) for c in calls} == {(row.site, row.phase, row.ops, row.shape)}
+        for name in STAGES + ("total",):
+            site = row.total if name == "total" else row.stages[name]
+            each = [c.total if name == "total" else c.stages[name] for c in calls]
+            assert site.max_rel == max(s.max_rel for s in each) and site.max_ulp == max(s.max_ulp for s in each)
+            assert site.n == sum(s.n for s in each)
+            for key in ("rms_rel", "rms_ulp"):
+                pooled = np.sqrt(sum(s.n * s.as_dict()[key] ** 2 for s in each) / site.n)
+                assert site.as_dict()[key] == pytest.approx(pooled, rel=1e-12, abs=0)
+        assert all(c.first_order is not None for c in calls) and row.first_order is not None
+        assert sum(c.first_order for c in calls) == pytest.approx(row.first_order, rel=1e-12, abs=0)
+        # two inputs, two calls with their own values (not the site's split in halves)
+        assert calls[0].total.as_dict() != calls[1].total.as_dict() and calls[0].first_order != calls[1].first_order
+    assert {r.phase for r in table} == {"forward", "weight-gradient", "input-gradient"}
+
+
+def test_by_call_prints_every_call_in_order_and_the_json_round_trips():
+    import json
+
+    from tcnumerics.torch.attribution import AttributionTable, SiteAttribution
+
+    table = _two_inputs_run("cpu").attribution(lr=0.1)
+    calls = table.by_call()
+    assert [c.number for c in calls] == list(range(sum(r.calls for r in table)))
+    lines = str(calls).splitlines()
+    assert len(lines) == 2 + len(calls) and lines[0].split()[:4] == ["call", "site", "phase", "shape"]
+    assert lines[2].split()[:3] == ["0", "Sequential.0", "forward"]
+    rows = json.loads(table.to_json())
+    assert [len(r["calls_detail"]) for r in rows] == [r.calls for r in table]
+    back = AttributionTable(SiteAttribution.from_dict(r) for r in rows)
+    assert back.to_json() == table.to_json() and str(back.by_call()) == str(calls) and str(back) == str(table)
+
+
+def test_input_gradient_call_values_need_lr_and_say_why_not():
+    # without lr no call has an estimate; a call whose input has no parameter before it is exactly 0, with its note
+    torch.manual_seed(3)
+    net = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    with tct.emulate(instruction=FP8, scaling="tensor", attribution=True) as run:
+        net(torch.randn(8, 32, requires_grad=True)).square().sum().backward()
+    first = _row(run.attribution(lr=0.1), "Sequential.0", "input-gradient").per_call[0]
+    assert first.first_order == 0.0 and "no parameter before the site's input" in first.first_order_note
+    assert _row(run.attribution(), "Sequential.2", "input-gradient").per_call[0].first_order is None
+
+
+def test_the_per_call_example_in_the_docs_prints_what_it_shows():
+    import doctest
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "attribution.md").read_text()
+    section = text[text.index("### Per call"):text.index("## Loss effect")]
+    section = section.replace("```python\n", "\n").replace("```\n", "\n")  # the fences end the example's output
+    test = doctest.DocTestParser().get_doctest(section, {}, "docs/attribution.md: Per call", None, 0)
+    runner = doctest.DocTestRunner()
+    runner.run(test)
+    assert runner.failures == 0 and runner.tries >= 6, runner.summarize()
