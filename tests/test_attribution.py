@@ -589,6 +589,13 @@ def test_input_gradient_call_values_need_lr_and_say_why_not():
         net(torch.randn(8, 32, requires_grad=True)).square().sum().backward()
     first = _row(run.attribution(lr=0.1), "Sequential.0", "input-gradient").per_call[0]
     assert first.first_order == 0.0 and "no parameter before the site's input" in first.first_order_note
+    import json
+
+    from tcnumerics.torch.attribution import SiteAttribution
+
+    row = _row(run.attribution(lr=0.1), "Sequential.0", "input-gradient")
+    back = SiteAttribution.from_dict(json.loads(json.dumps(row.as_dict())))       # the notes survive the JSON
+    assert back.first_order_note == row.first_order_note != "" and back.as_dict() == row.as_dict()
     assert _row(run.attribution(), "Sequential.2", "input-gradient").per_call[0].first_order is None
 
 
