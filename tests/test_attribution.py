@@ -84,9 +84,62 @@ def test_stages_are_exactly_zero_where_exact(device):
         lin(a)
     row = _row(run.attribution(), "Linear")
     assert row.split == "stages" and row.calls == 1
-    for stage in ("quantisation", "accumulation", "ordering", "epilogue"):
+    assert STAGES == ("quantisation", "accumulation", "ordering", "epilogue", "conversion")
+    for stage in STAGES:
         assert row.stages[stage].max_rel == 0.0, stage
     assert row.total.max_rel == 0.0
+
+
+@pytest.mark.parametrize("mode", ["unit", "library"])
+def test_a_bf16_output_shows_its_conversion_apart_from_the_epilogue(device, mode):
+    # BF16 operands (nothing to quantise), no bias, C or alpha: the FP32 epilogue computes nothing (exactly 0),
+    # the conversion to BF16 rounds (not 0), and the five stages add up to the total
+    torch.manual_seed(7)
+    lin = torch.nn.Linear(64, 16, bias=False).bfloat16().to(device)
+    x = torch.randn(8, 64).bfloat16().to(device)
+    with _emulation(mode) as run:
+        lin(x)
+    row = _row(run.attribution(), "Linear")
+    assert row.split == "stages"
+    assert row.stages["quantisation"].max_rel == 0.0 and row.stages["epilogue"].max_rel == 0.0
+    assert row.stages["conversion"].max_rel > 0 and row.stages["accumulation"].max_rel > 0
+    assert row.total.max_rel <= sum(v.max_rel for v in row.stages.values()) * (1 + 1e-12)
+
+
+def _emulation(mode: str, attribution: bool = True):
+    if mode == "unit":
+        return tct.emulate(instruction=BF16, attribution=attribution)
+    return tct.emulate("hopper", attribution=attribution)
+
+
+@pytest.mark.parametrize("mode", ["unit", "library"])
+def test_an_fp32_bias_is_the_epilogue_and_the_conversion_its_rounding(device, mode):
+    # the value before the conversion, recorded apart (the plan interpreter's own facility, no attribution): the
+    # result is its RNE conversion to BF16, the conversion stage is exactly that rounding, the epilogue the bias's
+    from tcnumerics.plan import interpret
+
+    torch.manual_seed(8)
+    lin = torch.nn.Linear(64, 16).bfloat16()
+    x = torch.randn(8, 64).bfloat16()
+    with interpret.before_conversion() as seen, _emulation(mode, attribution=False):
+        lin(x)
+    pre = arrays.to_host(seen[-1]).reshape(8, 16)
+    lin, x = lin.to(device), x.to(device)
+    with _emulation(mode) as run:
+        out = lin(x)
+    out = out.detach().cpu().double().numpy()
+    assert np.array_equal(out, get_format("bf16").round(pre))                 # the output is RNE(pre)
+    row = _row(run.attribution(), "Linear")
+    mag = abs(x.cpu().double().numpy()) @ abs(lin.weight.detach().cpu().double().numpy().T)
+    assert row.stages["conversion"].max_rel == np.max(abs(out - pre) / mag)
+    assert row.stages["epilogue"].max_rel > 0                                  # the bias added in FP32
+    assert row.total.max_rel <= sum(v.max_rel for v in row.stages.values()) * (1 + 1e-12)
+    if mode == "unit":  # the unit's accumulator, then + bias in FP32: the epilogue stage is that rounding exactly
+        from tcnumerics.gemm import gemm
+        acc = gemm(x.cpu().float().numpy(), lin.weight.detach().cpu().float().numpy().T, instruction=BF16)
+        exact = np.float64(acc) + lin.bias.detach().cpu().double().numpy()
+        assert np.array_equal(pre, get_format("fp32").round(exact))
+        assert row.stages["epilogue"].max_rel == np.max(abs(pre - exact) / mag)
 
 
 def test_each_stage_appears_where_it_acts(device):
@@ -101,7 +154,8 @@ def test_each_stage_appears_where_it_acts(device):
     assert 0 < s["accumulation"] < s["quantisation"]
     assert s["ordering"] > 0                 # promotion every 64 changes the chain
     assert s["epilogue"] > 0                 # the bias addition in FP32
-    # the four stages add up to the total (differences of a telescoping sequence)
+    assert s["conversion"] == 0              # an FP32 output of an FP32 epilogue: no conversion
+    # the five stages add up to the total (differences of a telescoping sequence)
     assert row.total.max_rel <= sum(v.max_rel for v in row.stages.values()) * (1 + 1e-12)
 
 
@@ -363,7 +417,7 @@ def test_input_gradient_passes_change_no_bits_and_no_other_number(monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(off, on))              # the emulated step, bit for bit
     assert [(s.op, s.phase, s.count) for s in run_off.report()] == [(s.op, s.phase, s.count) for s in run_on.report()]
     # the extra backward passes touch no other site's numbers (names, stages, forward and weight-gradient columns)
-    monkeypatch.setattr(InputGradientEffect, "backward", lambda *args: None)
+    monkeypatch.setattr(InputGradientEffect, "backward", lambda *args, **kwargs: None)
     without, run_without = train(True)
     assert all(torch.equal(a, b) for a, b in zip(off, without))
     assert run_on.mode.attribution.digests == run_without.mode.attribution.digests
@@ -476,3 +530,83 @@ def test_study_plot_draws_the_curves_and_the_attributed_sites(tmp_path, monkeypa
     first_order = [b.get_width() for b in bars.containers[0]]
     assert first_order == [s["first_order"] for s in shown]
     assert "step 0" in bars.get_title()
+
+
+# --- per call: each measured call's own record beside the site's aggregate ---------------------------------------
+
+def _two_inputs_run(device):
+    """One step of the three-layer model on two inputs: every site called twice, each call its own values."""
+    net = _three_layers(device)
+    x1, x2 = torch.randn(16, 64).to(device), 3 * torch.randn(16, 64).to(device)
+    with tct.emulate(instruction=FP8, scaling="tensor", promote_every=32, attribution=True) as run:
+        (net(x1).square().mean() + net(x2).square().mean()).backward()
+    return run
+
+
+def test_per_call_records_aggregate_exactly_to_their_site(device):
+    table = _two_inputs_run(device).attribution(lr=0.1)
+    for row in table:
+        calls = row.per_call
+        assert len(calls) == row.calls == 2 and calls[0].number < calls[1].number
+        assert {(c.site, c.phase, c.op, c.shape) for c in calls} == {(row.site, row.phase, row.ops, row.shape)}
+        for name in STAGES + ("total",):
+            site = row.total if name == "total" else row.stages[name]
+            each = [c.total if name == "total" else c.stages[name] for c in calls]
+            assert site.max_rel == max(s.max_rel for s in each) and site.max_ulp == max(s.max_ulp for s in each)
+            assert site.n == sum(s.n for s in each)
+            for key in ("rms_rel", "rms_ulp"):
+                pooled = np.sqrt(sum(s.n * s.as_dict()[key] ** 2 for s in each) / site.n)
+                assert site.as_dict()[key] == pytest.approx(pooled, rel=1e-12, abs=0)
+        assert all(c.first_order is not None for c in calls) and row.first_order is not None
+        assert sum(c.first_order for c in calls) == pytest.approx(row.first_order, rel=1e-12, abs=0)
+        # two inputs, two calls with their own values (not the site's split in halves)
+        assert calls[0].total.as_dict() != calls[1].total.as_dict() and calls[0].first_order != calls[1].first_order
+    assert {r.phase for r in table} == {"forward", "weight-gradient", "input-gradient"}
+
+
+def test_by_call_prints_every_call_in_order_and_the_json_round_trips():
+    import json
+
+    from tcnumerics.torch.attribution import AttributionTable, SiteAttribution
+
+    table = _two_inputs_run("cpu").attribution(lr=0.1)
+    calls = table.by_call()
+    assert [c.number for c in calls] == list(range(sum(r.calls for r in table)))
+    lines = str(calls).splitlines()
+    assert len(lines) == 2 + len(calls) and lines[0].split()[:4] == ["call", "site", "phase", "shape"]
+    assert lines[2].split()[:3] == ["0", "Sequential.0", "forward"]
+    rows = json.loads(table.to_json())
+    assert [len(r["calls_detail"]) for r in rows] == [r.calls for r in table]
+    back = AttributionTable(SiteAttribution.from_dict(r) for r in rows)
+    assert back.to_json() == table.to_json() and str(back.by_call()) == str(calls) and str(back) == str(table)
+
+
+def test_input_gradient_call_values_need_lr_and_say_why_not():
+    # without lr no call has an estimate; a call whose input has no parameter before it is exactly 0, with its note
+    torch.manual_seed(3)
+    net = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    with tct.emulate(instruction=FP8, scaling="tensor", attribution=True) as run:
+        net(torch.randn(8, 32, requires_grad=True)).square().sum().backward()
+    first = _row(run.attribution(lr=0.1), "Sequential.0", "input-gradient").per_call[0]
+    assert first.first_order == 0.0 and "no parameter before the site's input" in first.first_order_note
+    import json
+
+    from tcnumerics.torch.attribution import SiteAttribution
+
+    row = _row(run.attribution(lr=0.1), "Sequential.0", "input-gradient")
+    back = SiteAttribution.from_dict(json.loads(json.dumps(row.as_dict())))       # the notes survive the JSON
+    assert back.first_order_note == row.first_order_note != "" and back.as_dict() == row.as_dict()
+    assert _row(run.attribution(), "Sequential.2", "input-gradient").per_call[0].first_order is None
+
+
+def test_the_per_call_example_in_the_docs_prints_what_it_shows():
+    import doctest
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "attribution.md").read_text()
+    section = text[text.index("### Per call"):text.index("## Loss effect")]
+    section = section.replace("```python\n", "\n").replace("```\n", "\n")  # the fences end the example's output
+    test = doctest.DocTestParser().get_doctest(section, {}, "docs/attribution.md: Per call", None, 0)
+    runner = doctest.DocTestRunner()
+    runner.run(test)
+    assert runner.failures == 0 and runner.tries >= 6, runner.summarize()

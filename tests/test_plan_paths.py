@@ -433,3 +433,49 @@ def test_simt_and_streamk_orders_are_printed_nodes():
     sk = _sampled_streamk_plan().explain()
     assert "outputs by 64 x 128 output tile" in sk and "tree sum of 15 terms" in sk
     assert "operands rounded to TF32 (RNE)" in sk
+
+
+# --- observing the value before the output conversion ----------------------------------------------------------
+
+def test_before_conversion_records_each_outermost_converted_value_and_changes_no_bits():
+    from tcnumerics.torch.unit import epilogue
+
+    a, b = _ops(8, 64, 8)
+    plain = gemm(a, b, instruction=BF16, out_format="bf16")
+    acc = gemm(a, b, instruction=BF16)  # FP32 values: what the conversion to BF16 receives
+    with interpret.before_conversion() as seen:
+        observed = gemm(a, b, instruction=BF16, out_format="bf16")
+        run(Structure("nvjet", BF16), a, b, out_format="bf16")   # a reduction (LayOut root), then its epilogue
+    assert np.array_equal(observed, plain)
+    assert len(seen) == 2 and np.array_equal(seen[0], np.float64(acc)) and seen[0].dtype == np.float64
+    assert np.array_equal(seen[1], np.float64(run(Structure("nvjet", BF16), a, b, out_format="fp32")))
+    with interpret.before_conversion() as outer:
+        with interpret.before_conversion() as inner:            # the innermost observer records
+            epilogue(np.float64(acc), "bf16", bias=np.ones(8))
+        epilogue(np.float64(acc), "bf16")
+    assert len(inner) == 1 and len(outer) == 1
+    assert np.array_equal(inner[0], get_format("fp32").round(np.float64(acc) + 1))  # + bias in FP32
+    assert np.array_equal(outer[0], np.float64(acc))
+    gemm(a, b, instruction=BF16, out_format="bf16")               # inactive: nothing recorded anywhere
+    assert len(seen) == 2 and len(outer) == 1
+
+
+def test_before_conversion_skips_plans_with_no_root_conversion():
+    A, B = _ops(16, 256, 8)
+    s = Structure("cutlass", BF16, split_k=(128, 128), split_reduce="serial")
+    with interpret.before_conversion() as seen:
+        run(s, A, B, out_format="bf16")
+    assert seen == []  # CUTLASS serial split-K: the first slice's conversion is inside an ordered sum
+    with interpret.before_conversion() as seen:
+        run(s.with_(split_reduce="parallel"), A, B, out_format="bf16")
+    assert len(seen) == 1  # the same slices summed, then one epilogue and conversion
+
+
+def test_before_conversion_keeps_device_values_on_the_device(monkeypatch):
+    cupy = fake_cupy.install(monkeypatch)
+    a, b = _ops(8, 64, 8)
+    with interpret.before_conversion() as seen:
+        out = gemm(cupy.asarray(a), cupy.asarray(b), instruction=BF16, out_format="bf16")
+    assert not isinstance(out, np.ndarray) and len(seen) == 1
+    assert isinstance(seen[0], cupy.ndarray)           # no host copy: the strict fake refuses implicit ones
+    assert np.array_equal(seen[0].get(), np.float64(gemm(a, b, instruction=BF16)))

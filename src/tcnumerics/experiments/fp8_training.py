@@ -387,14 +387,14 @@ def render(rows: list[dict], args) -> str:
         if r["kind"] == "curve":
             lines.append(f"{r['setting']:<26} {r.get('final_loss', float('nan')):10.5f} "
                          f"{r.get('gap_vs_reference', float('nan')):13.5f}")
-    from ..torch.attribution import AttributionTable, SiteAttribution, _Stat
+    from ..torch.attribution import AttributionTable
 
     for r in rows:
         if r["kind"] != "attribution":
             continue
         lines.append(f"\nattribution, {r['setting']}, step {r['step']} (first-order and counterfactual: loss change "
                      f"with the site exact; backward sites after one SGD step of lr {PROBE_LR})")
-        table = AttributionTable(_row(s, SiteAttribution, _Stat) for s in r["sites"])
+        table = AttributionTable(_row(s) for s in r["sites"])
         lines.append(str(table))
         lines.append("summed |first-order| by phase: " + ", ".join(f"{k} {v:.2e}" for k, v in
                                                                    r["first_order_by_phase"].items()))
@@ -406,13 +406,12 @@ def render(rows: list[dict], args) -> str:
     return "\n".join(lines)
 
 
-def _row(d: dict, SiteAttribution, _Stat):
-    """A table row back from its JSON form (RMS values restored as one-sample statistics)."""
-    def stat(s):
-        return _Stat(max_rel=s["max_rel"], sq_rel=s["rms_rel"] ** 2, max_ulp=s["max_ulp"], sq_ulp=s["rms_ulp"] ** 2, n=1)
-    return SiteAttribution(d["site"], d["phase"], d["ops"], tuple(d["shape"]), d["rule"], d["calls"],
-                           {k: stat(v) for k, v in d["stages"].items()}, stat(d["total"]), d["split"],
-                           d["first_order"], d["counterfactual"])
+def _row(d: dict):
+    """A table row back from its JSON form (RMS values restored as one-sample statistics; JSON written before the
+    conversion stage shows "-" in its column)."""
+    from ..torch.attribution import SiteAttribution
+
+    return SiteAttribution.from_dict(d)
 
 
 def plot(rows: list[dict], path: str) -> str:

@@ -10,6 +10,13 @@ Operands are bound by name: ``A`` ([M, Kp] bits, K laid out as the plan's K posi
 B's columns as rows), ``C_acc`` (C as accumulator bits), and FP32 values for ``C``, ``bias``, ``scale_a``,
 ``scale_b``, ``block_a``, ``block_b``.
 
+**Observing the value before the output conversion.**  Every result ends in a root ``Convert``; error attribution
+(``tcnumerics.torch.attribution``) separates the epilogue's rounding from the conversion's, so it needs the value
+the conversion received.  ``before_conversion()`` records it: while active, each outermost ``run`` whose plan root
+is a ``Convert`` appends its term's value (FP32 values as a float64 array, in the operands' namespace: numpy, or
+CuPy on a GPU -- never copied to the host); the result is the same bits (the same ``convert``).  Inactive, it costs
+``run`` one thread-local look-up.
+
 >>> import numpy as np, ml_dtypes
 >>> from tcnumerics.catalog import get_instruction
 >>> from tcnumerics.plan import Plan, Chain, Convert
@@ -17,10 +24,17 @@ B's columns as rows), ``C_acc`` (C as accumulator bits), and FP32 values for ``C
 >>> ones = np.ones((2, 16), ml_dtypes.bfloat16).view(np.uint16)
 >>> run(Plan(Convert(Chain(spec, 0, 16))), {"A": ones, "B": ones[:1]}).tolist()
 [[16.0], [16.0]]
+>>> a = np.full((2, 16), 0x3f81, np.uint16)   # bf16 1 + 2**-7: the sum 16.125 needs a rounding in E4M3
+>>> with before_conversion() as seen:
+...     out = run(Plan(Convert(Chain(spec, 0, 16), "e4m3")), {"A": a, "B": ones[:1]})
+>>> seen[0].tolist(), out.astype(np.float64).tolist()
+([[16.125], [16.125]], [[16.0], [16.0]])
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +48,7 @@ from .nodes import (AddC, AddExact, Alpha, BlockScaledChain, Chain, Convert, Epi
                     OrderedSum, PairedChain, Plan, Promote, RoundEach, RoundTo, Scale, TileGroups)
 from .rules import FP32, fp32_add, fp32_fma, fp32_halving_sum, fp32_partial, fp32_sum, fp32_tree_sum, quiet
 
-__all__ = ["run", "evaluate", "Bits", "epilogue", "convert"]
+__all__ = ["run", "evaluate", "Bits", "epilogue", "convert", "before_conversion"]
 
 _WORKING_SET = 1 << 22  # elements per operand block of the dot_bits fallback
 _DOT_BLOCK = 1 << 20  # operand elements per engine call of a paired-row chain (bounds the engines' temporaries)
@@ -52,11 +66,52 @@ class Bits:
         return self.format.to_float(self.bits)
 
 
+_observed = threading.local()  # .records: the list ``before_conversion`` appends to (None: not observing)
+
+
 def run(plan: "Plan | Node", operands: dict, engine: str = "auto"):
     """The plan's output for the bound ``operands`` (an array of the output format, or FP32 values)."""
     root = plan.root if isinstance(plan, Plan) else plan
-    out = evaluate(root, operands, engine)
+    records = getattr(_observed, "records", None)
+    out = evaluate(root, operands, engine) if records is None else _run_observed(root, operands, engine, records)
     return out.values() if isinstance(out, Bits) else out
+
+
+@contextlib.contextmanager
+def before_conversion():
+    """Record, on this thread, the value each outermost ``run`` of a plan rooted in ``Convert`` converts.
+
+    Yields the list the values are appended to, in run order: FP32 values (a float64 array, or accumulator values
+    read from their ``Bits``) of the ``Convert``'s term, in the operands' namespace.  Runs nested in another run
+    are not recorded; neither are plans with another root (a serial split-K's ``OrderedSum``).  Observers nest: the
+    innermost active one records, the outer one again once it exits."""
+    outer = getattr(_observed, "records", None)
+    _observed.records = records = []
+    try:
+        yield records
+    finally:
+        _observed.records = outer
+
+
+def _run_observed(root: Node, operands: dict, engine: str, records: list):
+    """``evaluate(root)`` with its conversion's input appended to ``records`` (runs inside it unobserved)."""
+    _observed.records = None
+    try:
+        if not isinstance(root, Convert):
+            return evaluate(root, operands, engine)
+        term = evaluate(root.term, operands, engine)
+        records.append(_term_values(term))
+        return convert(term, root.format, root.rounding)
+    finally:
+        _observed.records = records
+
+
+def _term_values(x):
+    """A conversion's input as float64 values (an integer accumulator's exactly)."""
+    if isinstance(x, Bits):
+        d = x.format.to_array(x.bits)
+        return float64(d) if isinstance(x.format, IntFormat) else float64(x.values())
+    return float64(x)
 
 
 def evaluate(node: Node, env: dict, engine: str):

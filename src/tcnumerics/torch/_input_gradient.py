@@ -74,14 +74,17 @@ class _Operand:
 
 
 class InputGradientEffect:
-    """Per input-gradient site: ``sum <g, J^T e>`` over its calls (times ``lr`` in ``value``) and why not, if not."""
+    """Per input-gradient site: ``sum <g, J^T e>`` over its calls (times ``lr`` in ``value``) and why not, if not;
+    the same per call (``call_value``: a call is named by its number, the site's sum is the sum of its calls')."""
 
     def __init__(self):
         self.params: dict[int, torch.Tensor] = {}
         self._by_data: dict[tuple, list] = {}  # data key -> [(role "a"/"b", (operand a, operand b))]
         self._sums: dict[tuple, float] = {}
         self._notes: dict[tuple, dict[str, int]] = {}
-        self._pending: dict[int, list] = {}  # id(parameter) -> [(site key, J^T e for it)]
+        self._call_sums: dict[int, float] = {}  # per call number (the site's sums, call by call)
+        self._call_notes: dict[int, str] = {}
+        self._pending: dict[int, list] = {}  # id(parameter) -> [(site key, call number, J^T e for it)]
         self._hooks: dict[int, object] = {}
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -103,25 +106,27 @@ class InputGradientEffect:
             for role, op in zip("ab", pair):
                 self._by_data.setdefault(op.data, []).append((role, pair))
 
-    def backward(self, key: tuple, call: GemmCall, error, tracker) -> None:
+    def backward(self, key: tuple, call: GemmCall, error, tracker, number: int | None = None) -> None:
         """``J^T e`` of one input-gradient call (``error``: [batch or 1, M, N], emulated - exact, numpy or CuPy
-        where the call ran), kept until the parameters' gradients are accumulated."""
+        where the call ran), kept until the parameters' gradients are accumulated; ``number``: the call's, for
+        its own estimate (``call_value``)."""
         found = self._forward_operand(call)
         if isinstance(found, str):
-            return self._note(key, found)
+            return self._note(key, found, number=number)
         x, transposed = found
         e = error if call.batched else error[0]
         e = (e.swapaxes(-1, -2) if transposed else e) * x.alpha
         e = _tensors.to_tensor(arrays.namespace(e).ascontiguousarray(e), x.device).to(dtype=x.dtype)
         grads = self._vjp(x, e, tracker)
         if isinstance(grads, str):
-            return self._note(key, grads)
+            return self._note(key, grads, number=number)
         if not grads:
-            return self._note(key, NO_PARAMETER, counts=True)
+            return self._note(key, NO_PARAMETER, counts=True, number=number)
         with self._lock:
             self._sums.setdefault(key, 0.0)
+            self._call_sums.setdefault(number, 0.0)
             for p, g in grads:
-                self._pending.setdefault(id(p), []).append((key, g.detach()))
+                self._pending.setdefault(id(p), []).append((key, number, g.detach()))
                 if id(p) not in self._hooks:
                     self._hooks[id(p)] = p.register_post_accumulate_grad_hook(self._consume)
 
@@ -129,13 +134,24 @@ class InputGradientEffect:
         """(lr * sum <g, J^T e>, or None; what the calls of this site gave)."""
         with self._lock:
             notes = dict(self._notes.get(key, {}))
-            if any(key == k for waiting in self._pending.values() for k, _ in waiting):
+            if any(key == k for waiting in self._pending.values() for k, _, _ in waiting):
                 notes[NOT_ACCUMULATED] = notes.get(NOT_ACCUMULATED, 0) + 1
             total = self._sums.get(key, 0.0)
         text = "; ".join(f"{n} call{'s' if n > 1 else ''}: {why}" for why, n in sorted(notes.items()))
         if lr is None or any(why.startswith("not computed") for why in notes):
             return None, text
         return lr * total, text
+
+    def call_value(self, number: int, lr: float | None) -> tuple[float | None, str]:
+        """(lr * <g, J^T e> of the call ``number``, or None; why it is exactly 0 or not computed, else "")."""
+        with self._lock:
+            note = self._call_notes.get(number, "")
+            if any(number == n for waiting in self._pending.values() for _, n, _ in waiting):
+                note = NOT_ACCUMULATED
+            total = self._call_sums.get(number)
+        if lr is None or total is None or note.startswith("not computed"):
+            return None, note
+        return lr * total, note
 
     def close(self) -> None:
         """Remove the hooks and forget the forward operands (their nodes hold the graph)."""
@@ -147,12 +163,14 @@ class InputGradientEffect:
 
     # --- inside ---------------------------------------------------------------------------------------
 
-    def _note(self, key, why: str, counts: bool = False) -> None:
+    def _note(self, key, why: str, counts: bool = False, number: int | None = None) -> None:
         with self._lock:
             notes = self._notes.setdefault(key, {})
             notes[why] = notes.get(why, 0) + 1
+            self._call_notes[number] = why
             if counts:
                 self._sums.setdefault(key, 0.0)
+                self._call_sums.setdefault(number, 0.0)
 
     def _forward_operand(self, call: GemmCall):
         """(the forward operand whose gradient the call computes, transposed?) or why it cannot be told."""
@@ -205,10 +223,12 @@ class InputGradientEffect:
         device = _tensors.on_gpu_engine(p.grad)
         with _tensors.gpu_work(p.grad):
             g = _tensors.float64_values(p.grad, device)
-            values = [(key, float((g * _tensors.float64_values(dg, device)).sum())) for key, dg in waiting]
+            values = [(key, number, float((g * _tensors.float64_values(dg, device)).sum()))
+                      for key, number, dg in waiting]
         with self._lock:  # one scalar each reached the host
-            for key, value in values:
+            for key, number, value in values:
                 self._sums[key] += value
+                self._call_sums[number] += value
 
 
 def _operand(t: torch.Tensor, alpha: float) -> _Operand:

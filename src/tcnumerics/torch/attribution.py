@@ -8,19 +8,26 @@ other backward GEMMs: a parameter as an operand, or activations only, as attenti
 
 **Stages.**  Against the product of the *original* operands (float64 matmul, then alpha, beta * C and bias in
 float64 -- the reference; float64 is not exact, its relative error is about K * 2**-53, far below every stage
-measured here) the emulated result is reached through four values, each made exact one at a time:
+measured here) the emulated result is reached through five values, each made exact one at a time:
 
 1. ``quantisation``: the float64 product of the operands *as the unit receives them* (scaled, rounded, descaled);
 2. ``accumulation``: those operands on the unit, one chain over K (``tcnumerics.gemm``, no promotion or split-K);
 3. ``ordering``: the unit with the recipe's (or the library plan's) promotion and split-K;
-4. ``epilogue``: the result the model received (alpha, C, bias, conversion to the output dtype).
+4. ``epilogue``: the emulated epilogue's value before the output conversion (alpha, C, bias, each rounded in
+   FP32), as the plan interpreter hands it to the plan's root ``Convert`` (``plan.interpret.before_conversion``);
+5. ``conversion``: the result the model received (that value converted to the output dtype: exactly 0 for FP32).
 
-A stage's error is the difference of its value and the previous one's (after the same float64 epilogue), so the
-four add up to the total error, and a stage that computes nothing new has an error of exactly zero.  Each is
-reported as the largest and the RMS of ``|error| / (|A| @ |B|)`` (relative to the magnitudes summed, which stays
-finite where a result cancels to zero) and in units in the last place of the output format at ``|A| @ |B|``.
-Block-scaled units (MX, NVFP4) and library kernels whose reduction ``tcnumerics.gemm`` does not express (SIMT
-trees, stream-K, interleaved split-K) report the total as ``accumulation`` and say so (``stages="total"``).
+A stage's error is the difference of its value and the previous one's (the first three after the same float64
+epilogue), so the five add up to the total error, and a stage that computes nothing new has an error of exactly
+zero.  Each is reported as the largest and the RMS of ``|error| / (|A| @ |B|)`` (relative to the magnitudes
+summed, which stays finite where a result cancels to zero) and in units in the last place of the output format at
+``|A| @ |B|``.  Block-scaled units (MX, NVFP4), library kernels whose reduction ``tcnumerics.gemm`` does not
+express (SIMT trees, stream-K, interleaved split-K), results whose plan ends in no ``Convert`` (a serial split-K)
+and exact sites report the total as ``accumulation`` and say so (``split="total"``).
+
+**Per call.**  Beside each site's aggregate, every measured call has its own record (``SiteAttribution.per_call``,
+``CallAttribution``: its stages, total and first-order estimate, a few floats each); ``table.by_call()`` prints
+them one line per call, in call order, and ``to_json()`` nests them in each row under ``calls_detail``.
 
 **Loss effect** -- both columns are the change of a loss when the site is made exact (error = emulated - exact).
 ``counterfactual``: re-run a step with one site computed exactly (``set_site(name, "exact")``: float64 product and
@@ -46,10 +53,14 @@ Example:
     >>> table = run.attribution(lr=0.1)
     >>> sorted((r.site, r.phase) for r in table)
     [('Sequential.0', 'forward'), ('Sequential.0', 'weight-gradient'), ('Sequential.1', 'forward'), ('Sequential.1', 'input-gradient'), ('Sequential.1', 'weight-gradient')]
+    >>> [(c.number, c.site, c.phase) for c in table.by_call()][:3]
+    [(0, 'Sequential.0', 'forward'), (1, 'Sequential.1', 'forward'), (2, 'Sequential.1', 'input-gradient')]
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import json
 import math
@@ -63,15 +74,17 @@ import torch
 from .. import arrays
 from ..formats import get_format
 from ..gemm import gemm
+from ..plan import interpret
 from . import _tensors
 from ._tensors import format_name
 from ._input_gradient import InputGradientEffect
 from .backends import CallInfo, UnitBackend
 from .calls import GemmCall
 
-__all__ = ["STAGES", "FIRST_ORDER_METHODS", "COUNTERFACTUAL_METHOD", "Recorder", "SiteAttribution", "AttributionTable", "counterfactual"]
+__all__ = ["STAGES", "FIRST_ORDER_METHODS", "COUNTERFACTUAL_METHOD", "Recorder", "SiteAttribution", "CallAttribution",
+           "AttributionTable", "CallTable", "counterfactual"]
 
-STAGES = ("quantisation", "accumulation", "ordering", "epilogue")
+STAGES = ("quantisation", "accumulation", "ordering", "epilogue", "conversion")
 
 # What each loss-effect column is (``SiteAttribution.first_order_method``, the JSON, docs/attribution.md).
 COUNTERFACTUAL_METHOD = ("measured: the loss re-run with the site exact minus the loss as emulated (one sample: it "
@@ -110,10 +123,67 @@ class _Stat:
             self.sq_ulp += float(sums[3])
             self.n += int(rel.size)
 
+    @classmethod
+    def of(cls, rel, ulp) -> "_Stat":
+        """One call's statistics."""
+        stat = cls()
+        stat.add(rel, ulp)
+        return stat
+
+    def merge(self, other: "_Stat") -> None:
+        """Fold in another call's statistics (the same sums as ``add`` of its errors: a site's figures are its
+        calls' exactly, summed in call order)."""
+        self.max_rel = max(self.max_rel, other.max_rel)
+        self.max_ulp = max(self.max_ulp, other.max_ulp)
+        self.sq_rel += other.sq_rel
+        self.sq_ulp += other.sq_ulp
+        self.n += other.n
+
     def as_dict(self) -> dict:
         n = max(self.n, 1)
         return dict(max_rel=self.max_rel, rms_rel=math.sqrt(self.sq_rel / n), max_ulp=self.max_ulp,
                     rms_ulp=math.sqrt(self.sq_ulp / n))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "_Stat":
+        """Back from ``as_dict`` (the RMS values as a one-sample statistic: ``as_dict`` gives them back exactly)."""
+        return cls(max_rel=d["max_rel"], sq_rel=d["rms_rel"] ** 2, max_ulp=d["max_ulp"], sq_ulp=d["rms_ulp"] ** 2,
+                   n=1)
+
+
+def _stages_from_dict(d: dict) -> dict:
+    """Stage statistics from JSON (JSON written before the ``conversion`` stage lacks it: left out, printed "-")."""
+    return {k: _Stat.from_dict(v) for k, v in d.items()}
+
+
+@dataclass
+class CallAttribution:
+    """One measured call of a site (``SiteAttribution.per_call``): its own stage errors and first-order estimate
+    (forward: -<dloss/dy, error> of this call's output; weight-gradient: lr * <out, error>; input-gradient: lr * <g,
+    J^T error> of this call; None where there is none).  A few floats: no arrays are kept."""
+
+    number: int  # the call's place among the recorder's measured calls (0: the first)
+    site: str
+    phase: str
+    op: str
+    shape: tuple
+    rule: str
+    split: str = "stages"
+    stages: dict = field(default_factory=lambda: {s: _Stat() for s in STAGES})
+    total: _Stat = field(default_factory=_Stat)
+    first_order: float | None = None
+    first_order_note: str = ""  # input-gradient calls: why the estimate is exactly 0 or was not computed
+
+    def as_dict(self) -> dict:
+        return dict(number=self.number, site=self.site, phase=self.phase, op=self.op, shape=list(self.shape),
+                    rule=self.rule, split=self.split, stages={k: v.as_dict() for k, v in self.stages.items()},
+                    total=self.total.as_dict(), first_order=self.first_order, first_order_note=self.first_order_note)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CallAttribution":
+        return cls(d["number"], d["site"], d["phase"], d["op"], tuple(d["shape"]), d["rule"], d["split"],
+                   _stages_from_dict(d["stages"]), _Stat.from_dict(d["total"]), d["first_order"],
+                   d.get("first_order_note", ""))
 
 
 @dataclass
@@ -132,6 +202,7 @@ class SiteAttribution:
     first_order: float | None = None
     counterfactual: float | None = None
     first_order_note: str = ""  # input-gradient sites: calls whose estimate is exactly 0 or was not computed, why
+    per_call: list = field(default_factory=list)  # CallAttribution of each call, in call order
 
     @property
     def first_order_method(self) -> str:
@@ -145,7 +216,36 @@ class SiteAttribution:
                     calls=self.calls, split=self.split, stages={k: v.as_dict() for k, v in self.stages.items()},
                     total=self.total.as_dict(), first_order=self.first_order,
                     first_order_method=self.first_order_method, counterfactual=self.counterfactual,
-                    counterfactual_method=COUNTERFACTUAL_METHOD)
+                    counterfactual_method=COUNTERFACTUAL_METHOD, calls_detail=[c.as_dict() for c in self.per_call])
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SiteAttribution":
+        """A row back from its JSON form (``as_dict``; also JSON written before the conversion stage and the
+        per-call records: those columns are left out)."""
+        method = d.get("first_order_method", "")
+        base = FIRST_ORDER_METHODS.get(d["phase"], "")
+        note = method[len(base) + 2:-1] if method.startswith(base + " [") else ""
+        return cls(d["site"], d["phase"], d["ops"], tuple(d["shape"]), d["rule"], d["calls"],
+                   _stages_from_dict(d["stages"]), _Stat.from_dict(d["total"]), d["split"], d["first_order"],
+                   d["counterfactual"], note, [CallAttribution.from_dict(c) for c in d.get("calls_detail", ())])
+
+
+_LEGEND = ("(stage columns: RMS of |error| / (|A| @ |B|); ulp: RMS in ulps of the output format; first-order: a "
+           "linear approximation; counterf.: measured)")
+
+
+def _stage_cells(r) -> str:
+    """A row's stage columns: RMS relative error; "-" where the stages are not separated or not recorded."""
+    return "  ".join(f"{r.stages[s].as_dict()['rms_rel']:8.1e}" if s in r.stages and (
+        r.split == "stages" or s == "accumulation") else f"{'-':>8}" for s in STAGES)
+
+
+def _stage_head() -> str:
+    return "  ".join(f"{s[:5]:>8}" for s in STAGES)
+
+
+def _signed(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.2e}"
 
 
 class AttributionTable(list):
@@ -154,19 +254,18 @@ class AttributionTable(list):
     def __str__(self) -> str:
         if not self:
             return "(no GEMM calls attributed)"
-        head = (f"{'site':<28} {'phase':<15} {'calls':>5}  " + "  ".join(f"{s[:5]:>8}" for s in STAGES)
-                + f"  {'total':>8} {'ulp':>7}  {'first-order':>11}  {'counterf.':>10}")
-        lines = [head, "(stage columns: RMS of |error| / (|A| @ |B|); ulp: RMS in ulps of the output format; "
-                       "first-order: a linear approximation; counterf.: measured)"]
+        head = (f"{'site':<28} {'phase':<15} {'calls':>5}  {_stage_head()}"
+                f"  {'total':>8} {'ulp':>7}  {'first-order':>11}  {'counterf.':>10}")
+        lines = [head, _LEGEND]
         for r in self:
-            st = "  ".join(f"{r.stages[s].as_dict()['rms_rel']:8.1e}" if r.split == "stages" or s == "accumulation"
-                           else f"{'-':>8}" for s in STAGES)
             t = r.total.as_dict()
-            fo = "-" if r.first_order is None else f"{r.first_order:+.2e}"
-            cf = "-" if r.counterfactual is None else f"{r.counterfactual:+.2e}"
-            lines.append(f"{r.site[-28:]:<28} {r.phase:<15} {r.calls:>5}  {st}  {t['rms_rel']:8.1e} "
-                         f"{t['rms_ulp']:7.2f}  {fo:>11}  {cf:>10}")
+            lines.append(f"{r.site[-28:]:<28} {r.phase:<15} {r.calls:>5}  {_stage_cells(r)}  {t['rms_rel']:8.1e} "
+                         f"{t['rms_ulp']:7.2f}  {_signed(r.first_order):>11}  {_signed(r.counterfactual):>10}")
         return "\n".join(lines)
+
+    def by_call(self) -> "CallTable":
+        """Every call of every row, in call order (one line each when printed)."""
+        return CallTable(sorted((c for r in self for c in r.per_call), key=lambda c: c.number))
 
     def to_json(self) -> str:
         return json.dumps([r.as_dict() for r in self], allow_nan=False)
@@ -186,7 +285,7 @@ class AttributionTable(list):
         labels = [f"{r.site} ({r.phase})" for r in self]
         left = np.zeros(len(self))
         for s in STAGES:
-            v = np.array([r.stages[s].as_dict()["rms_rel"] for r in self])
+            v = np.array([r.stages[s].as_dict()["rms_rel"] if s in r.stages else 0.0 for r in self])
             ax.barh(labels, v, left=left, label=s)
             left += v
         ax.set_xlabel("RMS |error| / (|A| @ |B|), stacked by stage")
@@ -196,6 +295,22 @@ class AttributionTable(list):
         fig.savefig(path)
         plt.close(fig)
         return path
+
+
+class CallTable(list):
+    """``table.by_call()``: CallAttribution records in call order; prints one line per call."""
+
+    def __str__(self) -> str:
+        if not self:
+            return "(no GEMM calls attributed)"
+        lines = [f"{'call':>4}  {'site':<28} {'phase':<15} {'shape':<14} {_stage_head()}  {'total':>8} {'ulp':>7}  "
+                 f"{'first-order':>11}", _LEGEND.replace("; counterf.: measured", "")]
+        for c in self:
+            t = c.total.as_dict()
+            shape = "x".join(str(n) for n in c.shape)
+            lines.append(f"{c.number:>4}  {c.site[-28:]:<28} {c.phase:<15} {shape:<14} {_stage_cells(c)}  "
+                         f"{t['rms_rel']:8.1e} {t['rms_ulp']:7.2f}  {_signed(c.first_order):>11}")
+        return "\n".join(lines)
 
 
 class Recorder:
@@ -218,6 +333,7 @@ class Recorder:
         self._lock = threading.Lock()
         self.digests: list[bytes] = []  # SHA-256 of each call's result, in call order (the re-runs check against it)
         self.inputs = InputGradientEffect()  # input-gradient sites' first-order estimates
+        self._measured = 0  # calls measured so far (a call's record's number)
 
     # --- entering: the tracker and the parameter registry ----------------------------------------
 
@@ -259,42 +375,46 @@ class Recorder:
         key = self.site(call, backward)
         rule = self.overrides.get(f"{key[0]}:{key[1]}", self.overrides.get(key[0]))  # the phase's own rule first
         device = options.get("engine") == "cuda"  # a CUDA tensor on the GPU engine: measure there, no host copy
+        seen = []  # the values the plans' output conversions received (measured runs only)
         if rule == "exact":
             result, info = _exact(call, device), CallInfo("exact (float64)")
         else:
             backend = backend if rule is None else rule
-            result, info = backend.execute(call, backward=backward, index=index, **options)
+            with interpret.before_conversion() if self.measure else contextlib.nullcontext(seen) as seen:
+                result, info = backend.execute(call, backward=backward, index=index, **options)
         values = arrays.float64(result)
         digest = _digest(values)
         with self._lock:
             self.digests.append(digest)
         if self.measure:
-            error = self._measure(key, backend if rule is None else rule, call, backward, values, info, device)
+            pre = _converted(seen, values)
+            error, record = self._measure(key, backend if rule is None else rule, call, backward, values, info,
+                                          device, pre)
             if not backward:
                 self.inputs.forward(call)
             elif key[1] == "input-gradient":  # one more (native) backward pass, from the call's forward operand
-                self.inputs.backward(key, call, error, self.tracker)
+                self.inputs.backward(key, call, error, self.tracker, number=record.number)
         return result, info
 
     def bind(self, out: torch.Tensor) -> None:
         """Keep the last forward call's output tensor: once its module returns, autograd has given it a grad_fn and
         a hook on it accumulates ``<dloss/dout, error>`` during backward (the first-order estimate)."""
         if self._pending is not None:
-            key, err = self._pending
-            self._unhooked.append((key, out, err))
+            self._unhooked.append((out, *self._pending))
             self._pending = None
 
     _pending = None
 
     def _hook_outputs(self, module, args, output) -> None:
         waiting, self._unhooked = self._unhooked, []
-        for key, out, err in waiting:
+        for out, key, err, record in waiting:
             if out.grad_fn is None:
                 continue
             self.first_order.setdefault(key, 0.0)
-            out.register_hook(self._accumulator(key, err))
+            record.first_order = 0.0
+            out.register_hook(self._accumulator(key, err, record))
 
-    def _accumulator(self, key, err):
+    def _accumulator(self, key, err, record: CallAttribution):
         def hook(grad):
             if self.inputs.in_extra_pass:  # an input-gradient site's J^T e pass, not the loss's gradient
                 return
@@ -302,11 +422,13 @@ class Recorder:
                 value = float((_tensors.float64_values(grad, arrays.on_device(err)) * err).sum())
             with self._lock:
                 self.first_order[key] -= value
+                record.first_order -= value
         return hook
 
-    def _measure(self, key, backend, call: GemmCall, backward: bool, values, info: CallInfo, device: bool):
-        """Add the call's stage errors to its row; its total error (emulated - exact, [batch or 1, M, N]), an
-        array where the call ran (numpy, or CuPy on the GPU engine: only reductions come to the host)."""
+    def _measure(self, key, backend, call: GemmCall, backward: bool, values, info: CallInfo, device: bool, pre):
+        """Add the call's stage errors to its row and its own record; (its total error (emulated - exact, [batch
+        or 1, M, N]), an array where the call ran (numpy, or CuPy on the GPU engine: only reductions come to the
+        host), the record).  ``pre``: the value its output conversion received (flat), or None."""
         a, b = _tensors.float64_values(call.a, device), _tensors.float64_values(call.b, device)
         a3, b3 = (a, b) if a.ndim == 3 else (a[None], b[None])
         out = values
@@ -314,34 +436,44 @@ class Recorder:
         epi = _Epilogue(call, device)
         ref = epi(a3 @ b3)
         mag = epi.scale(abs(a3) @ abs(b3))
-        values, split = _stage_values(backend, call, backward, a3, b3, info)
-        values = [ref] + [epi(v) for v in values] + [out3]
-        fmt = get_format(format_name(call.out_dtype))
-        ulp = _ulp(mag, fmt)
+        staged, split = ([], "total") if pre is None else _stage_values(backend, call, backward, a3, b3, info)
+        if split == "total":
+            chain = [ref, ref, out3, out3, out3, out3]
+        else:
+            chain = [ref] + [epi(v) for v in staged] + [pre.reshape(out3.shape), out3]
+        ulp = _ulp(mag, get_format(format_name(call.out_dtype)))
+        stages = {}
+        for stage, before, after in zip(STAGES, chain, chain[1:]):
+            e = abs(after - before)
+            stages[stage] = _Stat.of(_ratio(e, mag), _ratio(e, ulp))
+        total = out3 - ref
+        total_stat = _Stat.of(_ratio(abs(total), mag), _ratio(abs(total), ulp))
         with self._lock:
             row = self.rows.get(key)
             if row is None:
                 row = self.rows[key] = SiteAttribution(key[0], key[1], call.op, call.shape, info.kernel, split=split)
+            row.split = "total" if split == "total" else row.split  # a site's stages are separated if all its calls'
+            record = CallAttribution(self._measured, key[0], key[1], call.op, call.shape, info.kernel, split, stages,
+                                     total_stat)
+            self._measured += 1
+            row.per_call.append(record)
             row.calls += 1
-            if split == "total":
-                values = [values[0], values[0], values[-1], values[-1], values[-1]]
-            for stage, before, after in zip(STAGES, values, values[1:]):
-                e = abs(after - before)
-                row.stages[stage].add(_ratio(e, mag), _ratio(e, ulp))
-            total = out3 - ref
-            row.total.add(_ratio(abs(total), mag), _ratio(abs(total), ulp))
+            for stage in STAGES:
+                row.stages[stage].merge(stages[stage])
+            row.total.merge(total_stat)
             if backward:
                 if key[1] == "weight-gradient":
-                    row.first_order = (row.first_order or 0.0) + float((out3 * total).sum())  # times -lr later
+                    record.first_order = float((out3 * total).sum())  # times lr in the table
+                    row.first_order = (row.first_order or 0.0) + record.first_order
             elif call.reshape is None:
-                self._pending = (key, total if out.ndim == 3 else total[0])
-        return total
+                self._pending = (key, total if out.ndim == 3 else total[0], record)
+        return total, record
 
     # --- the table ---------------------------------------------------------------------------------
 
     def table(self, lr: float | None = None) -> AttributionTable:
         """The rows, ranked by |first-order| then by RMS error (first-order: forward sites from the backward passes
-        run so far; weight-gradient and input-gradient sites with ``lr``)."""
+        run so far; weight-gradient and input-gradient sites with ``lr``); each with its calls' records."""
         rows = []
         for key, r in self.rows.items():
             row = SiteAttribution(**vars(r))
@@ -352,9 +484,19 @@ class Recorder:
             else:
                 row.first_order = self.first_order.get(key)
             row.counterfactual = self.counterfactuals.get(key)
+            row.per_call = [self._call_record(c, lr) for c in r.per_call]
             rows.append(row)
         rows.sort(key=lambda r: (-abs(r.first_order or 0.0), -r.total.as_dict()["rms_rel"], r.site, r.phase))
         return AttributionTable(rows)
+
+    def _call_record(self, c: CallAttribution, lr: float | None) -> CallAttribution:
+        """A copy of a call's record with its first-order estimate as the table gives it (times ``lr``)."""
+        if c.phase == "weight-gradient":
+            return dataclasses.replace(c, first_order=None if lr is None else lr * c.first_order)
+        if c.phase == "input-gradient":
+            value, note = self.inputs.call_value(c.number, lr)
+            return dataclasses.replace(c, first_order=value, first_order_note=note)
+        return dataclasses.replace(c)
 
 
 def counterfactual(emulation, step, sites, *, state=()) -> dict:
@@ -465,6 +607,25 @@ class _Epilogue:
         if self.bias is not None:
             r = r + self.bias
         return r
+
+
+def _converted(seen: list, values):
+    """The value the call's output conversion received, flat in the result's namespace, or None (no plan ended in
+    a ``Convert``).  The last values recorded whose sizes add up to the result's: unit mode runs gemm's own plan,
+    then the epilogue's over the whole batch (the last one); library mode may run the epilogue per item or per
+    block of rows (its runs, in order, are the result's items and rows in order)."""
+    parts, size = [], 0
+    for v in reversed(seen):
+        if size >= values.size:
+            break
+        parts.append(v.reshape(-1))
+        size += v.size
+    if size != values.size or not parts:
+        return None
+    flat = parts[0] if len(parts) == 1 else arrays.concatenate(parts[::-1])
+    if arrays.on_device(values) and not arrays.on_device(flat):  # a host epilogue, a device result: move it up
+        flat = arrays.namespace(values).asarray(flat)
+    return flat
 
 
 def _stage_values(backend, call: GemmCall, backward: bool, a3, b3, info: CallInfo):
