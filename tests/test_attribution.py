@@ -6,6 +6,8 @@ tensors), where every array the measurement computes with is a "device" array th
 or to turn into one implicitly -- the CUDA code path, exercised on machines without a GPU.
 """
 
+import copy
+import json
 import os
 import warnings
 
@@ -610,3 +612,72 @@ def test_the_per_call_example_in_the_docs_prints_what_it_shows():
     runner = doctest.DocTestRunner()
     runner.run(test)
     assert runner.failures == 0 and runner.tries >= 6, runner.summarize()
+
+
+# --- the counterfactual's noise: sign-flip probes ------------------------------------------------------------------
+
+def _probed_run(device="cpu"):
+    """An all-FP8 MLP attributed over one SGD step (loss, loss after the update), its sites, the step and state."""
+    torch.manual_seed(3)
+    net, x = _three_layers(device), torch.randn(32, 64).to(device)
+    step = _sgd_step(net, x, 0.05)
+    state = copy.deepcopy(net.state_dict())
+    run = tct.emulate(instruction=FP8, scaling="tensor", attribution=True)
+    with run:
+        step()
+    net.load_state_dict(state)
+    sites = [(r.site, r.phase) for r in run.attribution(lr=0.05)]
+    return run, net, step, sites
+
+
+def test_a_probe_with_every_sign_kept_is_the_counterfactual_and_its_first_order(device, monkeypatch):
+    # r = +1 everywhere moves each output by its whole error: the probe's loss change must be the counterfactual bit
+    # for bit and its first-order value the table's (the same gradient, at the emulated point) -- a sign, scale,
+    # gradient-point or call-order error in the probe fails it.
+    from tcnumerics.torch.counterfactual import SignFlip
+
+    run, net, step, sites = _probed_run(device)
+    probed = [s for s in sites if s[1] != "input-gradient"]
+    monkeypatch.setattr(SignFlip, "signs", lambda self, shape, xp: xp.ones(shape))
+    effects = counterfactual(run, step, probed, state=[net], noise=1, lr=0.05)
+    table = run.attribution(lr=0.05)
+    assert {s[1] for s in probed} == {"forward", "weight-gradient"}
+    for site in probed:
+        row = _row(table, *site)
+        (measured, first_order), = row.noise["samples"]
+        assert measured == effects[site] == row.counterfactual
+        assert first_order == pytest.approx(row.first_order, rel=1e-4)
+        assert row.counterfactual_noise == abs(measured - first_order)
+
+
+def test_noise_probes_are_seeded_and_reported(device):
+    run, net, step, sites = _probed_run(device)
+    chosen = [sites[0], next(s for s in sites if s[1] == "input-gradient")]
+    counterfactual(run, step, chosen, state=[net], noise=3, lr=0.05)
+    first = {s: _row(run.attribution(lr=0.05), *s).noise for s in chosen}
+    counterfactual(run, step, chosen, state=[net], noise=3, lr=0.05)
+    table = run.attribution(lr=0.05)
+    probed, skipped = (_row(table, *s) for s in chosen)
+    assert probed.noise == first[chosen[0]] and len(probed.noise["samples"]) == 3
+    measured = [m for m, _ in probed.noise["samples"]]
+    assert len(set(measured)) == 3 and probed.counterfactual not in measured  # three other directions
+    assert skipped.noise is None  # input-gradient sites are not probed
+    d = json.loads(table.to_json())
+    row = next(r for r in d if (r["site"], r["phase"]) == chosen[0])
+    assert row["counterfactual_noise"] == probed.counterfactual_noise and row["counterfactual_noise_method"].startswith(
+        "measured")
+    from tcnumerics.torch.attribution import SiteAttribution
+
+    assert SiteAttribution.from_dict(row).noise == probed.noise
+    assert f"{probed.counterfactual_noise:.1e}" in str(table).splitlines()[2 + table.index(probed)]
+
+
+def test_study_counts_agreement_on_sites_its_counterfactual_resolves():
+    from tcnumerics.experiments import fp8_training
+
+    def site(fo, cf, noise):
+        return dict(first_order=fo, counterfactual=cf, counterfactual_noise=noise, phase="forward")
+    sites = [site(-3e-3, -1e-3, 4e-4), site(2e-3, -1e-3, 6e-4), site(1e-3, 5e-4, None), site(-1e-4, 2e-3, 1e-4)]
+    row = dict(kind="attribution", top=2, sites=sites)
+    fp8_training._summarise([row])
+    assert row["sign_agreement_resolved"] == [1, 2]  # the second (|cf| < 2 noise) and third (no noise) left out

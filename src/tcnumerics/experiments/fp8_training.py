@@ -185,6 +185,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--attribute-at", type=int, nargs="*", default=None,
                         help="steps of the FP8 fast-accumulation run to attribute (default: first and last)")
     parser.add_argument("--top", type=int, default=3, help="sites per attribution given a counterfactual (default 3)")
+    parser.add_argument("--noise", type=int, default=4,
+                        help="sign-flip probes per counterfactual site measuring its noise (default 4; 0: none)")
     parser.add_argument("--only", nargs="*", default=None, help="run only these settings (names as printed)")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--plot", metavar="FILE.png", help="draw the loss curves and the last attributed step's top sites")
@@ -209,6 +211,8 @@ def run(args: argparse.Namespace) -> list[dict]:
         check_plot_target(args.plot, args.force)
     _check_device(torch, args.device)
     apply_defaults(args, torch.device(args.device).type)
+    if getattr(args, "noise", 0) < 0:
+        raise ValueError(f"--noise: must be >= 0, got {args.noise}")
     for name in ("steps", "batch", "context", "width", "layers", "heads"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name}: must be >= 1, got {getattr(args, name)}")
@@ -346,7 +350,7 @@ def _attribute(args, setting, model, x, y, step: int) -> dict:
     top = [(r.site, r.phase) for r in table if r.first_order is not None][: args.top]
     worst_input = sorted((r for r in table if r.phase == "input-gradient"), key=lambda r: -r.total.as_dict()["rms_rel"])
     top += [(r.site, r.phase) for r in worst_input[:1]]
-    counterfactual(run, one_step, top, state=[probe])
+    counterfactual(run, one_step, top, state=[probe], noise=getattr(args, "noise", 0), lr=PROBE_LR)
     return dict(kind="attribution", step=step, setting="FP8 fast accumulation", top=args.top, sites=[
         r.as_dict() for r in run.attribution(lr=PROBE_LR)])
 
@@ -370,6 +374,13 @@ def _summarise(rows: list[dict]) -> None:
             ranked = [s for s in r["sites"] if s["first_order"] is not None][:r["top"]]  # the table's order
             r["sign_agreement"] = _agreement(both)
             r["sign_agreement_top"] = _agreement([s for s in ranked if s["counterfactual"] is not None])
+            r["sign_agreement_resolved"] = _agreement([s for s in both if _resolved(s)])
+
+
+def _resolved(site: dict) -> bool:
+    """The counterfactual stands clear of its noise: more than twice the RMS miss of its sign-flip probes."""
+    noise = site.get("counterfactual_noise")
+    return noise is not None and abs(site["counterfactual"]) > 2 * noise
 
 
 def _agreement(sites: list[dict]) -> list[int]:
@@ -403,6 +414,10 @@ def render(rows: list[dict], args) -> str:
         lines.append(f"first-order and counterfactual agree in sign on {top_agree} of the {top_n} top sites by "
                      f"first-order{extra} (a counterfactual is one sample: it also holds the re-rounding of every "
                      "later site, docs/attribution.md)")
+        if "sign_agreement_resolved" in r:
+            res_agree, res_n = r["sign_agreement_resolved"]
+            lines.append(f"of the sites compared, {res_n} have a counterfactual above twice its noise (the RMS miss "
+                         f"of its sign-flip probes); the two agree in sign on {res_agree} of them")
     return "\n".join(lines)
 
 

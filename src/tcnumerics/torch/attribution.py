@@ -72,14 +72,14 @@ from . import _tensors
 from ._input_gradient import InputGradientEffect
 from ._tensors import format_name
 from .attribution_stages import _converted, _digest, _Epilogue, _exact, _ratio, _stage_values, _ulp
-from .attribution_table import (COUNTERFACTUAL_METHOD, FIRST_ORDER_METHODS, STAGES, AttributionTable, CallAttribution,
-                                CallTable, SiteAttribution, _Stat)
+from .attribution_table import (COUNTERFACTUAL_METHOD, FIRST_ORDER_METHODS, NOISE_METHOD, STAGES, AttributionTable,
+                                CallAttribution, CallTable, SiteAttribution, _Stat)
 from .backends import CallInfo
 from .calls import GemmCall
-from .counterfactual import counterfactual
+from .counterfactual import GradientCapture, SignFlip, counterfactual
 
-__all__ = ["STAGES", "FIRST_ORDER_METHODS", "COUNTERFACTUAL_METHOD", "Recorder", "SiteAttribution", "CallAttribution",
-           "AttributionTable", "CallTable", "counterfactual"]
+__all__ = ["STAGES", "FIRST_ORDER_METHODS", "COUNTERFACTUAL_METHOD", "NOISE_METHOD", "Recorder", "SiteAttribution",
+           "CallAttribution", "AttributionTable", "CallTable", "counterfactual"]
 
 
 class Recorder:
@@ -93,9 +93,10 @@ class Recorder:
         self.measure = measure
         self.rows: dict[tuple, SiteAttribution] = {}
         self.overrides: dict[str, object] = {}  # module name -> "exact" or a backend
-        self._unhooked: list = []  # forward outputs waiting for their grad_fn: (key, output, error)
+        self._unhooked: list = []  # forward outputs waiting for their grad_fn: (output, sink)
         self.first_order: dict[tuple, float] = {}  # forward sites: sum of <dloss/dout, error> over backward passes
         self.counterfactuals: dict[tuple, float] = {}
+        self.noise: dict[tuple, dict | None] = {}  # counterfactual(..., noise=n): per site, its probes
         self._params: set[int] = set()  # storages of the parameters of modules run (input-gradient operands)
         self._shapes: set[tuple] = set()  # their shapes (a weight-gradient GEMM's result has one, transposed or not)
         self._hooks = []
@@ -147,6 +148,13 @@ class Recorder:
         seen = []  # the values the plans' output conversions received (measured runs only)
         if rule == "exact":
             result, info = _exact(call, device), CallInfo("exact (float64)")
+        elif isinstance(rule, SignFlip):  # a counterfactual's noise probe: the emulated result moved by r * error
+            result, info = backend.execute(call, backward=backward, index=index, **options)
+            result = rule.move(call, result, _exact(call, device), key[1])
+        elif isinstance(rule, GradientCapture):  # as emulated, dloss/dy of its forward outputs kept for the probes
+            result, info = backend.execute(call, backward=backward, index=index, **options)
+            if not backward:
+                self._pending = rule.slot() if call.reshape is None else rule.skip()
         else:
             backend = backend if rule is None else rule
             with interpret.before_conversion() if self.measure else contextlib.nullcontext(seen) as seen:
@@ -169,30 +177,40 @@ class Recorder:
         """Keep the last forward call's output tensor: once its module returns, autograd has given it a grad_fn and
         a hook on it accumulates ``<dloss/dout, error>`` during backward (the first-order estimate)."""
         if self._pending is not None:
-            self._unhooked.append((out, *self._pending))
+            self._unhooked.append((out, self._pending))
             self._pending = None
 
-    _pending = None
+    _pending = None  # the last forward call's sink: sink(None) once hooked, then sink(dloss/dout) per backward pass
 
     def _hook_outputs(self, module, args, output) -> None:
         waiting, self._unhooked = self._unhooked, []
-        for out, key, err, record in waiting:
+        for out, sink in waiting:
             if out.grad_fn is None:
                 continue
-            self.first_order.setdefault(key, 0.0)
-            record.first_order = 0.0
-            out.register_hook(self._accumulator(key, err, record))
+            sink(None)
+            out.register_hook(self._accumulator(sink))
 
-    def _accumulator(self, key, err, record: CallAttribution):
+    def _accumulator(self, sink):
         def hook(grad):
             if self.inputs.in_extra_pass:  # an input-gradient site's J^T e pass, not the loss's gradient
                 return
+            with self._lock:
+                sink(grad)
+        return hook
+
+    def _sink(self, key, record: CallAttribution, err):
+        """A forward call's hook target: -<dloss/dout, error> added to its site's estimate and its own (None:
+        hooked, both start)."""
+        def sink(grad):
+            if grad is None:
+                self.first_order.setdefault(key, 0.0)
+                record.first_order = 0.0
+                return
             with _tensors.gpu_work(grad):  # one scalar reaches the host
                 value = float((_tensors.float64_values(grad, arrays.on_device(err)) * err).sum())
-            with self._lock:
-                self.first_order[key] -= value
-                record.first_order -= value
-        return hook
+            self.first_order[key] -= value
+            record.first_order -= value
+        return sink
 
     def _measure(self, key, backend, call: GemmCall, backward: bool, values, info: CallInfo, device: bool, pre):
         """Add the call's stage errors to its row and its own record; (its total error (emulated - exact, [batch
@@ -235,7 +253,7 @@ class Recorder:
                     record.first_order = float((out3 * total).sum())  # times lr in the table
                     row.first_order = (row.first_order or 0.0) + record.first_order
             elif call.reshape is None:
-                self._pending = (key, total if out.ndim == 3 else total[0], record)
+                self._pending = self._sink(key, record, total if out.ndim == 3 else total[0])
         return total, record
 
     # --- the table ---------------------------------------------------------------------------------
@@ -253,6 +271,7 @@ class Recorder:
             else:
                 row.first_order = self.first_order.get(key)
             row.counterfactual = self.counterfactuals.get(key)
+            row.noise = self.noise.get(key)
             row.per_call = [self._call_record(c, lr) for c in r.per_call]
             rows.append(row)
         rows.sort(key=lambda r: (-abs(r.first_order or 0.0), -r.total.as_dict()["rms_rel"], r.site, r.phase))

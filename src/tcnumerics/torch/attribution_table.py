@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import arrays
 
-__all__ = ["STAGES", "FIRST_ORDER_METHODS", "COUNTERFACTUAL_METHOD", "SiteAttribution", "CallAttribution",
+__all__ = ["STAGES", "FIRST_ORDER_METHODS", "COUNTERFACTUAL_METHOD", "NOISE_METHOD", "SiteAttribution", "CallAttribution",
            "AttributionTable", "CallTable"]
 
 STAGES = ("quantisation", "accumulation", "ordering", "epilogue", "conversion")
@@ -25,6 +25,9 @@ STAGES = ("quantisation", "accumulation", "ordering", "epilogue", "conversion")
 COUNTERFACTUAL_METHOD = ("measured: the loss re-run with the site exact minus the loss as emulated (one sample: it "
                          "includes the re-rounding of every later site's operands, which the first-order estimate "
                          "does not see)")
+NOISE_METHOD = ("measured: the RMS of (counterfactual - first-order) over re-runs with the site's output moved by its "
+                "own error with random signs (y - r*e, r = +-1 per element): the curvature and re-drawn roundings "
+                "that one counterfactual sample holds at this error size")
 FIRST_ORDER_METHODS = {
     "forward": "approximation: -<dloss/dy, error>, the linearisation at the emulated point (straight through "
                "every later quantisation)",
@@ -138,6 +141,12 @@ class SiteAttribution:
     counterfactual: float | None = None
     first_order_note: str = ""  # input-gradient sites: calls whose estimate is exactly 0 or was not computed, why
     per_call: list = field(default_factory=list)  # CallAttribution of each call, in call order
+    noise: dict | None = None  # counterfactual(..., noise=n): {"rms": ..., "samples": [[measured, first-order]]}
+
+    @property
+    def counterfactual_noise(self) -> float | None:
+        """The RMS miss of the counterfactual's sign-flip probes (``NOISE_METHOD``), or None (not probed)."""
+        return None if self.noise is None else self.noise["rms"]
 
     @property
     def first_order_method(self) -> str:
@@ -151,22 +160,26 @@ class SiteAttribution:
                     calls=self.calls, split=self.split, stages={k: v.as_dict() for k, v in self.stages.items()},
                     total=self.total.as_dict(), first_order=self.first_order,
                     first_order_method=self.first_order_method, counterfactual=self.counterfactual,
-                    counterfactual_method=COUNTERFACTUAL_METHOD, calls_detail=[c.as_dict() for c in self.per_call])
+                    counterfactual_method=COUNTERFACTUAL_METHOD, counterfactual_noise=self.counterfactual_noise,
+                    counterfactual_noise_samples=None if self.noise is None else self.noise["samples"],
+                    counterfactual_noise_method=NOISE_METHOD, calls_detail=[c.as_dict() for c in self.per_call])
 
     @classmethod
     def from_dict(cls, d: dict) -> "SiteAttribution":
         """A row back from its JSON form (``as_dict``; also JSON written before the conversion stage and the
-        per-call records: those columns are left out)."""
+        per-call records or the counterfactual's noise: those columns are left out)."""
         method = d.get("first_order_method", "")
         base = FIRST_ORDER_METHODS.get(d["phase"], "")
         note = method[len(base) + 2:-1] if method.startswith(base + " [") else ""
         return cls(d["site"], d["phase"], d["ops"], tuple(d["shape"]), d["rule"], d["calls"],
                    _stages_from_dict(d["stages"]), _Stat.from_dict(d["total"]), d["split"], d["first_order"],
-                   d["counterfactual"], note, [CallAttribution.from_dict(c) for c in d.get("calls_detail", ())])
+                   d["counterfactual"], note, [CallAttribution.from_dict(c) for c in d.get("calls_detail", ())],
+                   None if d.get("counterfactual_noise") is None else dict(
+                       rms=d["counterfactual_noise"], samples=d["counterfactual_noise_samples"]))
 
 
 _LEGEND = ("(stage columns: RMS of |error| / (|A| @ |B|); ulp: RMS in ulps of the output format; first-order: a "
-           "linear approximation; counterf.: measured)")
+           "linear approximation; counterf.: measured; noise: RMS miss of its sign-flip probes, measured)")
 
 
 def _stage_cells(r) -> str:
@@ -183,6 +196,10 @@ def _signed(x: float | None) -> str:
     return "-" if x is None else f"{x:+.2e}"
 
 
+def _unsigned(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1e}"
+
+
 class AttributionTable(list):
     """``run.attribution()``: SiteAttribution rows, ranked by the size of their loss effect; prints as a table."""
 
@@ -190,12 +207,13 @@ class AttributionTable(list):
         if not self:
             return "(no GEMM calls attributed)"
         head = (f"{'site':<28} {'phase':<15} {'calls':>5}  {_stage_head()}"
-                f"  {'total':>8} {'ulp':>7}  {'first-order':>11}  {'counterf.':>10}")
+                f"  {'total':>8} {'ulp':>7}  {'first-order':>11}  {'counterf.':>10}  {'noise':>7}")
         lines = [head, _LEGEND]
         for r in self:
             t = r.total.as_dict()
             lines.append(f"{r.site[-28:]:<28} {r.phase:<15} {r.calls:>5}  {_stage_cells(r)}  {t['rms_rel']:8.1e} "
-                         f"{t['rms_ulp']:7.2f}  {_signed(r.first_order):>11}  {_signed(r.counterfactual):>10}")
+                         f"{t['rms_ulp']:7.2f}  {_signed(r.first_order):>11}  {_signed(r.counterfactual):>10}  "
+                         f"{_unsigned(r.counterfactual_noise):>7}")
         return "\n".join(lines)
 
     def by_call(self) -> "CallTable":
@@ -239,7 +257,7 @@ class CallTable(list):
         if not self:
             return "(no GEMM calls attributed)"
         lines = [f"{'call':>4}  {'site':<28} {'phase':<15} {'shape':<14} {_stage_head()}  {'total':>8} {'ulp':>7}  "
-                 f"{'first-order':>11}", _LEGEND.replace("; counterf.: measured", "")]
+                 f"{'first-order':>11}", _LEGEND.split("; counterf.")[0] + ")"]
         for c in self:
             t = c.total.as_dict()
             shape = "x".join(str(n) for n in c.shape)
