@@ -532,6 +532,13 @@ def test_study_plot_draws_the_curves_and_the_attributed_sites(tmp_path, monkeypa
     first_order = [b.get_width() for b in bars.containers[0]]
     assert first_order == [s["first_order"] for s in shown]
     assert "step 0" in bars.get_title()
+    from matplotlib.container import ErrorbarContainer
+
+    errorbar = next(c for c in bars.containers if isinstance(c, ErrorbarContainer))
+    segments = errorbar.lines[2][0].get_segments()  # the counterfactual bars' error bars: twice the noise
+    half = [(seg[1][0] - seg[0][0]) / 2 for seg in segments if len(seg) == 2]
+    noisy = [2 * s["counterfactual_noise"] for s in shown if s.get("counterfactual_noise") is not None]
+    assert noisy and sorted(half) == pytest.approx(sorted(noisy))
 
 
 # --- per call: each measured call's own record beside the site's aggregate ---------------------------------------

@@ -459,13 +459,16 @@ def plot(rows: list[dict], path: str) -> str:
 
 
 def _plot_sites(ax, attribution: dict, top: int = 8) -> None:
-    """Horizontal bars per site: the first-order estimate and, where measured, the counterfactual."""
+    """Horizontal bars per site: the first-order estimate and, where measured, the counterfactual with twice its
+    noise as an error bar (a bar whose error bar crosses zero does not resolve the site's sign)."""
     sites = sorted((s for s in attribution["sites"] if s["first_order"] is not None),
                    key=lambda s: -abs(s["first_order"]))[:top][::-1]
     y = np.arange(len(sites))
     ax.barh(y + 0.2, [s["first_order"] for s in sites], height=0.4, label="first-order (approximation)")
     measured = [s["counterfactual"] if s["counterfactual"] is not None else np.nan for s in sites]
-    ax.barh(y - 0.2, measured, height=0.4, label="counterfactual (measured)")
+    noise = [2 * s["counterfactual_noise"] if s.get("counterfactual_noise") is not None else np.nan for s in sites]
+    ax.barh(y - 0.2, measured, height=0.4, xerr=noise, capsize=2,
+            label="counterfactual (measured; bar: twice its noise)")
     ax.set_yticks(y, [f"{s['site'].removeprefix('Model.')} ({s['phase']})" for s in sites], fontsize=7)
     ax.axvline(0, color="k", lw=0.5)
     ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
