@@ -261,7 +261,7 @@ def test_study_rejects_bad_options_before_training(tmp_path):
 
     module = load_experiment("fp8-training")
     bad = [(["--heads", "3"], "--heads"), (["--only", "nope"], "--only"), (["--steps", "0"], "--steps"),
-           (["--device", "nope"], "--device")]
+           (["--device", "nope"], "--device"), (["--noise", "-1"], "--noise")]
     if not torch.cuda.is_available():
         bad.append((["--device", "cuda"], "--device: 'cuda' asked for"))
     for argv, text in bad:
