@@ -437,9 +437,16 @@ def test_simt_and_streamk_orders_are_printed_nodes():
 
 # --- observing the value before the output conversion ----------------------------------------------------------
 
-def test_before_conversion_records_each_outermost_converted_value_and_changes_no_bits():
-    from tcnumerics.torch.unit import epilogue
+def _epilogue(acc, out_format: str, bias=None):
+    """One RNE conversion after an FP32 epilogue (+ R(bias) where given): a plan rooted in Convert (no torch)."""
+    from tcnumerics.plan import AddC, Convert, Epilogue, Input, Plan
 
+    steps = () if bias is None else (AddC("bias", round_operand=True),)
+    return interpret.run(Plan(Convert(Epilogue(Input("acc"), steps), out_format)), {"acc": acc, "bias": bias})
+
+
+def test_before_conversion_records_each_outermost_converted_value_and_changes_no_bits():
+    epilogue = _epilogue
     a, b = _ops(8, 64, 8)
     plain = gemm(a, b, instruction=BF16, out_format="bf16")
     acc = gemm(a, b, instruction=BF16)  # FP32 values: what the conversion to BF16 receives
