@@ -16,8 +16,8 @@ import numpy as np
 
 from .. import arrays
 
-__all__ = ["STAGES", "FIRST_ORDER_METHODS", "COUNTERFACTUAL_METHOD", "NOISE_METHOD", "SiteAttribution", "CallAttribution",
-           "AttributionTable", "CallTable"]
+__all__ = ["STAGES", "FIRST_ORDER_METHODS", "COUNTERFACTUAL_METHOD", "NOISE_METHOD", "SiteAttribution",
+           "CallAttribution", "AttributionTable", "CallTable"]
 
 STAGES = ("quantisation", "accumulation", "ordering", "epilogue", "conversion")
 

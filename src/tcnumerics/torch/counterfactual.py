@@ -6,9 +6,10 @@ docs/attribution.md, "Loss effect").
 per-tensor scales that re-draws their roundings.  ``counterfactual(..., noise=n)`` measures how far a sample
 strays from its linear estimate at the same error size: ``n`` re-runs with the site's output moved by its own
 error with random signs, ``y - r * e`` (``r = +-1`` per element, seeded; ``r = 1`` everywhere is the
-counterfactual itself), each against its own first-order value at the emulated point (forward: ``-<dloss/dy, r *
-e>``, dloss/dy kept by one more all-emulated re-run; weight-gradient: ``lr * <y, r * e>``).  The RMS of (measured - first-order) over the ``n`` probes is
-the site's ``counterfactual_noise``: the curvature and the re-drawn roundings one sample holds.  A counterfactual
+counterfactual itself), each against its own first-order value at the emulated point (forward: ``-<dloss/dy,
+r * e>``, dloss/dy kept by one more all-emulated re-run; weight-gradient: ``lr * <y, r * e>``).  The RMS of
+(measured - first-order) over the ``n`` probes is the site's ``counterfactual_noise``: the curvature and the
+re-drawn roundings one sample holds.  A counterfactual
 smaller than about twice it does not resolve the site's sign.  Input-gradient sites are not probed (their
 first-order value needs one more backward pass per call and probe), nor sites with their own rule (``set_site``).
 
@@ -33,6 +34,7 @@ from ._tensors import format_name
 from .attribution_table import NOISE_METHOD
 
 __all__ = ["counterfactual", "SignFlip", "GradientCapture", "NOISE_METHOD"]
+
 
 class GradientCapture:
     """A site rule for ``Recorder.execute``: computed as emulated, with dloss/dy of each forward call kept in call
