@@ -120,6 +120,13 @@ def float64_values(t: torch.Tensor, device: bool):
     return np.asarray(to_numpy(t), np.float64)
 
 
+def inner(t: torch.Tensor, values) -> float:
+    """``<t, values>`` as a float, computed where ``values`` lie (numpy, or CuPy on torch's stream for a tensor on
+    the GPU engine): one scalar reaches the host (first-order estimates: a gradient against an error)."""
+    with gpu_work(t):
+        return float((float64_values(t, on_device(values)) * values).sum())
+
+
 def to_tensor(result, device: torch.device) -> torch.Tensor:
     """A library result as a torch tensor on ``device``: device arrays without a copy (DLPack)."""
     if on_device(result):

@@ -206,8 +206,7 @@ class Recorder:
                 self.first_order.setdefault(key, 0.0)
                 record.first_order = 0.0
                 return
-            with _tensors.gpu_work(grad):  # one scalar reaches the host
-                value = float((_tensors.float64_values(grad, arrays.on_device(err)) * err).sum())
+            value = _tensors.inner(grad, err)
             self.first_order[key] -= value
             record.first_order -= value
         return sink

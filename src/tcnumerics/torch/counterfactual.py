@@ -103,7 +103,7 @@ class SignFlip:
             return
         g = self.gradients[i]
         if g is not None:  # None: no backward pass reached this output (no effect on the loss to first order)
-            self.first_order -= float((_tensors.float64_values(g, arrays.on_device(moved)) * moved).sum())
+            self.first_order -= _tensors.inner(g, moved)
 
 
 def counterfactual(emulation, step, sites, *, state=(), noise: int = 0, lr: float | None = None) -> dict:
