@@ -8,11 +8,13 @@ would run it, with ``src`` and ``lab/device_library`` on the import path.  The d
 
     python -m lab                                   # the tools, one line each
     python -m lab replay_survey CAPTURE.npz --side 16
+    python -m lab finished                          # the finished investigations: what each found, where it went
     OUT=out python -m lab run gpu-survey h100       # on the device machine
 """
 from __future__ import annotations
 
 import ast
+import json
 import os
 import runpy
 import subprocess
@@ -44,6 +46,18 @@ def tools() -> dict[str, str]:
     return out
 
 
+def finished() -> dict:
+    """The finished investigations (lab/data/finished.json): tools that left the tree at its ``commit``."""
+    with open(os.path.join(LAB, "data", "finished.json"), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def finished_line(name: str, record: dict, commit: str) -> str:
+    """How to run finished tool ``name``: from a worktree of the commit it left the tree at."""
+    return (f"{name} is a finished investigation ({record['found']}; now: {record['now']}); run it from its commit: "
+            f"git worktree add /tmp/lab-{commit} {commit} && cd /tmp/lab-{commit} && python -m lab {name} ...")
+
+
 def summary(path: str) -> str:
     """A script's docstring, first sentence (its own words: nothing to keep in step here)."""
     doc = ast.get_docstring(ast.parse(open(path, encoding="utf-8").read())) or ""
@@ -62,10 +76,20 @@ def main(argv: list[str]) -> int:
             for k in sorted(names):
                 print(f"  {k:<26} {summary(table[k])}")
         print("\nrun:\n  run                        the device runner (lab/run.sh): gpu-survey, dense, capture, bits, ...")
+        print("  finished                   the finished investigations (left the tree; lab/data/finished.json)")
         return 0
     name, args = argv[0], argv[1:]
     if name == "run":
         return subprocess.call(["bash", os.path.join(LAB, "run.sh"), *args], cwd=ROOT)
+    done = finished()
+    if name == "finished":
+        for k, record in sorted(done["tools"].items()):
+            print(f"{k:<26} {record['path']}: {record['found']}\n{'':<26} now: {record['now']}")
+        print(f"(they left the tree at {done['commit']}: python -m lab NAME says how to run one)")
+        return 0
+    if name in done["tools"]:
+        print(finished_line(name, done["tools"][name], done["commit"]), file=sys.stderr)
+        return 2
     if name not in table:
         near = [k for k in table if k.endswith("." + name)]
         hint = f"one of {', '.join(near)}" if near else "python -m lab lists them"

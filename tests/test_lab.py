@@ -129,3 +129,46 @@ def test_no_dated_files_outside_the_log_archives():
     dated = [f for f in tracked.stdout.splitlines()
              if re.search(r"20\d\d-\d\d-\d\d", os.path.basename(f)) and not f.startswith("lab/data/gpu-logs/")]
     assert dated == []
+
+
+def _finished():
+    with open(os.path.join(LAB, "data", "finished.json"), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def test_every_lab_path_the_repository_cites_exists_or_is_a_finished_investigation():
+    """A doc, module or test that names a lab script names one in the tree, or one that left it as a finished
+    investigation (lab/data/finished.json), never a path that is simply gone."""
+    finished = {r["path"] for r in _finished()["tools"].values()}
+    cited = {}
+    for top in ("docs", "src", "tests", "benchmarks", "vectors", "lab", "README.md"):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, top)) if top != "README.md" else [(ROOT, [], [top])]:
+            if dirpath.startswith(os.path.join(LAB, "data")):
+                continue  # the lab's data: archives and the finished list itself
+            for f in files:
+                if f.endswith((".md", ".py", ".sh")):
+                    text = open(os.path.join(dirpath, f), encoding="utf-8", errors="replace").read()
+                    for path in re.findall(r"lab/[\w/]+\.(?:py|sh)", text):
+                        cited.setdefault(path, os.path.join(dirpath, f))
+    missing = {p: where for p, where in cited.items() if "TOOL" not in p and p not in finished
+               and not os.path.exists(os.path.join(ROOT, p))}
+    assert missing == {}
+
+
+def test_finished_investigations_left_the_tree_and_say_how_to_run_them():
+    record = _finished()
+    for name, tool in record["tools"].items():
+        assert not os.path.exists(os.path.join(ROOT, tool["path"])), tool["path"]
+        assert os.path.basename(tool["path"]) == name + ".py" and tool["found"] and tool["now"]
+    out = subprocess.run([sys.executable, "-m", "lab", "probe_simt"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert f"git worktree add /tmp/lab-{record['commit']} {record['commit']}" in out.stderr
+    listed = subprocess.run([sys.executable, "-m", "lab", "finished"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert listed.returncode == 0 and all(t["path"] in listed.stdout for t in record["tools"].values())
+    if subprocess.run(["git", "rev-parse", "--git-dir"], cwd=ROOT, capture_output=True).returncode == 0 and \
+            subprocess.run(["git", "cat-file", "-e", record["commit"]], cwd=ROOT, capture_output=True).returncode == 0:
+        for tool in record["tools"].values():  # each one is in the commit the record names
+            assert subprocess.run(["git", "cat-file", "-e", f"{record['commit']}:{tool['path']}"], cwd=ROOT,
+                                  capture_output=True).returncode == 0, tool["path"]
