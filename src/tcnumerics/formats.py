@@ -30,16 +30,7 @@ from . import _casts
 from .arrays import DeviceValues, float64, namespace
 from .int_format import IntFormat, _CONTAINER_DTYPES
 
-__all__ = [
-    "Rounding",
-    "FloatFormat",
-    "IntFormat",
-    "Format",
-    "Decoded",
-    "get_format",
-    "format_names",
-    "bit_length",
-]
+__all__ = ["Rounding", "FloatFormat", "IntFormat", "Format", "Decoded", "get_format", "format_names", "bit_length"]
 
 
 class Rounding(str, enum.Enum):
@@ -394,15 +385,8 @@ class FloatFormat:
         xp = namespace(code)
         if overflow not in ("ieee", "inf", "saturate", "nan"):
             raise ValueError(f"overflow: expected 'ieee', 'inf', 'saturate' or 'nan', got {overflow!r}")
-        if overflow == "ieee":
-            to_inf = {Rounding.RNE: True, Rounding.RNA: True, Rounding.SR: True}.get(rounding)
-            if to_inf is None:
-                if rounding is Rounding.RU:
-                    to_inf = ~sign
-                elif rounding is Rounding.RD:
-                    to_inf = sign
-                else:
-                    to_inf = False
+        if overflow == "ieee":  # nearest (and stochastic) modes overflow to inf; directed ones by their direction
+            to_inf = {Rounding.RU: ~sign, Rounding.RD: sign, Rounding.RZ: False, Rounding.RTO: False}.get(rounding, True)
             to_inf = xp.broadcast_to(xp.asarray(to_inf), code.shape)
         else:
             to_inf = xp.full(code.shape, overflow in ("inf", "nan"))
