@@ -14,6 +14,8 @@ import importlib
 import os
 import sys
 
+from .cli_errors import CLIError, OneLineParser
+
 # command -> module that registers it (``register(subparsers)``)
 COMMANDS = {
     "instructions": "tcnumerics.cli",
@@ -24,19 +26,6 @@ COMMANDS = {
     "probe": "tcnumerics.probe.cli",
     "sweep": "tcnumerics.sweep.cli",
 }
-
-
-class CLIError(Exception):
-    """An error to print as one line; ``code`` is the exit status."""
-
-    def __init__(self, message: str, code: int = 2):
-        super().__init__(message)
-        self.code = code
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, no usage dump
-        raise CLIError(f"{self.prog}: {message}", 2)
 
 
 def register(subparsers) -> None:
@@ -65,8 +54,8 @@ def _cmd_describe(args) -> int:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = _Parser(prog="tcnumerics", description="Bit-exact models of matrix units.")
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
+    parser = OneLineParser(prog="tcnumerics", description="Bit-exact models of matrix units.")
+    sub = parser.add_subparsers(dest="command", parser_class=OneLineParser, metavar="COMMAND")
     seen = set()
     for command, module in COMMANDS.items():
         if only is not None and command != only:

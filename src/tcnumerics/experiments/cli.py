@@ -46,7 +46,7 @@ def module_name(experiment: str) -> str:
 
 def load_experiment(experiment: str) -> ModuleType:
     """Import an experiment's module; a missing or incomplete one is a one-line CLI error."""
-    from ..cli import CLIError
+    from ..cli_errors import CLIError
 
     if experiment not in EXPERIMENTS:
         raise CLIError(f"reproduce: unknown experiment {experiment!r} (known: {', '.join(EXPERIMENTS)})", 2)
@@ -65,9 +65,9 @@ def load_experiment(experiment: str) -> ModuleType:
 
 def build_parser(experiment: str, module: ModuleType) -> argparse.ArgumentParser:
     """The full argument parser of one experiment (common options + the module's own)."""
-    from ..cli import _Parser
+    from ..cli_errors import OneLineParser
 
-    parser = _Parser(prog=f"tcnumerics reproduce {experiment}", description=EXPERIMENTS[experiment])
+    parser = OneLineParser(prog=f"tcnumerics reproduce {experiment}", description=EXPERIMENTS[experiment])
     parser.add_argument("--json", action="store_true",
                         help="print one JSON array of result rows on standard output and nothing else")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
@@ -93,7 +93,7 @@ def register(subparsers) -> None:
 
 
 def _cmd_missing_experiment(args) -> int:
-    from ..cli import CLIError
+    from ..cli_errors import CLIError
 
     raise CLIError(f"reproduce: name an experiment ({', '.join(EXPERIMENTS)})", 2)
 

@@ -49,7 +49,7 @@ def register(subparsers) -> None:
 
 
 def _fail(exc: Exception):
-    from ..cli import CLIError
+    from ..cli_errors import CLIError
 
     msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return CLIError(f"probe: {msg}", 2)
