@@ -165,9 +165,9 @@ def _operand_table(user_fmt: Format, model_fmt: Format) -> tuple[np.ndarray, np.
             return f"integer operand format {model_fmt.name} wider than 16 bits"
         return values.astype(np.int16), np.zeros(len(values), np.int16), pad
     if user_fmt != model_fmt:
-        from .reference import _convert  # the reference's own conversion, applied to every pattern once
+        from .reference import convert_patterns  # the reference's own conversion, applied to every pattern once
 
-        patterns = _convert(patterns, user_fmt, model_fmt)
+        patterns = convert_patterns(patterns, user_fmt, model_fmt)
     if model_fmt.man_bits > 13 or model_fmt.bias > 4000 or model_fmt.exp_bits > 12:
         return f"operand format {model_fmt.name} is too wide for 16-bit tables"
     dec = model_fmt.decode(patterns)

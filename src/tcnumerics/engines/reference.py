@@ -22,7 +22,8 @@ import numpy as np
 from ..formats import Decoded, FloatFormat, Format, Rounding, bit_length
 from ..model import InstructionSpec, UnitModel
 
-__all__ = ["dot_bits", "fused_group", "datapath", "instruction_step", "round_signed_sum", "ieee_add"]
+__all__ = ["dot_bits", "fused_group", "datapath", "instruction_step", "round_signed_sum", "ieee_add",
+           "special_outcome", "truncate_toward_zero", "convert_patterns"]  # the last three: fault models build on them
 
 _BIG = 60  # magnitudes beyond 2**_BIG are compressed (with a sticky bit) before rounding
 
@@ -64,7 +65,7 @@ def round_signed_sum(total: np.ndarray, exponent: np.ndarray | int, fmt: FloatFo
     return bits
 
 
-def _special_mask(A: Decoded, B: Decoded, C: Decoded):
+def special_outcome(A: Decoded, B: Decoded, C: Decoded):
     """NaN / infinity outcome of a group: (is_nan, is_inf, inf_negative)."""
     nan = A.is_nan.any(axis=1) | B.is_nan.any(axis=1) | C.is_nan
     nan |= ((A.is_inf & B.is_zero) | (A.is_zero & B.is_inf)).any(axis=1)
@@ -87,7 +88,7 @@ def fused_group(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c
     A = model.a_format.decode(a)
     B = model.b_format.decode(b)
     C = c_format.decode(c)
-    nan, inf, inf_neg = _special_mask(A, B, C)
+    nan, inf, inf_neg = special_outcome(A, B, C)
     if extra_nan is not None:
         nan = nan | extra_nan
         inf = inf & ~nan
@@ -118,8 +119,8 @@ def fused_group(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c
         total = total + np.where(C.sign, -t, t)
     else:
         quantum = e_max - model.frac_bits  # every term is truncated to a multiple of 2**quantum
-        total = _truncated(p_sig, p_ulp - quantum[:, None], p_neg).sum(axis=1)
-        total += _truncated(c_sig, C.ulp_exponent - quantum, C.sign)
+        total = truncate_toward_zero(p_sig, p_ulp - quantum[:, None], p_neg).sum(axis=1)
+        total += truncate_toward_zero(c_sig, C.ulp_exponent - quantum, C.sign)
 
     out_fmt = model.output_format
     bits = round_signed_sum(total, quantum, out_fmt, model.output_rounding, model.output_overflow)
@@ -130,7 +131,7 @@ def fused_group(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c
     return bits.astype(d.container_dtype)
 
 
-def _truncated(sig: np.ndarray, rel_exp: np.ndarray, negative: np.ndarray) -> np.ndarray:
+def truncate_toward_zero(sig: np.ndarray, rel_exp: np.ndarray, negative: np.ndarray) -> np.ndarray:
     """Signed ``trunc(sig * 2**rel_exp)`` toward zero (magnitude truncation), as int64."""
     right = np.clip(-rel_exp, 0, 63)
     left = np.clip(rel_exp, 0, 62)
@@ -166,7 +167,7 @@ def _fma_chain(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c_
         # explicit container dtypes: a Python int >= 2**63 would push np.where to float64
         sign_bit = d_fmt.container_dtype((1 << (d_fmt.width - 1)) << d_fmt.pad_bits)
         bits = np.where(both_neg, sign_bit, bits)
-        nan, inf, inf_neg = _special_mask(_row(A), _row(B), C)
+        nan, inf, inf_neg = special_outcome(_row(A), _row(B), C)
         inf_bits = np.where(inf_neg, sign_bit, d_fmt.container_dtype(0)) | d_fmt.container_dtype(d_fmt.inf_bits)
         bits = np.where(inf, inf_bits, bits)
         nan_bits = _fma_nan_x86(model, a[:, k], b[:, k], acc, acc_fmt) if model.nan_policy == "x86" else model.nan_bits
@@ -257,7 +258,7 @@ def _exact_sum(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c_
     t = np.array([int(x) << int(u - q) for x, u, q in zip(C.significand, C.ulp_exponent, quantum)], dtype=object)
     total = total + np.where(C.sign, -t, t)
     bits = round_signed_sum(total, quantum, model.d_format, Rounding.RNE, "inf")
-    nan, inf, inf_neg = _special_mask(A, B, C)
+    nan, inf, inf_neg = special_outcome(A, B, C)
     bits = np.where(inf, np.where(inf_neg, np.uint32(0xFF800000), np.uint32(0x7F800000)), bits)
     if model.nan_policy == "x86":
         # the summands (products first, C last) are reduced in double precision; which NaN
@@ -346,7 +347,7 @@ def _staged_sum(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c
     """
     F, F2 = model.frac_bits, model.sum_frac_bits
     A, B, C = model.a_format.decode(a), model.b_format.decode(b), c_format.decode(c)
-    nan, inf, inf_neg = _special_mask(A, B, C)
+    nan, inf, inf_neg = special_outcome(A, B, C)
     p_sig = np.where((A.kind == 0) & (B.kind == 0), A.significand * B.significand, 0)
     p_ulp = A.ulp_exponent + B.ulp_exponent
     p_exp = A.exponent + B.exponent
@@ -364,7 +365,7 @@ def _staged_sum(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c
 
     def truncated_sum(sig, ulp, exp, neg):
         e = np.where(sig != 0, exp, none).max(axis=1)
-        t = _truncated(sig, ulp - (e - F)[:, None], neg).sum(axis=1)
+        t = truncate_toward_zero(sig, ulp - (e - F)[:, None], neg).sum(axis=1)
         return t, e  # t in units of 2**(e - F)
 
     if model.split_even_odd:
@@ -441,8 +442,8 @@ def _subgroup_scaled(model: UnitModel, a, b, c, c_format, scale_a, scale_b) -> n
     e_max = np.maximum(e_term.max(axis=1), c_exp)
     quantum = e_max - model.frac_bits
     term_sig = p * scale_sig  # value = term_sig * 2**(base + scale_ulp)
-    t = _truncated(np.abs(term_sig), base[:, None] + scale_ulp - quantum[:, None], term_sig < 0).sum(axis=1)
-    t = t + _truncated(c_sig, C.ulp_exponent - quantum, C.sign)
+    t = truncate_toward_zero(np.abs(term_sig), base[:, None] + scale_ulp - quantum[:, None], term_sig < 0).sum(axis=1)
+    t = t + truncate_toward_zero(c_sig, C.ulp_exponent - quantum, C.sign)
     bits = round_signed_sum(t, quantum, model.output_format, model.output_rounding, model.output_overflow)
     d = model.d_format
     bits = np.where(C.is_inf & ~nan, np.where(C.sign, (1 << (d.width - 1)) | d.inf_bits, d.inf_bits), bits)
@@ -491,7 +492,8 @@ def ieee_add(x: np.ndarray, x_format: FloatFormat, y: np.ndarray, y_format: Floa
     return np.where(np.isnan(s), nan_bits, bits).astype(out.container_dtype)
 
 
-def _convert(bits: np.ndarray, src: Format, dst: Format) -> np.ndarray:
+def convert_patterns(bits: np.ndarray, src: Format, dst: Format) -> np.ndarray:
+    """Operand patterns of ``src`` as ``dst`` patterns (the catalogued conversions widen, so this is exact)."""
     if src == dst:
         return bits
     return dst.from_float(src.to_float(bits))  # exact for the widening conversions catalogued
@@ -507,8 +509,8 @@ def instruction_step(spec: InstructionSpec, a: np.ndarray, b: np.ndarray, c: np.
     model = spec.model
     if model.is_block_scaled:
         return datapath_(model, a, b, c, spec.c_format, scale_a, scale_b)
-    a = _convert(a, spec.a_format, model.a_format)
-    b = _convert(b, spec.b_format, model.b_format)
+    a = convert_patterns(a, spec.a_format, model.a_format)
+    b = convert_patterns(b, spec.b_format, model.b_format)
     if spec.k_order is not None:
         order = np.asarray(spec.k_order)
         a, b = a[:, order], b[:, order]

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engines.reference import _convert, _special_mask, _truncated, instruction_step, round_signed_sum
+from ..engines.reference import convert_patterns, special_outcome, truncate_toward_zero, instruction_step, round_signed_sum
 from ..formats import Decoded, FloatFormat, Format
 from ..model import InstructionSpec, UnitModel
 
@@ -92,7 +92,7 @@ def fused_group(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c
     decoded = {"a": model.a_format.decode(a), "b": model.b_format.decode(b), "c": c_format.decode(c)}
     fmts = {"a": model.a_format, "b": model.b_format, "c": c_format}
     A, B, C = (_lower_subnormals(fmts[s], decoded[s]) if s in fault.subnormal_low else decoded[s] for s in "abc")
-    nan, inf, inf_neg = _special_mask(A, B, C)
+    nan, inf, inf_neg = special_outcome(A, B, C)
     X = extra[1].decode(extra[0]) if extra is not None else None
     if X is not None:
         nan, inf, inf_neg = _with_special_addend(nan, inf, inf_neg, X)
@@ -109,14 +109,14 @@ def fused_group(model: UnitModel, a: np.ndarray, b: np.ndarray, c: np.ndarray, c
         x_sig = np.where(X.kind == 0, X.significand, 0)
         e_max = np.maximum(e_max, np.where(x_sig == 0, model.zero_exponent, X.exponent))
     quantum = e_max - model.frac_bits
-    terms = _truncated(p_sig, p_ulp - quantum[:, None] - fault.product_shift, p_neg)
+    terms = truncate_toward_zero(p_sig, p_ulp - quantum[:, None] - fault.product_shift, p_neg)
     if fault.ones_complement:
         terms = np.where(p_neg, terms - 1, terms)
     total = terms.sum(axis=1)
     if X is not None:
-        total += _truncated(x_sig, X.ulp_exponent - quantum, X.sign)
+        total += truncate_toward_zero(x_sig, X.ulp_exponent - quantum, X.sign)
     if fault.c_in_emax:
-        total += _truncated(c_sig, C.ulp_exponent - quantum + fault.c_shift, C.sign)
+        total += truncate_toward_zero(c_sig, C.ulp_exponent - quantum + fault.c_shift, C.sign)
     else:  # C may lie far above the products' window: exact Python integers
         total = total.astype(object) + np.array([_trunc_int(s, e, neg) for s, e, neg in zip(
             c_sig, C.ulp_exponent - quantum + fault.c_shift, C.sign)] or [], dtype=object)
@@ -159,7 +159,7 @@ def _c_last_step(spec: InstructionSpec, a, b, c, fault: Fault) -> np.ndarray:
     """One instruction whose groups chain from +0, C aligned in the last group with its products
     and the running sum (``Fault.c_last``; chained chunks only)."""
     m = spec.model
-    a, b = _convert(a, spec.a_format, m.a_format), _convert(b, spec.b_format, m.b_format)
+    a, b = convert_patterns(a, spec.a_format, m.a_format), convert_patterns(b, spec.b_format, m.b_format)
     if spec.k_order is not None:
         a, b = a[:, np.asarray(spec.k_order)], b[:, np.asarray(spec.k_order)]
     acc, acc_fmt = np.zeros(len(c), m.c_format.container_dtype), m.c_format
