@@ -3,7 +3,7 @@
 Two checks per path, with ``plan.interpret.evaluate`` patched: a *trace* records the node types the interpreter
 ran (the path's arithmetic is those nodes), and a *poison* makes the interpreter raise -- a path that still returned
 a result would have computed it somewhere else.  The paths: ``Instruction.mma`` / ``dot_bits`` (block-scaled too),
-unit GEMMs (chain, promotion, split-K, block scales, M or N = 0), the library's calls (nvjet split-K, FP8 row-wise
+``blockscale.mma`` (``blockscale.dot_bits`` is the engine-level call the interpreter makes, not a path), unit GEMMs (chain, promotion, split-K, block scales, M or N = 0), the library's calls (nvjet split-K, FP8 row-wise
 scales, SIMT gemv / gemmSN / gemv2T / largek, stream-K, CUTLASS serial split-K, bmm, baddbmm, K = 0), the old H200
 presets, sparse units, ``tcnumerics.torch`` recipes (epilogue, FP8 tensor scaling, MX) and ``emulate`` in unit and
 library mode, and the device (CuPy) namespace path with the strict numpy stand-in ``fake_cupy``.
@@ -25,7 +25,7 @@ import pytest
 import fake_cupy
 import tcnumerics as tc
 from tcnumerics import library as lib
-from tcnumerics import sparse
+from tcnumerics import blockscale, sparse
 from tcnumerics.arrays import DeviceValues
 from tcnumerics.formats import get_format
 from tcnumerics.gemm import gemm, plan_gemm
@@ -132,6 +132,17 @@ def _dot_bits_block_scaled():
     a = inst.spec.a_format.from_float(np.random.default_rng(2).standard_normal((4, 64)))
     s = np.full((4, 2), 127, np.uint8)
     return inst.dot_bits(a, a[::-1], np.zeros(4, np.uint32), scale_a=s, scale_b=s)
+
+
+def _blockscale_mma(C=None):
+    def path():
+        inst = tc.instruction(MXFP8)
+        rng = np.random.default_rng(3)
+        A = inst.spec.a_format.from_float(rng.standard_normal((3, 64)))
+        B = inst.spec.b_format.from_float(rng.standard_normal((64, 2)))
+        return blockscale.mma(MXFP8, A, B, C, scale_a=np.full((3, 2), 127, np.uint8),
+                              scale_b=np.full((2, 2), 128, np.uint8))
+    return path
 
 
 def _gemm_empty(M, N):
@@ -241,6 +252,8 @@ PATHS = {
     "inst.mma M = 0": (_mma_empty, {"Chain"}, False),
     "inst.dot_bits": (_dot_bits, {"PairedChain"}, False),
     "inst.dot_bits block-scaled": (_dot_bits_block_scaled, {"PairedChain"}, False),
+    "blockscale.mma": (_blockscale_mma(), {"PairedChain"}, False),
+    "blockscale.mma from C": (_blockscale_mma(np.ones((3, 2), np.float32)), {"PairedChain"}, False),
     "unit gemm": (_unit_gemm, {"Chain", "Convert"}, False),
     "unit gemm M = 0": (_gemm_empty(0, 8), {"Chain", "Convert"}, False),
     "unit gemm N = 0": (_gemm_empty(4, 0), {"Chain", "Convert"}, False),
@@ -415,12 +428,15 @@ def test_the_printed_plan_is_the_plan_that_runs(name, record):
             f"{name}: {kind} printed {shown[kind]} times, evaluated {ran[kind]} times"
 
 
-def test_mma_and_dot_bits_run_one_chain_node(record):
+def test_mma_dot_bits_and_blockscale_mma_run_one_chain_node(record):
     _mma()
     assert record == [Chain(tc.instruction(BF16).spec, 0, 64, "C")]
     record.clear()
     _dot_bits()
     assert record == [PairedChain(tc.instruction(BF16).spec)]
+    record.clear()
+    _blockscale_mma()()  # the M x N pairs as one paired-row chain, the block scales inside the unit
+    assert record == [PairedChain(tc.instruction(MXFP8).spec, block_scaled=True)]
 
 
 def test_simt_and_streamk_orders_are_printed_nodes():
