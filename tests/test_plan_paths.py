@@ -11,8 +11,12 @@ library mode, and the device (CuPy) namespace path with the strict numpy stand-i
 A third check holds the printed plan to what runs: for library calls and unit GEMMs the tree ``explain()`` prints
 (``op.plan(...).tree()``, ``plan_gemm``) is the tree the interpreter evaluates -- its reduction node is among the
 nodes evaluated, and every chain, sum and layout node it shows is evaluated exactly once per run.
-Out of scope: ``tcnumerics.semiring``'s min/max/or-and ops (their own algebra and engines; mul-plus goes
-through ``tcnumerics.gemm``, so through the interpreter).
+Out of scope, each named in ``SEMIRING_EXCLUDED`` with its reason (and in docs/plans.md): eight of
+``tcnumerics.semiring``'s nine SIMD2 ops -- min-plus, max-plus, min-mul, max-mul, min-max, max-min (min/max
+reductions), or-and (booleans) and plus-norm (squared differences) -- which compute with the semiring's own engines.
+mul-plus goes through ``tcnumerics.gemm`` and ``Instruction.dot_bits``, so through the interpreter.  The tests
+enumerate ``semiring.op_names()``: a new op must be classified, and each class is checked (through the interpreter:
+poisoned, it fails; excluded: poisoned, it still answers).
 """
 
 from collections import Counter
@@ -296,6 +300,19 @@ DEVICE_PATHS = {
 }
 
 
+# tcnumerics.semiring's ops: the one that is a plan path, and those that are not, each with the reason
+SEMIRING_THROUGH_PLAN = {"mul-plus"}  # the catalogued unit itself: tcnumerics.gemm / Instruction.dot_bits
+_SELECTING = ("a min/max reduction of exact terms with one rounding at the end: no plan node reduces by min or max "
+              "(the plan's reductions are a unit's chains and FP32 sums)")
+SEMIRING_EXCLUDED = {
+    "min-plus": _SELECTING, "max-plus": _SELECTING, "min-mul": _SELECTING, "max-mul": _SELECTING,
+    "min-max": _SELECTING, "max-min": _SELECTING,
+    "or-and": "booleans in and out: no arithmetic of a number format for a plan to state",
+    "plus-norm": ("the unit's fused groups fed (a - b)**2 terms, which are not products of operand bits -- what "
+                  "the plan's chain nodes hand the engines -- so semiring.reference.norm_datapath computes them"),
+}
+
+
 class Poisoned(BaseException):
     """Raised by the poisoned interpreter (a BaseException: no fallback's ``except Exception`` can swallow it)."""
 
@@ -313,12 +330,13 @@ def trace(monkeypatch):
     return seen
 
 
+def _poisoned(node, env, engine):
+    raise Poisoned(type(node).__name__)
+
+
 @pytest.fixture
 def poison(monkeypatch):
-    def poisoned(node, env, engine):
-        raise Poisoned(type(node).__name__)
-
-    monkeypatch.setattr(interpret, "evaluate", poisoned)
+    monkeypatch.setattr(interpret, "evaluate", _poisoned)
 
 
 def _needs(torch_needed: bool):
@@ -349,14 +367,61 @@ def test_the_device_namespace_paths_run_through_the_interpreter(name, monkeypatc
     out = fn(cupy)
     assert not isinstance(out, np.ndarray), f"{name}: the device path returned a host array"
     assert nodes <= set(trace), f"{name}: the interpreter ran {sorted(set(trace))}, expected {sorted(nodes)}"
-
-    def poisoned(node, env, engine):
-        raise Poisoned(type(node).__name__)
-
-    monkeypatch.setattr(interpret, "evaluate", poisoned)
+    monkeypatch.setattr(interpret, "evaluate", _poisoned)
     with pytest.raises(Poisoned):
         fn(cupy)
 
+
+
+# --- tcnumerics.semiring: every op classified -------------------------------------------------------------------
+
+def test_every_semiring_op_is_classified():
+    """A new SIMD2 op is either a plan path or named, with its reason, as excluded: the exclusion cannot grow
+    silently.  docs/plans.md names every excluded op."""
+    from tcnumerics.semiring import op_names
+
+    assert not SEMIRING_THROUGH_PLAN & set(SEMIRING_EXCLUDED)
+    assert set(op_names()) == SEMIRING_THROUGH_PLAN | set(SEMIRING_EXCLUDED), \
+        f"classify {sorted(set(op_names()) - SEMIRING_THROUGH_PLAN - set(SEMIRING_EXCLUDED))} in test_plan_paths"
+    import pathlib
+
+    doc = (pathlib.Path(__file__).parents[1] / "docs" / "plans.md").read_text()
+    section = doc[doc.index("## What does not run as a plan"):]
+    assert all(f"`{op}`" in section for op in SEMIRING_EXCLUDED), "docs/plans.md: name every excluded semiring op"
+
+
+def _semiring_calls(op: str):
+    """The op's value form (``semiring_matmul``) and pair form (``dot_bits``) on small operands, K not a multiple
+    of the unit's."""
+    from tcnumerics.semiring import semiring_instruction, semiring_matmul
+
+    rng = np.random.default_rng(4)
+    A, B = rng.standard_normal((3, 20)).astype(np.float16), rng.standard_normal((20, 2)).astype(np.float16)
+    if op == "or-and":
+        A, B = A > 0, B > 0
+    u = semiring_instruction(op, engine="reference")
+    a = A[:, :16].astype(np.uint8) if op == "or-and" else u.a_format.from_float(A[:, :16])
+    return (lambda: semiring_matmul(A, B, op=op, engine="reference"), lambda: u.dot_bits(a, a[::-1]))
+
+
+@pytest.mark.parametrize("op", sorted(SEMIRING_THROUGH_PLAN))
+def test_semiring_ops_through_the_plan_run_in_the_interpreter(op, monkeypatch, trace):
+    for call in _semiring_calls(op):
+        trace.clear()
+        call()
+        assert {"Chain", "PairedChain"} & set(trace), f"{op}: the interpreter ran {sorted(set(trace))}"
+    monkeypatch.setattr(interpret, "evaluate", _poisoned)
+    for call in _semiring_calls(op):
+        with pytest.raises(Poisoned):
+            call()
+
+
+@pytest.mark.parametrize("op", sorted(SEMIRING_EXCLUDED))
+def test_excluded_semiring_ops_compute_outside_the_interpreter(op, poison):
+    """Poisoned, they still answer: they are outside the interpreter, as classified (one moved into it belongs in
+    SEMIRING_THROUGH_PLAN)."""
+    for call in _semiring_calls(op):
+        assert np.asarray(call()).size
 
 
 # --- the printed plan is the plan that runs ----------------------------------------------------------------------
