@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .model import InstructionSpec
 from .plan import interpret
 from .plan.block_scaled import block_scaled_spec, dot_bits, pack_fp4, unpack_fp4
 from .plan.nodes import PairedChain
@@ -48,7 +49,7 @@ def block_scaled_instructions() -> list[str]:
     return [s.name for s in all_instructions() if s.model.is_block_scaled]
 
 
-def mma(name, A, B, C=None, *, scale_a, scale_b) -> np.ndarray:
+def mma(name: "str | InstructionSpec", A, B, C=None, *, scale_a, scale_b) -> np.ndarray:
     """Value-level block-scaled ``D = (A * scale_a) @ (B * scale_b) + C``, run as a plan by the interpreter.
 
     ``A``: [M, K'] operand bits, ``B``: [K', N] operand bits, ``scale_a``: [M, K'/block],

@@ -55,7 +55,7 @@ def pack_fp4(values: np.ndarray) -> np.ndarray:
     return ((v[..., 0::2] & 0xF) << 4 | (v[..., 1::2] & 0xF)).astype(np.uint8)
 
 
-def block_scaled_spec(name) -> InstructionSpec:
+def block_scaled_spec(name: "str | InstructionSpec") -> InstructionSpec:
     """The catalogued block-scaled instruction ``name`` (a ValueError naming the argument if it is not one).
 
     >>> block_scaled_spec("blackwell.tcgen05.mma.kind::mxf8f6f4.block32.f32.e4m3.e4m3.ue8m0").model.scale_block
@@ -68,7 +68,8 @@ def block_scaled_spec(name) -> InstructionSpec:
     return spec
 
 
-def dot_bits(name, a, b, c, *, scale_a, scale_b, packed: bool | None = None, engine: str = "reference") -> np.ndarray:
+def dot_bits(name: "str | InstructionSpec", a, b, c, *, scale_a, scale_b, packed: bool | None = None,
+             engine: str = "reference") -> np.ndarray:
     """Block-scaled dot products on bit patterns -- the engine-level entry point the interpreter calls.
 
     ``a``, ``b``: [N, K'] operand bits (K' a multiple of the instruction's K; FP4 of the
