@@ -227,3 +227,46 @@ class TestBlockScale:
         d01 = blockscale.dot_bits(self.NV, A[0:1], B[:, 1][None, :], np.zeros(1, np.uint32), scale_a=sa[0:1],
                                   scale_b=sb[:, 1][None, :])
         assert D[0, 1] == d01.view(np.float32)[0]
+
+    RTX_FP4_FP6 = "rtx-blackwell.mma.m16n8k32.kind::mxf8f6f4.block32.f32.e2m1.e3m2.f32.ue8m0"
+
+    @pytest.mark.parametrize("name", [NV, MX, RTX_FP4_FP6])
+    def test_mma_is_dot_bits_of_every_pair(self, name):
+        """blockscale.mma (a plan the interpreter runs) writes dot_bits' bits for each (row of A, column of B),
+        from C[i, j] or +0; packed FP4 reads the same values."""
+        spec = tc.instruction(name).spec
+        blk, fmt = spec.model.scale_block, spec.model.scale_format
+        rng = np.random.default_rng(6)
+        M, K, N = 3, 2 * spec.k, 4
+        A = rng.integers(0, 1 << spec.a_format.width, (M, K)).astype(np.uint8)
+        B = rng.integers(0, 1 << spec.b_format.width, (K, N)).astype(np.uint8)
+        one = int(fmt.from_float(np.array([1.0]))[0])
+        sa = (one + rng.integers(-3, 4, (M, K // blk))).astype(np.uint8)
+        sb = (one + rng.integers(-3, 4, (K // blk, N))).astype(np.uint8)
+        C = rng.standard_normal((M, N)).astype(np.float32)
+        C[0, 0] = np.nan
+        for c in (None, C):
+            D = blockscale.mma(name, A, B, c, scale_a=sa, scale_b=sb).view(np.uint32)
+            c_bits = np.zeros((M, N), np.uint32) if c is None else c.view(np.uint32)
+            pairs = np.array([[blockscale.dot_bits(name, A[i:i + 1], B[:, j][None, :], c_bits[i, j:j + 1],
+                                                   scale_a=sa[i:i + 1], scale_b=sb[:, j][None, :])[0]
+                               for j in range(N)] for i in range(M)])
+            assert np.array_equal(D, pairs)
+            if spec.model.algorithm == "subgroup_scaled":
+                packed = blockscale.mma(name, blockscale.pack_fp4(A), blockscale.pack_fp4(B.T).T, c, scale_a=sa,
+                                        scale_b=sb)
+                assert np.array_equal(packed.view(np.uint32), D)
+
+    def test_mma_bad_input_names_the_argument(self):
+        A, B = np.zeros((2, 64), np.uint8), np.zeros((64, 3), np.uint8)
+        sa, sb = np.zeros((2, 4), np.uint8), np.zeros((4, 3), np.uint8)
+        with pytest.raises(ValueError, match="A, B: expected"):
+            blockscale.mma(self.NV, A, B[:-1], scale_a=sa, scale_b=sb)
+        with pytest.raises(ValueError, match="scale_b: expected a 2-D"):
+            blockscale.mma(self.NV, A, B, scale_a=sa, scale_b=sb[0])
+        with pytest.raises(ValueError, match="C: expected shape"):
+            blockscale.mma(self.NV, A, B, np.zeros((2, 4), np.float32), scale_a=sa, scale_b=sb)
+        with pytest.raises(ValueError, match="scale_a, scale_b"):
+            blockscale.mma(self.NV, A, B, scale_a=sa[:, :3], scale_b=sb)
+        with pytest.raises(ValueError, match="not block-scaled"):
+            blockscale.mma("ampere.mma.m16n8k16.f32.bf16.bf16.f32", A, B, scale_a=sa, scale_b=sb)

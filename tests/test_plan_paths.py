@@ -3,18 +3,28 @@
 Two checks per path, with ``plan.interpret.evaluate`` patched: a *trace* records the node types the interpreter
 ran (the path's arithmetic is those nodes), and a *poison* makes the interpreter raise -- a path that still returned
 a result would have computed it somewhere else.  The paths: ``Instruction.mma`` / ``dot_bits`` (block-scaled too),
-unit GEMMs (chain, promotion, split-K, block scales, M or N = 0), the library's calls (nvjet split-K, FP8 row-wise
-scales, SIMT gemv / gemmSN / gemv2T / largek, stream-K, CUTLASS serial split-K, bmm, baddbmm, K = 0), the old H200
-presets, sparse units, ``tcnumerics.torch`` recipes (epilogue, FP8 tensor scaling, MX) and ``emulate`` in unit and
-library mode, and the device (CuPy) namespace path with the strict numpy stand-in ``fake_cupy``.
+``blockscale.mma`` (``blockscale.dot_bits`` is the engine-level call the interpreter makes, not a path), unit GEMMs
+(chain, promotion, split-K, block scales, M or N = 0), the library's calls (nvjet split-K, FP8 row-wise scales, SIMT
+gemv / gemmSN / gemv2T / largek, stream-K, CUTLASS serial split-K, bmm, baddbmm, K = 0), the old H200 presets,
+sparse units, ``tcnumerics.torch`` recipes (epilogue, FP8 tensor scaling, MX) and ``emulate`` in unit and library
+mode, and the device (CuPy) namespace path with the strict numpy stand-in ``fake_cupy``.
 
-A third check holds the printed plan to what runs: for library calls and unit GEMMs the tree ``explain()`` prints
-(``op.plan(...).tree()``, ``plan_gemm``) is the tree the interpreter evaluates -- its reduction node is among the
-nodes evaluated, and every chain, sum and layout node it shows is evaluated exactly once per run.
-Out of scope: ``tcnumerics.semiring``'s min/max/or-and ops (their own algebra and engines; mul-plus goes
-through ``tcnumerics.gemm``, so through the interpreter).
+A third check holds every host path to the plan it prints.  Where ``explain()`` prints a tree (library calls
+``op.plan(...).tree()``, ``structure.plan``, the presets' ``plan``, the SIMT and stream-K reductions, ``plan_gemm``,
+the torch recipes' ``UnitRecipe.plan``, and in torch's library mode the plan the library op prepared), it is the tree
+the interpreter evaluates: its reduction node is among the nodes evaluated, every chain, sum, scale and layout node
+it shows is evaluated exactly once per run, and its epilogue and conversion (steps, format, rounding) are the ones
+evaluated.  The paths that print no tree (``mma``, ``dot_bits``, sparse units) run one node, the one their plan is.
+
+Out of scope, each named in ``SEMIRING_EXCLUDED`` with its reason (and in docs/plans.md): eight of
+``tcnumerics.semiring``'s nine SIMD2 ops -- min-plus, max-plus, min-mul, max-mul, min-max, max-min (min/max
+reductions), or-and (booleans) and plus-norm (squared differences) -- which compute with the semiring's own engines.
+mul-plus goes through ``tcnumerics.gemm`` and ``Instruction.dot_bits``, so through the interpreter.  The tests
+enumerate ``semiring.op_names()``: a new op must be classified, and each class is checked (through the interpreter:
+poisoned, it fails; excluded: poisoned, it still answers).
 """
 
+import dataclasses
 from collections import Counter
 
 
@@ -25,15 +35,15 @@ import pytest
 import fake_cupy
 import tcnumerics as tc
 from tcnumerics import library as lib
-from tcnumerics import sparse
+from tcnumerics import blockscale, sparse
 from tcnumerics.arrays import DeviceValues
 from tcnumerics.formats import get_format
 from tcnumerics.gemm import gemm, plan_gemm
-from tcnumerics.library import simt, streamk
+from tcnumerics.library import ops as lib_ops, simt, streamk, structure
 from tcnumerics.library.presets import h200_presets
 from tcnumerics.library.structure import StreamK, Structure, run, simt_gemm
 from tcnumerics.plan import interpret
-from tcnumerics.plan.nodes import Chain, PairedChain, Plan
+from tcnumerics.plan.nodes import Chain, Convert, Epilogue, PairedChain, Plan
 
 BF16 = "hopper.wgmma.m64n8k16.f32.bf16.bf16"
 E4M3 = "hopper.wgmma.m64n8k32.f32.e4m3.e4m3"
@@ -134,6 +144,17 @@ def _dot_bits_block_scaled():
     return inst.dot_bits(a, a[::-1], np.zeros(4, np.uint32), scale_a=s, scale_b=s)
 
 
+def _blockscale_mma(C=None):
+    def path():
+        inst = tc.instruction(MXFP8)
+        rng = np.random.default_rng(3)
+        A = inst.spec.a_format.from_float(rng.standard_normal((3, 64)))
+        B = inst.spec.b_format.from_float(rng.standard_normal((64, 2)))
+        return blockscale.mma(MXFP8, A, B, C, scale_a=np.full((3, 2), 127, np.uint8),
+                              scale_b=np.full((2, 2), 128, np.uint8))
+    return path
+
+
 def _gemm_empty(M, N):
     def path():
         A = np.zeros((M, 16), ml_dtypes.bfloat16)
@@ -168,11 +189,19 @@ def _sparse():
     return sparse.dot_bits(SPARSE, a, b, spec.c_format.from_float(np.zeros(4)), sparse.random_index(rng, 4, 16, spec))
 
 
+def _recipe(promote_every=None, **kw):
+    """``UnitRecipe.create(**kw)`` with ``promote_every`` set after: create() checks it by running a one-element GEMM
+    through the interpreter -- set-up, which poisoned would raise before the call under test computed anything."""
+    from tcnumerics.torch.unit import UnitRecipe
+
+    return dataclasses.replace(UnitRecipe.create(**kw), promote_every=promote_every)
+
+
 def _torch_recipe(**kw):
     def path():
-        from tcnumerics.torch.unit import UnitRecipe, epilogue
+        from tcnumerics.torch.unit import epilogue
 
-        r = UnitRecipe.create(**kw)
+        r = _recipe(**kw)
         A, B = _ops(8, 64, 8, np.float64)
         return epilogue(r.matmul(A, B), "bf16", alpha=0.5, C=np.ones((8, 8)), beta=2.0, bias=np.ones(8))
     return path
@@ -241,6 +270,8 @@ PATHS = {
     "inst.mma M = 0": (_mma_empty, {"Chain"}, False),
     "inst.dot_bits": (_dot_bits, {"PairedChain"}, False),
     "inst.dot_bits block-scaled": (_dot_bits_block_scaled, {"PairedChain"}, False),
+    "blockscale.mma": (_blockscale_mma(), {"PairedChain"}, False),
+    "blockscale.mma from C": (_blockscale_mma(np.ones((3, 2), np.float32)), {"PairedChain"}, False),
     "unit gemm": (_unit_gemm, {"Chain", "Convert"}, False),
     "unit gemm M = 0": (_gemm_empty(0, 8), {"Chain", "Convert"}, False),
     "unit gemm N = 0": (_gemm_empty(4, 0), {"Chain", "Convert"}, False),
@@ -283,6 +314,19 @@ DEVICE_PATHS = {
 }
 
 
+# tcnumerics.semiring's ops: the one that is a plan path, and those that are not, each with the reason
+SEMIRING_THROUGH_PLAN = {"mul-plus"}  # the catalogued unit itself: tcnumerics.gemm / Instruction.dot_bits
+_SELECTING = ("a min/max reduction of exact terms with one rounding at the end: no plan node reduces by min or max "
+              "(the plan's reductions are a unit's chains and FP32 sums)")
+SEMIRING_EXCLUDED = {
+    "min-plus": _SELECTING, "max-plus": _SELECTING, "min-mul": _SELECTING, "max-mul": _SELECTING,
+    "min-max": _SELECTING, "max-min": _SELECTING,
+    "or-and": "booleans in and out: no arithmetic of a number format for a plan to state",
+    "plus-norm": ("the unit's fused groups fed (a - b)**2 terms, which are not products of operand bits -- what "
+                  "the plan's chain nodes hand the engines -- so semiring.reference.norm_datapath computes them"),
+}
+
+
 class Poisoned(BaseException):
     """Raised by the poisoned interpreter (a BaseException: no fallback's ``except Exception`` can swallow it)."""
 
@@ -300,12 +344,13 @@ def trace(monkeypatch):
     return seen
 
 
+def _poisoned(node, env, engine):
+    raise Poisoned(type(node).__name__)
+
+
 @pytest.fixture
 def poison(monkeypatch):
-    def poisoned(node, env, engine):
-        raise Poisoned(type(node).__name__)
-
-    monkeypatch.setattr(interpret, "evaluate", poisoned)
+    monkeypatch.setattr(interpret, "evaluate", _poisoned)
 
 
 def _needs(torch_needed: bool):
@@ -336,14 +381,61 @@ def test_the_device_namespace_paths_run_through_the_interpreter(name, monkeypatc
     out = fn(cupy)
     assert not isinstance(out, np.ndarray), f"{name}: the device path returned a host array"
     assert nodes <= set(trace), f"{name}: the interpreter ran {sorted(set(trace))}, expected {sorted(nodes)}"
-
-    def poisoned(node, env, engine):
-        raise Poisoned(type(node).__name__)
-
-    monkeypatch.setattr(interpret, "evaluate", poisoned)
+    monkeypatch.setattr(interpret, "evaluate", _poisoned)
     with pytest.raises(Poisoned):
         fn(cupy)
 
+
+
+# --- tcnumerics.semiring: every op classified -------------------------------------------------------------------
+
+def test_every_semiring_op_is_classified():
+    """A new SIMD2 op is either a plan path or named, with its reason, as excluded: the exclusion cannot grow
+    silently.  docs/plans.md names every excluded op."""
+    from tcnumerics.semiring import op_names
+
+    assert not SEMIRING_THROUGH_PLAN & set(SEMIRING_EXCLUDED)
+    assert set(op_names()) == SEMIRING_THROUGH_PLAN | set(SEMIRING_EXCLUDED), \
+        f"classify {sorted(set(op_names()) - SEMIRING_THROUGH_PLAN - set(SEMIRING_EXCLUDED))} in test_plan_paths"
+    import pathlib
+
+    doc = (pathlib.Path(__file__).parents[1] / "docs" / "plans.md").read_text()
+    section = doc[doc.index("## What does not run as a plan"):]
+    assert all(f"`{op}`" in section for op in SEMIRING_EXCLUDED), "docs/plans.md: name every excluded semiring op"
+
+
+def _semiring_calls(op: str):
+    """The op's value form (``semiring_matmul``) and pair form (``dot_bits``) on small operands, K not a multiple
+    of the unit's."""
+    from tcnumerics.semiring import semiring_instruction, semiring_matmul
+
+    rng = np.random.default_rng(4)
+    A, B = rng.standard_normal((3, 20)).astype(np.float16), rng.standard_normal((20, 2)).astype(np.float16)
+    if op == "or-and":
+        A, B = A > 0, B > 0
+    u = semiring_instruction(op, engine="reference")
+    a = A[:, :16].astype(np.uint8) if op == "or-and" else u.a_format.from_float(A[:, :16])
+    return (lambda: semiring_matmul(A, B, op=op, engine="reference"), lambda: u.dot_bits(a, a[::-1]))
+
+
+@pytest.mark.parametrize("op", sorted(SEMIRING_THROUGH_PLAN))
+def test_semiring_ops_through_the_plan_run_in_the_interpreter(op, monkeypatch, trace):
+    for call in _semiring_calls(op):
+        trace.clear()
+        call()
+        assert {"Chain", "PairedChain"} & set(trace), f"{op}: the interpreter ran {sorted(set(trace))}"
+    monkeypatch.setattr(interpret, "evaluate", _poisoned)
+    for call in _semiring_calls(op):
+        with pytest.raises(Poisoned):
+            call()
+
+
+@pytest.mark.parametrize("op", sorted(SEMIRING_EXCLUDED))
+def test_excluded_semiring_ops_compute_outside_the_interpreter(op, poison):
+    """Poisoned, they still answer: they are outside the interpreter, as classified (one moved into it belongs in
+    SEMIRING_THROUGH_PLAN)."""
+    for call in _semiring_calls(op):
+        assert np.asarray(call()).size
 
 
 # --- the printed plan is the plan that runs ----------------------------------------------------------------------
@@ -366,7 +458,28 @@ def _library_reduction(tree):
     return tree.root.term.term
 
 
-# path -> (the printed tree, the node it prints for the reduction, every printed node evaluated exactly once)
+def _whole(tree):
+    """The whole printed tree: run as one plan."""
+    return tree.root
+
+
+def _recipe_tree(call=None, **kw):
+    """A torch unit recipe's printed plan (``UnitRecipe.plan``) for a call of 8 x 8 x 64 (default: ``_torch_recipe``'s
+    epilogue: alpha, beta * C, bias)."""
+    def printed():
+        options = call or dict(alpha=0.5, beta=2.0, c_given=True, bias_given=True)
+        return _recipe(**kw).plan(8, 8, 64, out_format="bf16", **options)
+    return printed
+
+
+def _simt_tree(name, lanes=None, slices=1):
+    return lambda: Plan(simt.reduction(name, 600, lanes, slices))
+
+
+PREPARED = "the plan the library op prepared for the call"  # tcnumerics.torch's library mode: known once it ran
+
+# path -> (the printed tree, the node it prints for the reduction, every printed node evaluated exactly once).
+# The recipes run their GEMM and their epilogue as two plans; the printed tree is both, one inside the other.
 PRINTED = {
     "library H100 split-K": (lambda: lib.matmul.plan(*_ops(64, 8192, 64), gpu="h100").tree(), _library_reduction,
                              True),
@@ -384,8 +497,33 @@ PRINTED = {
     "library baddbmm": (lambda: lib.baddbmm.plan(np.ones((3, 8, 8), ml_dtypes.bfloat16),
                                                  *(np.stack([x] * 3) for x in _ops(8, 64, 8)), beta=0.5, alpha=2.0,
                                                  gpu="h100").tree(), _library_reduction, True),
+    "library stream-K": (lambda: structure.plan(Structure("tf32 stream-K", stream_k=StreamK(64, 64, 256, ctas=3,
+                                                                                            tile=(64, 64, 32))),
+                                                *_ops(64, 256, 64, np.float32), out_format="fp32"),
+                         _library_reduction, True),
+    "library serial split-K": (lambda: structure.plan(
+        Structure("serial", instruction=BF16, split_k=(32, 32), split_reduce="serial", epilogue="bx"),
+        *_ops(8, 64, 8), out_format="bf16", C=np.ones((8, 8)), beta=1.0), _whole, True),
+    "library K = 0": (lambda: lib.addmm.plan(np.ones((4, 8), ml_dtypes.bfloat16), *_ops(4, 0, 8), beta=0.5,
+                                             gpu="h100").tree(), _whole, True),
+    "stream-K": (lambda: Plan(streamk.reduction(128, 128, 96, 3, (128, 128, 32))), _whole, True),
+    **{f"SIMT {k}": (_simt_tree(n, **kw), _whole, True) for k, n, kw in (
+        ("gemmSN_NN", GEMMSN_NN, {}), ("gemmSN_TN", GEMMSN_TN, {}), ("gemv2T", GEMV2T, {}), ("gemvNSP", GEMVNSP, {}),
+        ("largek", LARGEK, {"slices": 3}), ("gemvx split", GEMVX_N, {"lanes": 4, "slices": 2}))},
+    "H200 presets": (lambda: h200_presets("torch.matmul", dtype="bf16").plan(16, 16, 4096).tree(), _library_reduction,
+                     True),
+    "unit gemm": (lambda: plan_gemm(8, 8, 64, instruction=BF16, out_format="bf16"), _whole, True),
+    "unit gemm M = 0": (lambda: plan_gemm(0, 8, 16, instruction=BF16, out_format="bf16"), _whole, True),
+    "unit gemm N = 0": (lambda: plan_gemm(4, 0, 16, instruction=BF16, out_format="bf16"), _whole, True),
     "unit split-K, promotion, block scales": (lambda: plan_gemm(4, 8, 256, instruction=E4M3, split_k=2,
-                                                                scales="block"), lambda tree: tree.root, True),
+                                                                scales="block"), _whole, True),
+    "torch recipe": (_recipe_tree(instruction=BF16), _library_reduction, True),
+    "torch FP8 recipe": (_recipe_tree(instruction=E4M3, scaling="tensor", promote_every=128), _library_reduction,
+                         True),
+    "torch MX recipe": (_recipe_tree(instruction=MXFP8, scaling="mx"), _library_reduction, True),
+    # F.linear(a, w, bias) reaches the recipe as addmm: C = bias, beta = 1
+    "torch emulate unit": (_recipe_tree({"c_given": True}, instruction=BF16), _library_reduction, True),
+    "torch emulate library": (PREPARED, _library_reduction, True),
 }
 
 
@@ -402,25 +540,69 @@ def record(monkeypatch):
     return seen
 
 
+def _head(node):
+    """A conversion or epilogue without its input: its type, format and rounding, or steps and format."""
+    return type(node).__name__, tuple((f.name, getattr(node, f.name)) for f in dataclasses.fields(node)
+                                      if f.name != "term")
+
+
 @pytest.mark.parametrize("name", list(PRINTED))
-def test_the_printed_plan_is_the_plan_that_runs(name, record):
+def test_the_printed_plan_is_the_plan_that_runs(name, record, monkeypatch):
     printed, reduction, exact = PRINTED[name]
-    node = reduction(printed())
+    _needs(PATHS[name][2])
+    prepared: list = []
+    if printed is PREPARED:
+        prepare = lib_ops._Op.prepare
+        monkeypatch.setattr(lib_ops._Op, "prepare",
+                            lambda op, *a, **kw: prepared.append(prepare(op, *a, **kw)) or prepared[-1])
+    tree = None if printed is PREPARED else printed()
+    record.clear()  # what printing evaluated, if anything: not the run
     PATHS[name][0]()
-    assert any(n == node for n in record), f"{name}: the interpreter never ran the printed reduction"
+    ran = list(record)
+    if tree is None:
+        assert len(prepared) == 1, f"{name}: {len(prepared)} library calls"
+        tree = prepared[0][0].tree()
+    node = reduction(tree)
+    assert any(n == node for n in ran), f"{name}: the interpreter never ran the printed reduction"
     shown = Counter(type(n).__name__ for n in _walk(node))
-    ran = Counter(type(n).__name__ for n in record)
+    count = Counter(type(n).__name__ for n in ran)
     for kind in set(shown) - {"Convert", "Epilogue", "Input"}:  # the epilogue runs by row blocks, apart
-        assert ran[kind] == shown[kind] if exact else 0 < ran[kind] <= shown[kind], \
-            f"{name}: {kind} printed {shown[kind]} times, evaluated {ran[kind]} times"
+        assert count[kind] == shown[kind] if exact else 0 < count[kind] <= shown[kind], \
+            f"{name}: {kind} printed {shown[kind]} times, evaluated {count[kind]} times"
+    heads = [_head(n) for n in ran]
+    for n in _walk(tree.root):  # the printed epilogue and conversion: those run (their steps, format, rounding)
+        if isinstance(n, (Convert, Epilogue)):
+            assert _head(n) in heads, f"{name}: printed {n.line()!r}, never evaluated"
 
 
-def test_mma_and_dot_bits_run_one_chain_node(record):
-    _mma()
-    assert record == [Chain(tc.instruction(BF16).spec, 0, 64, "C")]
-    record.clear()
-    _dot_bits()
-    assert record == [PairedChain(tc.instruction(BF16).spec)]
+def _spec(name):
+    return tc.instruction(name).spec
+
+
+# path -> its plan, one node (no explain() of their own: the node is the whole plan, and the only node run)
+ONE_NODE = {
+    "inst.mma batch": lambda: Chain(_spec(BF16), 0, 64, "C"),
+    "inst.mma": lambda: Chain(_spec(BF16), 0, 64),
+    "inst.mma M = 0": lambda: Chain(_spec(BF16), 0, 64),
+    "inst.dot_bits": lambda: PairedChain(_spec(BF16)),
+    "inst.dot_bits block-scaled": lambda: PairedChain(_spec(MXFP8), block_scaled=True),
+    # the M x N pairs as one paired-row chain, the block scales inside the unit
+    "blockscale.mma": lambda: PairedChain(_spec(MXFP8), block_scaled=True),
+    "blockscale.mma from C": lambda: PairedChain(_spec(MXFP8), block_scaled=True),
+    "sparse": lambda: PairedChain(sparse.get_sparse(SPARSE)),
+}
+
+
+@pytest.mark.parametrize("name", list(ONE_NODE))
+def test_one_node_paths_run_their_one_node(name, record):
+    PATHS[name][0]()
+    assert record == [ONE_NODE[name]()]
+
+
+def test_every_path_is_held_to_the_plan_it_prints():
+    """Each host path either prints a tree (PRINTED, checked against what runs) or is one node (ONE_NODE)."""
+    assert not set(PRINTED) & set(ONE_NODE)
+    assert set(PATHS) == set(PRINTED) | set(ONE_NODE), sorted(set(PATHS) - set(PRINTED) - set(ONE_NODE))
 
 
 def test_simt_and_streamk_orders_are_printed_nodes():

@@ -39,11 +39,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import blockscale
 from ..arrays import DeviceValues, float64, namespace, to_host
 from ..engines import get_engine, grid_dot_bits, resolve_engine
 from ..formats import Format, IntFormat, Rounding, get_format
-from . import operands
+from . import block_scaled, operands
 from .nodes import (AddC, AddExact, Alpha, BlockScaledChain, Chain, Convert, Epilogue, FFMAChain, Input, LayOut, Node,
                     OrderedSum, PairedChain, Plan, Promote, RoundEach, RoundTo, Scale, TileGroups)
 from .rules import FP32, fp32_add, fp32_fma, fp32_halving_sum, fp32_partial, fp32_sum, fp32_tree_sum, quiet
@@ -172,8 +171,8 @@ def _paired(node: PairedChain, env, engine):
     """Row i of ``A`` with row i of ``B`` chained from ``C_acc[i]``: one engine call on device operands, blocks of
     rows on the host (bounded memory); no rows: none; K = 0: one instruction of zeros (+0 products)."""
     spec, a, b, c = node.instruction, env["A"], env["B"], env["C_acc"]
-    if node.block_scaled:  # the block scales enter inside the unit (tcnumerics.blockscale, on the host)
-        return Bits(spec.d_format, blockscale.dot_bits(spec, a, b, c, scale_a=env["scale_bits_a"],
+    if node.block_scaled:  # the block scales enter inside the unit (plan.block_scaled, on the host)
+        return Bits(spec.d_format, block_scaled.dot_bits(spec, a, b, c, scale_a=env["scale_bits_a"],
                                                        scale_b=env["scale_bits_b"], engine=engine))
     xp = namespace(a)
     if a.ndim == 2 and a.shape[0] == 0:
@@ -191,8 +190,8 @@ def _paired(node: PairedChain, env, engine):
 
 
 def _block_scaled(node: BlockScaledChain, env, engine):
-    """Every (row, column) pair's block-scaled chain, a block of rows at a time (``blockscale.dot_bits`` takes
-    paired rows).  The host reference engine, as ``blockscale`` evaluates block scaling on the CPU."""
+    """Every (row, column) pair's block-scaled chain, a block of rows at a time (``block_scaled.dot_bits`` takes
+    paired rows).  The host reference engine: block scaling is evaluated on the CPU."""
     spec = node.instruction
     a, b = env["A"][:, node.k0:node.k1], env["B"][:, node.k0:node.k1]
     blk = spec.model.scale_block
@@ -204,7 +203,7 @@ def _block_scaled(node: BlockScaledChain, env, engine):
     for m0 in range(0, M, rows):
         m1 = min(M, m0 + rows)
         n = (m1 - m0) * N
-        out[m0:m1] = blockscale.dot_bits(
+        out[m0:m1] = block_scaled.dot_bits(
             spec, np.repeat(a[m0:m1], N, axis=0), np.tile(b, (m1 - m0, 1)), np.zeros(n, np.uint32),
             scale_a=np.repeat(sa[m0:m1], N, axis=0), scale_b=np.tile(sb, (m1 - m0, 1))).reshape(m1 - m0, N)
     return Bits(spec.d_format, out)

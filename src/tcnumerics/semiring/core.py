@@ -15,6 +15,10 @@ Numerics (full statement in ``docs/semiring.md``):
   term the exact squared difference.
 * or-and: booleans.
 
+Only mul-plus is a plan run by the one interpreter (``tcnumerics.gemm``, ``Instruction.dot_bits``); the other
+eight ops compute with this package's engines (``reference``, ``fast``, ``oracle``) -- their reductions and terms
+are not nodes of a GEMM plan (docs/plans.md, "What does not run as a plan", says why for each).
+
 Example:
     >>> import numpy as np
     >>> import tcnumerics as tc
