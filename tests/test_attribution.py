@@ -261,7 +261,8 @@ def test_study_rejects_bad_options_before_training(tmp_path):
 
     module = load_experiment("fp8-training")
     bad = [(["--heads", "3"], "--heads"), (["--only", "nope"], "--only"), (["--steps", "0"], "--steps"),
-           (["--device", "nope"], "--device"), (["--noise", "-1"], "--noise")]
+           (["--device", "nope"], "--device"), (["--noise", "-1"], "--noise"),
+           (["--attribution-batch", "0"], "--attribution-batch: must be >= 1")]
     if not torch.cuda.is_available():
         bad.append((["--device", "cuda"], "--device: 'cuda' asked for"))
     for argv, text in bad:
@@ -280,6 +281,38 @@ def test_study_defaults_follow_the_device_and_flags_win():
     cuda = fp8_training.apply_defaults(parser.parse_args(["--width", "48", "--device", "cuda"]), "cuda")
     assert (cpu.steps, cpu.batch, cpu.context, cpu.heads, cpu.width) == (30, 8, 32, 2, 48)
     assert (cuda.steps, cuda.batch, cuda.context, cuda.heads, cuda.width) == (80, 32, 128, 4, 48)
+    assert (cpu.attribution_batch, cuda.attribution_batch) == (fp8_training.ATTRIBUTION_BATCH_CPU, 32)
+
+
+def test_study_attribution_batch_leaves_the_training_curves_alone():
+    """``--attribution-batch``: the attributed step's probe holds more sequences (drawn by a generator of their
+    own), the training batches -- so every loss curve -- stay what they were; the JSON's config row says which."""
+    from tcnumerics.experiments import fp8_training
+    from tcnumerics.experiments.cli import build_parser, load_experiment
+
+    parser = build_parser("fp8-training", load_experiment("fp8-training"))
+    argv = ["--steps", "2", "--width", "16", "--batch", "2", "--context", "8", "--attribute-at", "1", "--top", "1",
+            "--noise", "0", "--quiet", "--only", "float32 reference", "FP8 fast accumulation", "--attribution-batch"]
+    runs = {n: fp8_training.run(parser.parse_args(argv + [str(n)])) for n in (2, 5)}
+    for n, rows in runs.items():
+        assert rows[0]["attribution_batch"] == n and rows[0]["batch"] == 2
+    curves = {n: [r["losses"] for r in rows if r["kind"] == "curve"] for n, rows in runs.items()}
+    assert curves[2] == curves[5] and len(curves[2]) == 2
+    sites = {n: {(s["site"], s["phase"]): s for s in rows[-1]["sites"]} for n, rows in runs.items()}
+    key = ("Model.blocks.0.fc", "weight-gradient")  # K = tokens: the probe's sequences x context
+    assert [sites[n][key]["calls_detail"][0]["shape"][2] for n in (2, 5)] == [2 * 8, 5 * 8]
+    assert "batch 2 (attributed steps: 5)," in fp8_training.render(runs[5], None).splitlines()[0]
+    assert "attributed steps" not in fp8_training.render(runs[2], None).splitlines()[0]
+
+
+def test_probe_batch_starts_with_the_steps_own_sequences():
+    from tcnumerics.experiments.fp8_training import probe_batch
+
+    starts = np.random.default_rng(7).integers(0, 1000, size=(4, 3))
+    seed = np.random.SeedSequence(7)
+    big, small = probe_batch(seed, starts, 8, 1000), probe_batch(seed, starts, 2, 1000)
+    assert big.shape == (4, 8) and (big[:, :3] == starts).all() and (small == starts[:, :2]).all()
+    assert (probe_batch(np.random.SeedSequence(7), starts, 8, 1000) == big).all()     # seeded: the same draw
 
 
 def test_study_units_differ_only_in_fraction_bits():

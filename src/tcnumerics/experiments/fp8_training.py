@@ -15,8 +15,12 @@ blocks of causal self-attention and a GELU MLP -- is trained from the same initi
 
 At chosen steps of the FP8 fast-accumulation run the step is attributed (``emulate(..., attribution=True)``):
 per call site the error by stage, the first-order loss effect, and the counterfactual (site exact) for the top
-sites.  The same seed gives the same JSON bit for bit on the same machine (the float32 reference and the
-optimizer run on PyTorch's CPU kernels, whose bits may differ between CPU types and PyTorch versions).
+sites.  The attributed step is probed on ``--attribution-batch`` sequences: the step's own batch and, beyond it,
+sequences drawn by a generator of their own (``probe_batch``), so that a site's systematic effect, which adds up
+over tokens, stands clear of the re-rounding noise of the later sites, which averages down; the training batches
+and the loss curves do not depend on it.  The same seed gives the same JSON bit for bit on the same machine (the
+float32 reference and the optimizer run on PyTorch's CPU kernels, whose bits may differ between CPU types and
+PyTorch versions).
 """
 
 from __future__ import annotations
@@ -35,12 +39,13 @@ import numpy as np
 from .plotting import check_plot_target
 from .progress import Progress
 
-__all__ = ["corpus", "GPT", "settings", "add_arguments", "run", "render", "plot", "probe_step", "PROBE_LR", "DEFAULTS",
-           "apply_defaults"]
+__all__ = ["corpus", "GPT", "settings", "add_arguments", "run", "render", "plot", "probe_step", "probe_batch",
+           "PROBE_LR", "DEFAULTS", "apply_defaults"]
 
 FP8 = "hopper.wgmma.m64n8k32.f32.e4m3.e4m3"
 WIDTHS = (10, 13, 16, 20, 25)
 PROBE_LR = 0.05  # the SGD learning rate of the attribution's loss-after-update probe
+ATTRIBUTION_BATCH_CPU = 32  # sequences in an attributed step's probe on the CPU (measured: docs/attribution.md)
 
 
 def _torch():
@@ -169,9 +174,13 @@ class _Autocast:
 
 
 # the default configuration per device: on 2 CPU cores about a minute; on a GPU (an H200: 5 min 39 s, all nine
-# settings) weight-gradient GEMMs of K = 4,096 tokens (docs/attribution.md, "A larger configuration on a GPU")
-DEFAULTS = {"cpu": dict(steps=30, batch=8, context=32, width=64, layers=2, heads=2),
-            "cuda": dict(steps=80, batch=32, context=128, width=128, layers=2, heads=4)}
+# settings) weight-gradient GEMMs of K = 4,096 tokens (docs/attribution.md, "A larger configuration on a GPU").
+# attribution_batch: sequences in an attributed step's probe (``probe_batch``); on the CPU more than the training
+# batch, so that the counterfactuals of the top sites stand clear of their re-rounding noise (docs/attribution.md)
+DEFAULTS = {"cpu": dict(steps=30, batch=8, context=32, width=64, layers=2, heads=2,
+                        attribution_batch=ATTRIBUTION_BATCH_CPU),
+            "cuda": dict(steps=80, batch=32, context=128, width=128, layers=2, heads=4,
+                         attribution_batch=32)}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -184,6 +193,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate (default 3e-3)")
     parser.add_argument("--attribute-at", type=int, nargs="*", default=None,
                         help="steps of the FP8 fast-accumulation run to attribute (default: first and last)")
+    cpu, cuda = DEFAULTS["cpu"]["attribution_batch"], DEFAULTS["cuda"]["attribution_batch"]
+    parser.add_argument("--attribution-batch", type=int, default=None, metavar="N",
+                        help="sequences in an attributed step's probe (the loss and the loss after one SGD step that "
+                             "the first-order estimates and counterfactuals compare): the step's own batch, then, "
+                             "beyond --batch, sequences drawn by a separate seeded generator; the training batches "
+                             f"are unchanged (default {cpu}; {cuda} with --device cuda)")
     parser.add_argument("--top", type=int, default=3, help="sites per attribution given a counterfactual (default 3)")
     parser.add_argument("--noise", type=int, default=4,
                         help="sign-flip probes per counterfactual site measuring its noise (default 4; 0: none)")
@@ -213,9 +228,9 @@ def run(args: argparse.Namespace) -> list[dict]:
     apply_defaults(args, torch.device(args.device).type)
     if getattr(args, "noise", 0) < 0:
         raise ValueError(f"--noise: must be >= 0, got {args.noise}")
-    for name in ("steps", "batch", "context", "width", "layers", "heads"):
+    for name in ("steps", "batch", "context", "width", "layers", "heads", "attribution_batch"):
         if getattr(args, name) < 1:
-            raise ValueError(f"--{name}: must be >= 1, got {getattr(args, name)}")
+            raise ValueError(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
     if args.width % args.heads:
         raise ValueError(f"--heads: must divide --width ({args.width}), got {args.heads}")
     chosen = settings()
@@ -228,17 +243,20 @@ def run(args: argparse.Namespace) -> list[dict]:
     codes, digest = corpus(1 << 20)
     rng = np.random.default_rng(args.seed)
     starts = rng.integers(0, len(codes) - args.context - 1, size=(args.steps, args.batch))
+    probe_starts = probe_batch(np.random.SeedSequence(args.seed), starts, args.attribution_batch,
+                               len(codes) - args.context - 1)
     torch.manual_seed(args.seed)
     init = GPT(args.layers, args.width, args.heads, args.context).to(args.device).state_dict()
     versions = dict(python=sys.version.split()[0], torch=torch.__version__, numpy=np.__version__,
                     corpus_sha256=digest, cpu_capability=torch.backends.cpu.get_cpu_capability())
-    rows = [dict(kind="config", **{k: getattr(args, k) for k in ("steps", "batch", "context", "width", "layers",
-                                                                 "heads", "lr", "seed", "device")}, **versions)]
+    rows = [dict(kind="config", **{k: getattr(args, k) for k in ("steps", "batch", "attribution_batch", "context",
+                                                                 "width", "layers", "heads", "lr", "seed", "device")},
+                 **versions)]
     with _deterministic(torch, args.device), \
             Progress(len(chosen) * args.steps, "fp8-training", enabled=not args.quiet) as bar:
         for name, setting in chosen.items():
             t0 = time.perf_counter()
-            losses, attributions = _train(args, setting, init, codes, starts, attribute_at
+            losses, attributions = _train(args, setting, init, codes, starts, probe_starts, attribute_at
                                           if name == "FP8 fast accumulation" else (), bar)
             rows.append(dict(kind="curve", setting=name, losses=losses))
             if not args.quiet:  # wall time on standard error only: the JSON is the same bits on every run
@@ -294,7 +312,25 @@ def _batch(codes, starts, context, device):
     return w[:, :-1], w[:, 1:]
 
 
-def _train(args, setting, init, codes, starts, attribute_at, bar):
+def probe_batch(seed: np.random.SeedSequence, starts: np.ndarray, size: int, high: int) -> np.ndarray:
+    """The start offsets of each step's attribution probe: ``size`` sequences -- the step's own batch (``starts``,
+    one row per step; its first ``size`` sequences where ``size`` is smaller), then ``size - batch`` more drawn in
+    [0, ``high``) by a generator of their own, a child of ``seed`` (numpy's independent-stream spawning), so the
+    training batches, drawn from ``seed`` itself, are the same whatever ``size`` is.
+
+    >>> starts = np.arange(6).reshape(3, 2)
+    >>> probe = probe_batch(np.random.SeedSequence(1), starts, 4, 100)
+    >>> probe.shape, bool((probe[:, :2] == starts).all())
+    ((3, 4), True)
+    >>> probe_batch(np.random.SeedSequence(1), starts, 1, 100).ravel().tolist()
+    [0, 2, 4]
+    """
+    extra = max(0, size - starts.shape[1])
+    more = np.random.default_rng(seed.spawn(1)[0]).integers(0, high, size=(starts.shape[0], extra))
+    return np.concatenate([starts[:, :size], more], axis=1)
+
+
+def _train(args, setting, init, codes, starts, probe_starts, attribute_at, bar):
     torch = _torch()
     model = GPT(args.layers, args.width, args.heads, args.context).to(args.device)
     model.load_state_dict(init)
@@ -303,7 +339,8 @@ def _train(args, setting, init, codes, starts, attribute_at, bar):
     for step in range(args.steps):
         x, y = _batch(codes, starts[step], args.context, args.device)
         if step in attribute_at:
-            attributions.append(_attribute(args, setting, model, x, y, step))
+            px, py = _batch(codes, probe_starts[step], args.context, args.device)
+            attributions.append(_attribute(args, setting, model, px, py, step))
         with _emulation(setting, device=args.device):
             loss = model(x, y)
             opt.zero_grad()
@@ -328,7 +365,9 @@ def probe_step(model, x, y) -> tuple[float, float]:
 
 
 def _attribute(args, setting, model, x, y, step: int) -> dict:
-    """One step's attribution on a copy of the model: stages, first-order, counterfactual for the top sites."""
+    """One step's attribution on a copy of the model, probed on ``x, y`` (the step's ``probe_batch``): stages,
+    first-order, counterfactual for the top sites.  A probe batch larger than the training batch makes its
+    weight-gradient GEMMs sum more tokens (K = sequences x context) than the training step's."""
     import copy
 
     from ..torch.attribution import counterfactual
@@ -390,8 +429,10 @@ def _agreement(sites: list[dict]) -> list[int]:
 
 def render(rows: list[dict], args) -> str:
     cfg = rows[0]
+    probe = cfg.get("attribution_batch", cfg["batch"])  # JSON written before --attribution-batch: the batch
+    probed = f" (attributed steps: {probe})" if probe != cfg["batch"] else ""
     lines = [f"byte-level GPT: {cfg['layers']} blocks, width {cfg['width']}, context {cfg['context']}, batch "
-             f"{cfg['batch']}, {cfg['steps']} AdamW steps (lr {cfg['lr']}), seed {cfg['seed']}; corpus: Python "
+             f"{cfg['batch']}{probed}, {cfg['steps']} AdamW steps (lr {cfg['lr']}), seed {cfg['seed']}; corpus: Python "
              f"{cfg['python']} stdlib source, sha256 {cfg['corpus_sha256'][:12]}; torch {cfg['torch']}",
              f"{'setting':<26} {'final loss':>10} {'|gap| vs fp32':>13}"]
     for r in rows:
