@@ -13,7 +13,8 @@ from functools import lru_cache
 import pytest
 
 from tcnumerics.library import launches, select, unseen
-from tcnumerics.library.selection import Call, _bracketed, _slices, measured_table
+from tcnumerics.library.cutlass_half import tile_slices
+from tcnumerics.library.selection import Call, _bracketed, measured_table
 
 HERE = os.path.dirname(__file__)
 VEC = os.path.join(HERE, "..", "vectors", "library")
@@ -191,7 +192,7 @@ def test_unmeasured_call_is_predicted_and_flagged(call):
         launch = unseen.predict_launch(call)
         S, how = launches.nvjet_split_count(launch, call), launch.main
         assert "unseen.py" in plan.reason, plan.reason
-    assert n == (len(_slices(call.K, S, 64) or ()) or 1), (plan.describe(), S, how)
+    assert n == (len(tile_slices(call.K, S, 64) or ()) or 1), (plan.describe(), S, how)
 
 
 def test_unmeasured_split_call_predicted_from_its_neighbours():
