@@ -252,6 +252,17 @@ def streamk_swizzle(key: str | None = None) -> dict[int, int]:
     return {int(ctas): int(width) for ctas, width in fact(key, "streamk_swizzle").items()}
 
 
+def streamk_swizzle_doubled(key: str | None = None) -> frozenset[int]:
+    """TF32 stream-K on GPU model ``key``: the launch CTA counts at which the band width was seen doubled (the
+    manifest's ``streamk_swizzle_doubled``, from the device probe; ``streamk.swizzle_for`` leaves a doubling at any
+    other count undetermined).
+
+    >>> sorted(streamk_swizzle_doubled("h100"))
+    [120]
+    """
+    return frozenset(int(ctas) for ctas in fact(key, "streamk_swizzle_doubled"))
+
+
 def measured_models() -> list[str]:
     """Keys of the models with a table of their own."""
     return [k for k in manifest()["models"] if (m := model(k)) and (m.launches or m.measured)]
