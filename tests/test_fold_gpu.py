@@ -254,7 +254,7 @@ def test_table_rows_expand_the_runs_exactly():
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "t.npz")
-        fold_gpu.export_kernels.write_table(path, cols, list(sig_index), "test", grid=((), ()))
+        launches.write_table(path, cols, list(sig_index), "test")
         t = launches.load_table(path)
         back = fold_gpu.table_rows(t, {})
         assert sorted(zip(back["M"].tolist(), back["ctas"].tolist())) == [(r[1], r[6]) for r in rows]
@@ -272,7 +272,7 @@ def test_the_reference_models_own_run_is_added_to_its_table(tmp_path, monkeypatc
                 (lin, 16, 4096, 4096, 1, " | ".join(ROWS[(0, 16, 4096, 4096)][0]), 64, 1)]
     sig_index: dict = {}
     old = str(tmp_path / "old_h100.npz")
-    fold_gpu.export_kernels.write_table(old, fold_gpu.columns(old_rows, sig_index), list(sig_index), "tiny", ((), ()))
+    launches.write_table(old, fold_gpu.columns(old_rows, sig_index), list(sig_index), "tiny")
     m = copy.deepcopy(gpus.manifest())
     m["models"]["h100"]["launches"] = old  # an absolute path: the tiny table stands for the H100's
     gpus.set_manifest(m)

@@ -124,7 +124,7 @@ def cutlass_half_bits(st, A, B):
 def test_slices_and_names():
     assert cutlass_half.parallel_slices(4096, 12) == (344,) * 12
     assert cutlass_half.parallel_slices(100, 1) is None
-    assert cutlass_half.serial_slices(4095, 4, 32) == (1024,) * 4
+    assert cutlass_half.tile_slices(4095, 4, 32) == (1024,) * 4
     f = cutlass_half.parse_name("cutlass_80_tensorop_bf16_s16816gemm_bf16_256x64_32x4_nt_align2")
     assert (f["op"], f["tile_k"], f["layout"], f["align"]) == ("s16816", 32, "nt", 2)
     assert cutlass_half.k_tile_of(f, "bf16") == 32

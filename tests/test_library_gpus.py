@@ -253,6 +253,10 @@ def test_per_gpu_facts_are_read_from_the_manifest():
     assert gpus.clustered_wave("h100") == m["models"]["h100"]["clustered_wave"] < gpus.sms("h100")
     assert gpus.fact("NVIDIA L40S", "clustered_wave") == gpus.clustered_wave(gpus.reference_gpu())
     assert streamk.BASE_SWIZZLE == gpus.streamk_swizzle(gpus.reference_gpu())
+    assert streamk.DOUBLED_SWIZZLE == gpus.streamk_swizzle_doubled(gpus.reference_gpu()) == {120}
+    assert gpus.streamk_swizzle_doubled("h200") == gpus.streamk_swizzle_doubled(gpus.reference_gpu())  # borrowed
+    assert gpus.wave_slices(9, "h100") == gpus.sms("h100") // 9 and \
+        gpus.wave_slices(9, "h100", cluster=8) == gpus.clustered_wave("h100") // 9
     with pytest.raises(ValueError, match="gives 'no_such_fact'"):
         gpus.fact("h100", "no_such_fact")
     mm = h200_presets("torch.matmul", dtype="bf16")

@@ -13,7 +13,8 @@ from functools import lru_cache
 import pytest
 
 from tcnumerics.library import launches, select, unseen
-from tcnumerics.library.selection import Call, _bracketed, _slices, measured_table
+from tcnumerics.library.cutlass_half import tile_slices
+from tcnumerics.library.selection import Call, _bracketed, measured_table
 
 HERE = os.path.dirname(__file__)
 VEC = os.path.join(HERE, "..", "vectors", "library")
@@ -69,6 +70,47 @@ def test_table_lists_every_kind_before_any_is_loaded():
     first = next(iter(fresh["kinds"].items()))
     assert first[0] == stored[0] and first[1].points()[0].size > 0
 
+
+
+def test_a_written_table_reads_back_to_the_same_launches(tmp_path):
+    """``write_table``'s file, read by ``load_table``, gives every launch written (CTAs, grid z, kernels) and no
+    other: a token count inside a run but off its step stays unmeasured.  ``write_runs`` over kind-by-kind
+    encoded runs (fold_gpu.py's way) writes the same members."""
+    import numpy as np
+
+    nvjet = "nvjet_sm90_tst_64x16_64x16_1x2_h_bz_splitK_TNT | splitKreduce_kernel"
+    cutlass = "Memset (Device) | cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4"
+    lin = Call("linear", "bf16", "bf16", 1, 1024, 14336, b_t=True)
+    bmm = Call("bmm", "fp32", "fp32", 1, 64, 128, b=12)
+    rows = [(lin, m, 1024, 14336, 1, 0, 8 * launches.nvjet_tiles(nvjet, Call("linear", "bf16", "bf16", m, 1024,
+                                                                                  14336)), 1) for m in (16, 32, 48, 64)]
+    rows += [(lin, 16, 4096, 4096, 1, 1, 96, 3), (lin, 20, 4096, 4096, 1, 1, 96, 3)]
+    rows += [(bmm, m, 64, 128, 12, 1, 12, 1) for m in (1, 2, 3, 8)]
+    cols = dict(kind=np.array([r[0].kind() for r in rows], object), M=np.array([r[1] for r in rows]),
+                N=np.array([r[2] for r in rows]), K=np.array([r[3] for r in rows]), b=np.array([r[4] for r in rows]),
+                sig=np.array([r[5] for r in rows]), ctas=np.array([r[6] for r in rows]),
+                gz=np.array([r[7] for r in rows]))
+    path = str(tmp_path / "t.npz")
+    counts = launches.write_table(path, cols, [nvjet, cutlass], "test", grid=([1, 16], [64, 128]))
+    assert counts == dict(launches=10, runs=4, kinds=2, signatures=2)  # bmm: M 1, 2, 3 and 8
+    t = launches.load_table(path)
+    assert t["launch_count"] == 10 and t["grid"] == ([1, 16], [64, 128]) and t["signatures"] == [nvjet, cutlass]
+    for call, M, N, K, b, sig, ctas, gz in rows:
+        got = launches.launch_in(t, Call(call.op, call.fmt, call.out, M, N, K, b=b, b_t=call.b_t))
+        assert got == launches.Launch(tuple([nvjet, cutlass][sig].split(" | ")), ctas, gz)
+    assert launches.launch_in(t, Call("linear", "bf16", "bf16", 24, 1024, 14336, b_t=True)) is None  # off the step
+    assert launches.launch_in(t, Call("bmm", "fp32", "fp32", 5, 64, 128, b=12)) is None  # between two runs
+
+    kinds = sorted(set(cols["kind"].tolist()))
+    runs = [launches.encode_runs(np.full(int(s.sum()), k), *(cols[f][s] for f in ("N", "K", "b", "M", "sig", "ctas",
+                                                                                  "gz")), [nvjet, cutlass])
+            for k, s in ((k, cols["kind"] == kind) for k, kind in enumerate(kinds))]
+    merged = {f: np.concatenate([r[f] for r in runs]) for f in runs[0]}
+    launches.write_runs(str(tmp_path / "r.npz"), kinds, [nvjet, cutlass], merged, "test", grid=([1, 16], [64, 128]))
+    with np.load(path, allow_pickle=False) as a, np.load(str(tmp_path / "r.npz"), allow_pickle=False) as b:
+        assert sorted(a.files) == sorted(b.files)
+        for f in a.files:
+            assert a[f].dtype == b[f].dtype and np.array_equal(a[f], b[f]), f
 
 def test_short_m_long_k_linear_reads_split_8_off_the_grid():
     c = Call("linear", "bf16", "bf16", 16, 1024, 14336, b_t=True)
@@ -150,7 +192,7 @@ def test_unmeasured_call_is_predicted_and_flagged(call):
         launch = unseen.predict_launch(call)
         S, how = launches.nvjet_split_count(launch, call), launch.main
         assert "unseen.py" in plan.reason, plan.reason
-    assert n == (len(_slices(call.K, S, 64) or ()) or 1), (plan.describe(), S, how)
+    assert n == (len(tile_slices(call.K, S, 64) or ()) or 1), (plan.describe(), S, how)
 
 
 def test_unmeasured_split_call_predicted_from_its_neighbours():

@@ -8,8 +8,8 @@ into the library's ``Call`` (``fit_table.call_of``) and stored as one launch: th
 M, N, K, batch, the launch signature (every activity name, in order) and the main kernel's CTA count and
 grid z.  ``DENSE_DIR`` holds the dense surveys' array files (``<set>.npz`` and ``<set>.part*.npz`` for a set run
 in parts; ``dense_calls.DENSE_SETS``).  A shape measured twice must get the same GEMM launch (reported).
-The table is written as runs along M (``launch_runs.py``).  Held-out sets are left out unless named: they
-test the table, they do not feed it.
+The table is written by the package's table writer, ``tcnumerics.library.launches.write_table`` (runs along M).
+Held-out sets are left out unless named: they test the table, they do not feed it.
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ import os
 
 import numpy as np
 
-import launch_runs
 from fit_table import call_of
 from kernel_calls import GRID_M, GRID_NK
 from kernel_survey import SETS
-from tcnumerics.library.launches import is_gemm_kernel
+from tcnumerics.library.launches import is_gemm_kernel, write_table
 
 MAX_NAME = 240  # activity names are cut here (CUTLASS template arguments run to thousands of characters)
 
@@ -112,34 +111,15 @@ def main() -> int:
     if args.dense:
         parts += [dense_rows(args.dense, name, sig_index) for name in args.dense_sets.split(",")]
     launches_ = merge(parts, sig_index)
-    write_table(args.out, launches_, list(sig_index),
-                "kernel surveys on NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, cuBLAS 13.1.0.3 "
-                f"(lab/device_library/kernel_survey.py, sets {args.sets}; graph_survey.py, dense sets "
-                f"{args.dense_sets if args.dense else 'none'})")
+    report(write_table(args.out, launches_, list(sig_index),
+                       "kernel surveys on NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, cuBLAS 13.1.0.3 "
+                       f"(lab/device_library/kernel_survey.py, sets {args.sets}; graph_survey.py, dense sets "
+                       f"{args.dense_sets if args.dense else 'none'})", grid=(GRID_M, GRID_NK)), args.out)
     return 0
 
 
-def write_table(path: str, launches_: dict, signatures: list[str], provenance: str, grid=(GRID_M, GRID_NK)) -> dict:
-    """Write merged launches (``merge``) as a launch table (runs along M, ``launch_runs.py``); ``grid``: the (M, N/K)
-    axes of the profiled survey's grid (its corners are the bracketing rule's neighbours), empty where not surveyed.
-    Returns the counts."""
-    kinds = sorted(set(launches_["kind"].tolist()))
-    ki = {k: i for i, k in enumerate(kinds)}
-    runs = launch_runs.encode(np.array([ki[k] for k in launches_["kind"]]), launches_["N"], launches_["K"],
-                              launches_["b"], launches_["M"], launches_["sig"], launches_["ctas"], launches_["gz"],
-                              signatures)
-    return write_runs(path, kinds, signatures, runs, provenance, grid)
-
-
-def write_runs(path: str, kinds: list[str], signatures: list[str], runs: dict, provenance: str,
-               grid=(GRID_M, GRID_NK)) -> dict:
-    """Write encoded runs (``launch_runs.encode``, kind indices into ``kinds``) as a launch table; the counts."""
-    np.savez_compressed(
-        path, kinds=np.array(kinds), signatures=np.array(signatures), **launch_runs.per_kind(runs, len(kinds)),
-        launch_count=np.int64(runs["count"].sum()),
-        grid_m=np.array(grid[0], np.int32), grid_nk=np.array(grid[1], np.int32), provenance=np.array(provenance))
-    counts = dict(launches=int(runs["count"].sum()), runs=len(runs["m_first"]), kinds=len(kinds),
-                  signatures=len(signatures))
+def report(counts: dict, path: str) -> dict:
+    """Print what a table writer (``launches.write_table`` / ``write_runs``) wrote; return its counts."""
     print(f"{counts['launches']} launches in {counts['runs']} runs, {counts['kinds']} call kinds, "
           f"{counts['signatures']} signatures -> {path} ({os.path.getsize(path) / 1e6:.1f} MB)")
     return counts

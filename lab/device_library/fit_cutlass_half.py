@@ -98,7 +98,7 @@ def main() -> int:
         cutlass_half.parallel_slices.__defaults__ = (args.granule,)
     if args.serial_granule:
         g = args.serial_granule
-        cutlass_half.serial_slices = lambda K, S, tile: cutlass_half.parallel_slices(K, S, g)
+        cutlass_half.tile_slices = lambda K, S, tile: cutlass_half.parallel_slices(K, S, g)
     selection._measured = _patched_measured(selection._measured)
     t0 = time.time()
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])

@@ -284,7 +284,7 @@ def reference_tables(ref_gpu: str, ref_out: str | None, sig_note: dict) -> list[
         merged, found = run_launches(ref_out, None, [], ref_gpu, sig_index)
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "ref.npz")
-            export_kernels.write_table(path, merged, list(sig_index), "reference run", grid=((), ()))
+            export_kernels.report(launches.write_table(path, merged, list(sig_index), "reference run"), path)
             tables.append(launches.load_table(path))
             for k in tables[-1]["kinds"]:  # load every kind now: the file goes with the folder
                 tables[-1]["kinds"][k]
@@ -435,8 +435,6 @@ def export_bits(bits_dir: str, gpu: str, vectors: str) -> list[str]:
 def fold_into(gpu: str, own: dict, signatures: list[str], path: str, note: str) -> tuple[dict, int, int]:
     """Model ``gpu``'s installed table with the run's launches added, written to ``path`` kind by kind (a launch the
     table already holds is kept; one that differs from it is counted).  Returns (counts, added, differing)."""
-    import launch_runs
-
     t = launches.table(gpu)
     sig_index = {sg: i for i, sg in enumerate(signatures)}
     old_prov = ""
@@ -457,11 +455,11 @@ def fold_into(gpu: str, own: dict, signatures: list[str], path: str, note: str) 
         added += len(new["M"])
         parts.append(new)
         cols = {fld: np.concatenate([p[fld] for p in parts]) for fld in parts[0]}
-        runs.append(launch_runs.encode(np.full(len(cols["M"]), k), cols["N"], cols["K"], cols["b"], cols["M"],
-                                       cols["sig"], cols["ctas"], cols["gz"], list(sig_index)))
+        runs.append(launches.encode_runs(np.full(len(cols["M"]), k), cols["N"], cols["K"], cols["b"], cols["M"],
+                                         cols["sig"], cols["ctas"], cols["gz"], list(sig_index)))
     merged = {f: np.concatenate([r[f] for r in runs]) for f in runs[0]}
-    counts = export_kernels.write_runs(path, kinds, list(sig_index), merged, f"{old_prov}; {note}",
-                                       grid=t.get("grid", ((), ())))
+    counts = export_kernels.report(launches.write_runs(path, kinds, list(sig_index), merged, f"{old_prov}; {note}",
+                                                       grid=t.get("grid", ((), ()))), path)
     return counts, added, differ
 
 
@@ -518,10 +516,11 @@ def main(argv: list[str] | None = None) -> int:
         if a.add:
             return fold_more(a, gpu, ref, env, own, signatures, per_kind, bits_dir)
         table_file = f"{gpu}_launches.npz"
-        counts = export_kernels.write_table(
-            os.path.join(a.lib, table_file), own, signatures,
+        table_path = os.path.join(a.lib, table_file)
+        counts = export_kernels.report(launches.write_table(
+            table_path, own, signatures,
             f"lab/run.sh gpu-survey {gpu} on {env['device']}, torch {env.get('torch')}, CUDA {env.get('cuda')}, cuBLAS "
-            f"{env.get('cublas')}, driver {env.get('driver')} (fold_gpu.py)", grid=((), ()))
+            f"{env.get('cublas')}, driver {env.get('driver')} (fold_gpu.py)"), table_path)
         m = json.loads(json.dumps(gpus.manifest()))
         m["models"][gpu] = manifest_entry(gpu, env, table_file, sorted(set(own["kind"].tolist())), ref, per_kind,
                                           counts)

@@ -102,7 +102,8 @@ def instruction_of(f: dict, fmt: str) -> str:
 
 
 def parallel_slices(K: int, S: int, granule: int = ALIGN_K) -> tuple[int, ...] | None:
-    """splitKreduce split-K: slices of ``ceil(K / S)`` rounded up to ``granule``; None when unsplit.
+    """splitKreduce split-K: slices of ``ceil(K / S)`` rounded up to ``granule`` (the last shorter, fewer slices where
+    they run out); None when unsplit.  Also the FP32 CUTLASS / SIMT slices (``selection``).
 
     >>> parallel_slices(333, 5), parallel_slices(4097, 24)[0], parallel_slices(11008, 9)[0]
     ((72, 72, 72, 72, 72), 176, 1224)
@@ -111,11 +112,13 @@ def parallel_slices(K: int, S: int, granule: int = ALIGN_K) -> tuple[int, ...] |
     return (per,) * -(-K // per) if S > 1 and per < K else None
 
 
-def serial_slices(K: int, S: int, tile: int) -> tuple[int, ...] | None:
-    """In-place split-K: ``ceil(ceil(K / tile) / S)`` whole K-tiles a slice; None when unsplit.
+def tile_slices(K: int, S: int, tile: int) -> tuple[int, ...] | None:
+    """Split-K over whole K-tiles: ``ceil(ceil(K / tile) / S)`` K-tiles a slice (the last shorter, fewer slices where
+    they run out); None when unsplit.  The sm75 kernels in place cut K so, and so do nvjet's split-K kernels
+    (``selection``; ``split_rule.effective_slices`` counts their slices).
 
-    >>> serial_slices(3072, 5, 32)
-    (640, 640, 640, 640, 640)
+    >>> tile_slices(3072, 5, 32), tile_slices(8192, 6, 64)[0], tile_slices(65536, 48, 64)[-1]
+    ((640, 640, 640, 640, 640), 1408, 1408)
     """
     per = -(-(-(-K // tile)) // S) * tile
     return (per,) * -(-K // per) if S > 1 and per < K else None
@@ -254,13 +257,13 @@ def cutlass_half_structure(call, base: Structure, launch) -> tuple[Structure | N
         # CUTLASS 2.x sm80 (s16816) in place cuts ceil(K / S) rounded to 8 like the parallel kernels (holdout6's
         # 70 x 20480 x 5120, S = 3: 1712-element slices; whole K-tiles, 1728, miss 90 of 256 outputs); the sm75
         # kernels cut whole K-tiles (the two captured calls where the rules differ)
-        slices = parallel_slices(call.K, S) if f["op"] == "s16816" else serial_slices(call.K, S, tile)
+        slices = parallel_slices(call.K, S) if f["op"] == "s16816" else tile_slices(call.K, S, tile)
         s = s.with_(split_k=slices, split_reduce="serial")
         # whole K-tiles where the two rules differ was captured only with K a multiple of the tile (survey 267, 766,
         # holdout8 #16); with a residue tile it is not pinned (the H200's train_bits #118, 156 x 5120 x 13653 FP16,
         # s1688 128x128 in place, S = 19: whole K-tiles miss 49 of 64 sampled outputs)
         pinned = (f["op"] == "s16816" or call.K % tile == 0
-                  or serial_slices(call.K, S, tile) == parallel_slices(call.K, S))
+                  or tile_slices(call.K, S, tile) == parallel_slices(call.K, S))
     elif S > 1:
         return s, False  # grid z > 1 without a reduce kernel or a Memset: never captured
     return s, pinned and verified(family_label(call.fmt, f, s))

@@ -220,6 +220,28 @@ def clustered_wave(key: str | None = None) -> int:
     return int(fact(key, "clustered_wave"))
 
 
+def wave(key: str | None = None, cluster: int = 1) -> int:
+    """The most CTAs one wave of GPU model ``key`` holds for a kernel launched in clusters of ``cluster`` CTAs:
+    ``clustered_wave`` for clusters of 4 or 8, else every SM (``sms``).
+
+    >>> wave("h100"), wave("h100", cluster=4)
+    (132, 120)
+    """
+    return clustered_wave(key) if cluster >= 4 else sms(key)
+
+
+def wave_slices(tiles: int, key: str | None = None, cluster: int = 1) -> int:
+    """The most split-K slices of ``tiles`` CTAs each (one per output tile) that one wave of GPU model ``key`` holds
+    (``wave``; 0 where the tiles alone fill more): the cap every split-count rule keeps to -- cuBLAS fills at most
+    one wave with split-K CTAs (``split_rule``, ``unseen.split_for``, the FP32 guess of ``selection``, the H200
+    presets).
+
+    >>> wave_slices(16, "h100"), wave_slices(16, "h100", cluster=4), wave_slices(200, "h100")
+    (8, 7, 0)
+    """
+    return wave(key, cluster) // tiles
+
+
 def streamk_swizzle(key: str | None = None) -> dict[int, int]:
     """TF32 stream-K on GPU model ``key``: the schedule's base band width per launch CTA count (the manifest's
     ``streamk_swizzle``, from the device probe and the captures; ``library/streamk.py``).
@@ -228,6 +250,17 @@ def streamk_swizzle(key: str | None = None) -> dict[int, int]:
     [1, 2, 4]
     """
     return {int(ctas): int(width) for ctas, width in fact(key, "streamk_swizzle").items()}
+
+
+def streamk_swizzle_doubled(key: str | None = None) -> frozenset[int]:
+    """TF32 stream-K on GPU model ``key``: the launch CTA counts at which the band width was seen doubled (the
+    manifest's ``streamk_swizzle_doubled``, from the device probe; ``streamk.swizzle_for`` leaves a doubling at any
+    other count undetermined).
+
+    >>> sorted(streamk_swizzle_doubled("h100"))
+    [120]
+    """
+    return frozenset(int(ctas) for ctas in fact(key, "streamk_swizzle_doubled"))
 
 
 def measured_models() -> list[str]:

@@ -83,7 +83,7 @@ KEY_BITS = KeyBits(N=19, K=19, b=10, M=15)
 _M_BITS, _B_BITS, _K_BITS, _N_BITS = KEY_BITS.M, KEY_BITS.b, KEY_BITS.K, KEY_BITS.N
 
 
-# --- the table API: what a table writer (lab/device_library/export_kernels.py, fold_gpu.py) and reader use -------
+# --- the table API: packed keys, read (``load_table``) and written (``write_table``, below) in this module -----
 def pack_key(M: int, N: int, K: int, b: int) -> int | None:
     """The packed key of one launch shape, or None where the shape cannot be stored (``KEY_BITS``).
 
@@ -138,7 +138,7 @@ def tiles_of(p: np.ndarray, M, N, b):
 
 @dataclass
 class KindRuns:
-    """One call kind's measured launches as runs along M (``lab/device_library/launch_runs.py``): run i covers
+    """One call kind's measured launches as runs along M (``encode_runs``): run i covers
     the token counts ``first M, first M + m_step[i], ..., m_last[i]`` at one (N, K, batch), all measured, with one
     activity signature, grid z and CTA rule -- ``value`` CTAs (mode 0) or ``value`` CTAs per nvjet output tile
     (mode 1).  A token count inside a run but off its step was not measured."""
@@ -236,8 +236,8 @@ def signature_params(signatures: list[str]) -> np.ndarray:
 
 def load_table(path: str) -> dict:
     """The launch table file at ``path``: ``kinds`` (call kind -> ``KindRuns``, each read when first asked for),
-    ``signatures`` (activity texts), ``grid`` and ``launch_count``.  The file's members (written by
-    ``lab/device_library/export_kernels.write_table``): ``kinds``, ``signatures``, ``launch_count``, ``grid_m``,
+    ``signatures`` (activity texts), ``grid`` and ``launch_count``.  The file's members (written by ``write_table``
+    or ``write_runs``): ``kinds``, ``signatures``, ``launch_count``, ``grid_m``,
     ``grid_nk``, ``provenance`` and per kind i ``k{i}_N``, ``_K``, ``_b``, ``_m_first``, ``_m_last``, ``_m_step``,
     ``_sig``, ``_grid_z``, ``_cta_mode``, ``_cta_value`` (``KindRuns``)."""
     with np.load(path, allow_pickle=False) as z:
@@ -246,6 +246,155 @@ def load_table(path: str) -> dict:
         count = int(z["launch_count"])
     return {"kinds": _Kinds(path, names, signature_params(sigs)), "signatures": sigs, "grid": grid,
             "launch_count": count}
+
+
+# --- writing a table: the file ``load_table`` reads -----------------------------------------------------------
+# A dense survey measures each (N, K) at up to 928 token counts, and cuBLAS's choice stays the same over long
+# stretches of M: a run is a stretch of measured token counts ``m_first, m_first + step, ..., m_last`` (one step)
+# of one call kind, N, K and batch whose launches share the activity signature, grid z and CTA rule -- a constant
+# CTA count, or (nvjet kernels) ``value`` CTAs per output tile.  Every measured launch is recovered exactly: a
+# token count inside a run but off its step was *not* measured, and stays a prediction.
+_RUN_FIELDS = ("N", "K", "b", "m_first", "m_last", "m_step", "signature", "grid_z", "cta_mode", "cta_value")
+
+
+def _starts(new_group: np.ndarray, choice: np.ndarray, M: np.ndarray):
+    """Greedy runs over rows sorted by (group, M): a run ends where the group or choice changes or the step
+    between consecutive token counts does."""
+    n = len(M)
+    starts = np.empty(n, np.int64)
+    steps = np.empty(n, np.int64)
+    r = -1
+    length = 0
+    for i in range(n):
+        if i == 0 or new_group[i] or choice[i] != choice[i - 1] or (length >= 2 and M[i] - M[i - 1] != steps[r]):
+            r += 1
+            starts[r], steps[r], length = i, 1, 1
+        else:
+            if length == 1:
+                steps[r] = M[i] - M[i - 1]
+            length += 1
+    return starts[:r + 1], steps[:r + 1]
+
+
+_STARTS: list = []  # the compiled ``_starts``, made on first use: only table writers need it (tens of millions of rows)
+
+
+def run_starts(new_group: np.ndarray, choice: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first row, step) of every run over rows sorted by (group, M); ``new_group`` marks a row starting a new
+    (kind, N, K, batch), ``choice`` is one integer per row naming its launch (signature, grid z and CTA rule).
+
+    >>> starts, steps = run_starts(np.zeros(6, bool), np.zeros(6, np.int64), np.array([1, 2, 3, 4, 8, 16]))
+    >>> starts.tolist(), steps.tolist()
+    ([0, 4], [1, 8])
+    """
+    if not _STARTS:
+        try:
+            from numba import njit
+            _STARTS.append(njit(cache=True)(_starts))
+        except ImportError:  # numba is a declared dependency; without it the same loop, slower
+            _STARTS.append(_starts)
+    return _STARTS[0](np.asarray(new_group, np.bool_), np.asarray(choice, np.int64), np.asarray(M, np.int64))
+
+
+def cta_rule(p: np.ndarray, M, N, b, ctas) -> tuple[np.ndarray, np.ndarray]:
+    """(mode, value) per launch (``p``: rows of ``signature_params``): mode 1 -- nvjet, ``value`` CTAs per output
+    tile (``tiles_of``); mode 0 -- ``value`` CTAs.
+
+    >>> p = signature_params(["nvjet_sm90_tst_64x32_64x16_1x2_h_bz_splitK_NNT", "cutlass_80_tensorop_s1688gemm"])
+    >>> [v.tolist() for v in cta_rule(p, np.array([16, 16]), np.array([1024, 1024]), np.array([1, 1]),
+    ...                               np.array([128, 96]))]
+    [[1, 0], [4, 96]]
+    """
+    t = tiles_of(p, M, N, b)
+    per_tile = (p[:, 0] > 0) & (ctas % t == 0)
+    return per_tile.astype(np.int8), np.where(per_tile, ctas // t, ctas)
+
+
+def encode_runs(kind, N, K, b, M, sig, ctas, gz, signatures: list[str]) -> dict:
+    """Launches (one per row: call-kind index, N, K, batch, M, signature index into ``signatures``, the main
+    kernel's CTAs and grid z) as run arrays sorted by (kind, N, K, b, first M): ``kind``, ``count`` (launches per
+    run) and the fields ``write_runs`` stores.
+
+    >>> runs = encode_runs([0, 0, 0], [64, 64, 64], [64, 64, 64], [1, 1, 1], [8, 16, 24], [0, 0, 0], [1, 1, 1],
+    ...                    [1, 1, 1], ["cutlass_80_tensorop_s1688gemm"])
+    >>> runs["count"].tolist(), runs["m_first"].tolist(), runs["m_last"].tolist(), runs["m_step"].tolist()
+    ([3], [8], [24], [8])
+    """
+    order = np.lexsort((M, b, K, N, kind))
+    kind, N, K, b, M, sig, ctas, gz = (np.asarray(a)[order] for a in (kind, N, K, b, M, sig, ctas, gz))
+    mode, value = cta_rule(signature_params(signatures)[sig], M, N, b, ctas)
+    new_group = np.ones(len(M), bool)
+    new_group[1:] = (kind[1:] != kind[:-1]) | (N[1:] != N[:-1]) | (K[1:] != K[:-1]) | (b[1:] != b[:-1])
+    _, choice = np.unique(np.column_stack([sig, gz, mode, value]), axis=0, return_inverse=True)
+    starts, steps = run_starts(new_group, choice.ravel(), M)
+    ends = np.append(starts[1:], len(M)) - 1
+    return dict(kind=kind[starts].astype(np.int16), count=np.diff(np.append(starts, len(M))),
+                N=N[starts].astype(np.int32), K=K[starts].astype(np.int32), b=b[starts].astype(np.int16),
+                m_first=M[starts].astype(np.int16), m_last=M[ends].astype(np.int16), m_step=steps.astype(np.int16),
+                signature=sig[starts].astype(np.int32), grid_z=gz[starts].astype(np.int16), cta_mode=mode[starts],
+                cta_value=value[starts].astype(np.int32))
+
+
+def _members(runs: dict, n_kinds: int) -> dict:
+    """The file's per-kind members: for kind i, ``k{i}_N``, ``_K``, ``_b``, ``_m_first`` (sorted as ``pack_key``
+    packs them) and the other run fields, each kind readable on its own (``_Kinds`` loads a kind when first asked)."""
+    key = pack_keys(runs["N"], runs["K"], runs["b"], runs["m_first"])
+    out = {}
+    for i in range(n_kinds):
+        s = runs["kind"] == i
+        order = np.argsort(key[s], kind="stable")
+        for f in _RUN_FIELDS:
+            out[f"k{i}_{'sig' if f == 'signature' else f}"] = runs[f][s][order]
+    return out
+
+
+def write_runs(path: str, kinds: list[str], signatures: list[str], runs: dict, provenance: str,
+               grid: tuple = ((), ())) -> dict:
+    """Write encoded runs (``encode_runs``, kind indices into ``kinds``) as the launch table file ``load_table``
+    reads; ``grid``: the (M, N/K) axes of a profiled survey's grid (its corners are the bracketing rule's
+    neighbours), empty where none was surveyed.  Returns the counts (launches, runs, kinds, signatures).  For
+    writers that encode kind by kind (a table too large to expand at once); ``write_table`` does both steps.
+
+    >>> import os, tempfile
+    >>> runs = encode_runs([0], [64], [64], [1], [8], [0], [1], [1], ["cutlass_80_tensorop_s1688gemm"])
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     write_runs(os.path.join(d, "t.npz"), ["k"], ["cutlass_80_tensorop_s1688gemm"], runs, "example")
+    {'launches': 1, 'runs': 1, 'kinds': 1, 'signatures': 1}
+    """
+    np.savez_compressed(
+        path, kinds=np.array(kinds), signatures=np.array(signatures), **_members(runs, len(kinds)),
+        launch_count=np.int64(runs["count"].sum()),
+        grid_m=np.array(grid[0], np.int32), grid_nk=np.array(grid[1], np.int32), provenance=np.array(provenance))
+    return dict(launches=int(runs["count"].sum()), runs=len(runs["m_first"]), kinds=len(kinds),
+                signatures=len(signatures))
+
+
+def write_table(path: str, launches: dict, signatures: list[str], provenance: str, grid: tuple = ((), ())) -> dict:
+    """Write launches as the launch table file ``load_table`` reads, packed as runs along M (``encode_runs``).
+    ``launches``: equal-length columns, one launch per shape -- ``kind`` (call kind texts, ``Call.kind()``),
+    ``M``, ``N``, ``K``, ``b``, ``sig`` (indices into ``signatures``: activity names joined by " | "), ``ctas`` and
+    ``gz`` (the main kernel's CTA count and grid z); ``provenance``: what measured them; ``grid``: as
+    ``write_runs``.  Returns the counts (launches, runs, kinds, signatures).
+
+    >>> import os, tempfile
+    >>> c = Call("linear", "bf16", "bf16", 16, 1024, 14336, b_t=True)
+    >>> sig = "nvjet_sm90_tst_64x16_64x16_1x1_h_bz_splitK_TNT | splitKreduce_kernel"
+    >>> cols = dict(kind=np.array([c.kind()] * 2, object), M=np.array([16, 32]), N=np.array([1024, 1024]),
+    ...             K=np.array([14336, 14336]), b=np.array([1, 1]), sig=np.array([0, 0]), ctas=np.array([128, 256]),
+    ...             gz=np.array([1, 1]))
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     path = os.path.join(d, "t.npz")
+    ...     counts = write_table(path, cols, [sig], "example")
+    ...     t = load_table(path)
+    ...     launch = launch_in(t, c)
+    >>> counts["launches"], counts["runs"], launch.ctas, launch.kernels[-1]
+    (2, 1, 128, 'splitKreduce_kernel')
+    """
+    kinds = sorted(set(launches["kind"].tolist()))
+    ki = {k: i for i, k in enumerate(kinds)}
+    runs = encode_runs(np.array([ki[k] for k in launches["kind"]]), launches["N"], launches["K"], launches["b"],
+                       launches["M"], launches["sig"], launches["ctas"], launches["gz"], signatures)
+    return write_runs(path, kinds, signatures, runs, provenance, grid)
 
 
 def table(gpu: str) -> dict:

@@ -98,6 +98,7 @@ def _slices(K: int, S: int | None, granule: int) -> tuple[int, ...] | None:
     """
     if not S or S < 2:
         return None
+    # always S slices (cutlass_half.parallel_slices drops empty trailing ones): the presets' plans as they were
     return (-(-(-(-K // granule)) // S) * granule,) * S
 
 
@@ -257,14 +258,15 @@ def _split(K: int, tile: int, M: int, N: int) -> tuple[int, ...] | None:
     Fitted to a survey (``lab/device_library/survey.py``, M = N in 16..1024, K in
     1024..16384): for M*N <= 256*256 cuBLAS splits into ``floor(3 * tiles / 64)`` slices of
     ``ceil(tiles / S)`` K-tiles whenever that is at least 2 (tiles = ceil(K / tile)), capped
-    above 128*128 outputs so that slices x 64x64-tiles fit one wave of the GPU's SMs (``gpus.sms``).  Larger
-    outputs: see ``_split_modelled``.
+    above 128*128 outputs so that slices x 64x64-tiles fit one wave of the GPU's SMs (``gpus.wave_slices``).
+    Larger outputs: see ``_split_modelled``.
     """
+    # not split_rule.formula_split: the presets' own fit (M = N survey, floor not ceil), kept as the presets were
     tiles = -(-K // tile)
     if M * N <= _SPLIT_MAX_MN:
         slices = (3 * tiles) // 64
         if M * N > _SPLIT_CAP_MN:  # 64x64 output tiles; slices x CTAs stays within one wave (256^2 x 16384: 8)
-            slices = min(slices, gpus.sms(PRESETS_GPU) // (-(-M // 64) * -(-N // 64)))
+            slices = min(slices, gpus.wave_slices(-(-M // 64) * -(-N // 64), PRESETS_GPU))
     elif tile == 64 and ((M * N <= _SPLIT_SEEN_MN[0] and K >= 4096 and min(M, N) >= 256)
                          or (M * N <= _SPLIT_SEEN_MN[1] and K >= _SURVEYED_K)):
         slices = max(2, (3 * tiles) // 64)  # split seen; slice count not verified

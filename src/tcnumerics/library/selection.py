@@ -36,6 +36,9 @@ from ..plan.nodes import Node, Plan as PlanTree
 from . import choice, cutlass_half, gpus, launches, measured, simt, streamk, structure, unseen
 from .calls import Call, TableKey, epilogue_of  # noqa: F401 - re-exported: the public names selection always had
 from .choice import SHORT_K, FRONTIER_REASON  # noqa: F401 - re-exported (the value lives in choice)
+# by name: nvjet slices whole K-tiles as sm75 CUTLASS does, and fit_cutlass_half.py swaps only cutlass_half's rule
+from .cutlass_half import parallel_slices, tile_slices
+from .kernel_names import nvjet_epilogue
 from .launches import Launch
 from .measured import measured_table  # noqa: F401 - re-exported
 from .structure import StreamK, Structure
@@ -214,15 +217,6 @@ def _from_table(c: Call, base: Structure, family: str, tile: int) -> Plan | None
     return Plan(fam, s, False, entry.get("reason", "measured call whose structure was not identified"), c)
 
 
-_TAGS = (("_bias_", "bias"), ("_badd_", "badd"), ("_bx_", "bx"))
-
-
-def _slices(K: int, S: int, tile: int) -> tuple[int, ...] | None:
-    """nvjet split-K: S slices of ceil(tiles / S) K-tiles (the last one shorter; fewer when they run out)."""
-    per = -(-(-(-K // tile)) // S) * tile
-    return None if S <= 1 or per >= K else (per,) * -(-K // per)
-
-
 def _from_launch(c: Call, base: Structure, tile: int, found: tuple[Launch, str] | None = None) -> Plan | None:
     """The plan of a call whose launch the kernel survey measured (``launches.py``; ``found``: a given launch and
     the model that ran it): the kernel family gives the structure, its launch grid the split-K slice count."""
@@ -292,15 +286,15 @@ def _simt_launch_plan(c: Call, base: Structure, launch: Launch, src: str | None 
 
 def _nvjet_launch_plan(c: Call, base: Structure, launch: Launch, tile: int, src: str | None = None) -> Plan:
     name = launch.main
-    epi = next((e for tag, e in _TAGS if tag in name), base.epilogue)
+    epi = nvjet_epilogue(name) or base.epilogue
     S = launches.nvjet_split_count(launch, c)
     short = name.split("(")[0][:70]
     if S is None:  # more work units than one wave of CTAs: the grid hides S; cuBLAS's rule predicts it
-        s = base.with_(epilogue=epi, split_k=_slices(c.K, max(2, _predicted_split(c)), tile))
+        s = base.with_(epilogue=epi, split_k=tile_slices(c.K, max(2, _predicted_split(c)), tile))
         return Plan(f"{short} splitK x{len(s.split_k or ())} (predicted)", s, False,
                     "split-K slice count predicted: the measured launch fills a whole wave, so its grid does not "
                     f"give the slice count ({name[:60]}, {launch.ctas} CTAs)", c, launch)
-    s = base.with_(epilogue=epi, split_k=_slices(c.K, S, tile))
+    s = base.with_(epilogue=epi, split_k=tile_slices(c.K, S, tile))
     fam = short + (f" splitK x{len(s.split_k)} + splitKreduce" if s.split_k else "")
     return Plan(fam, s, True, _launch_provenance(c, src) + f"{short}, {launch.ctas} CTAs", c, launch)
 
@@ -339,10 +333,8 @@ _S1688_TILE = re.compile(r"s1688gemm_\d+x\d+_(\d+)x\d+")
 def _cutlass_slices(K: int, S: int) -> tuple[int, ...] | None:
     """CUTLASS split-K over the grid's S slices: ceil(K / S) rounded up to 32 elements, or to 4 where 32 would
     give fewer than S slices (H100: 34 of 34 captured SIMT / s1688 launches outside the bit table, and 17x33x65)."""
-    per = -(-(-(-K // S)) // 32) * 32
-    if -(-K // per) != S:
-        per = -(-(-(-K // S)) // 4) * 4
-    return (per,) * -(-K // per) if S > 1 and per < K else None
+    slices = parallel_slices(K, S, 32)
+    return slices if slices and len(slices) == S else parallel_slices(K, S, 4)
 
 
 _IN_PLACE_XMMA = ("here, in place (after a Memset): its slices land in the order their CTAs finish -- slice order for "
@@ -491,7 +483,7 @@ def _select_nvjet(c: Call, base: Structure, epi: str) -> Plan:
         S, how = choice.predicted_split(c), "the split rule (split_rule.py)"
     if S > 1:
         ep = "bx" if epi == "badd" else epi  # split kernels fuse C into the reduction (*_bx_splitK_*)
-        s = base.with_(split_k=_slices(c.K, S, 64), epilogue=ep)
+        s = base.with_(split_k=tile_slices(c.K, S, 64), epilogue=ep)
         return Plan(f"nvjet_sm90 splitK x{len(s.split_k or ())} + splitKreduce (predicted)", s, False,
                     f"split-K predicted from {how}: this shape's launch was not measured", c)
     if choice.no_split_verified(c):
@@ -538,8 +530,8 @@ def _select_fp32(c: Call) -> Plan:
 
 def _fp32_split_guess(c: Call, base: Structure) -> Plan | None:
     """Best guess for FP32/TF32 calls outside the measured ones (flagged): the nearest measured call's kernel
-    family and split kind, with cuBLAS's one-wave slice count ``S = min(128, gpus.sms // CTAs)`` (CTAs of that
-    kernel's tile over the output as cuBLAS sees it, N x M).  The rule reproduces the slice count of most
+    family and split kind, with cuBLAS's one-wave slice count ``S = min(128, gpus.wave_slices(CTAs))`` (CTAs of
+    that kernel's tile over the output as cuBLAS sees it, N x M).  The rule reproduces the slice count of most
     measured calls of the large-tile families (SIMT 256x128, s1688 256x64 / 64x256 / 128x64), not of the
     small-tile ones that run several CTAs per SM.  Each measured FP32/TF32 call predicted from the others:
     the right structure for 73 of 157 (unsplit everywhere: 57; the neighbour's own wave count instead of one
@@ -549,15 +541,14 @@ def _fp32_split_guess(c: Call, base: Structure) -> Plan | None:
         return None  # the nearest measured call ran unsplit: the unsplit chain is the guess
     m = choice.FFMA_OR_CUTLASS.search(e["kernel"])
     tm, tn, bk = (int(x) for x in (m.group(1, 2, 3) if m.group(1) else m.group(4, 5, 6)))
-    S = max(1, min(128, gpus.sms(c.gpu) // (math.ceil(c.N / tm) * math.ceil(c.M / tn) * c.b)))
+    S = max(1, min(128, gpus.wave_slices(math.ceil(c.N / tm) * math.ceil(c.M / tn) * c.b, c.gpu)))
     fields = {k: e[k] for k in ("instruction", "input_rounding", "k_tile", "k_residue", "split_reduce") if k in e}
     s = base.with_(**fields)
     if e.get("split_interleave"):
         s = s.with_(split_interleave=S if S > 1 else None)
     else:
         granule = bk if e.get("instruction") else (32 if e.get("split_reduce") == "serial" else 4)
-        per = -(-(-(-c.K // S)) // granule) * granule
-        s = s.with_(split_k=(per,) * -(-c.K // per) if S > 1 and per < c.K else None)
+        s = s.with_(split_k=parallel_slices(c.K, S, granule))
     n = len(s.split_k or ()) or s.split_interleave or 1
     return Plan(f"{e.get('family', base.family)} split-K x{n} (predicted)", s, False,
                 "FP32/TF32 kernel and split-K slice count predicted (nearest measured kernel family, one-wave "
@@ -579,7 +570,7 @@ def _select_fp8(c: Call) -> Plan:
         return tabled
     S, how = launches.predicted_nvjet_split(c)
     if S is not None and S > 1:
-        s = base.with_(split_k=_slices(c.K, S, 128))
+        s = base.with_(split_k=tile_slices(c.K, S, 128))
         return Plan(f"{base.family} splitK x{len(s.split_k or ())} (predicted)", s, False,
                     f"split-K predicted from {how}: this shape's launch was not measured", c)
     if choice.no_split_verified(c):

@@ -14,7 +14,7 @@ predicts the slice count S (1: no split) of a call that was *not* measured, in t
    * split only when ``b == 1`` and ``kt >= 44`` and (``c <= 24``, or the unsplit grid wastes
      more than 20% of the last wave of the GPU's ``sms`` SMs (``gpus.sms``; ``1 - c / (sms * ceil(c/sms)) > 0.2``)
      and ``kt >= 128``, or ``kt >= 256``);
-   * S = ``min(sms // t, ceil(3 * kt / 64))``, t the output tiles of the smallest nvjet tile
+   * S = ``min(sms // t, ceil(3 * kt / 64))`` (``gpus.wave_slices``), t the output tiles of the smallest nvjet tile
      width along N (64, 128, 192, 256, 384; 8..64 along M, as M needs) that gives at most 64
      tiles: cuBLAS fills about one wave of CTAs (tiles x S, a few short of ``sms``) and keeps at least ~21
      K-tiles per slice.
@@ -54,6 +54,7 @@ from collections import Counter
 
 from . import gpus
 from .calls import TableKey
+from .cutlass_half import tile_slices
 
 K_TILE = 64
 MIN_K_TILES = 44  # no split below this many 64-element K-tiles (no survey call split below 48)
@@ -72,10 +73,10 @@ def _tiles(M: int, N: int, b: int, width_n: int) -> int:
     return math.ceil(N / width_n) * math.ceil(M / width_m) * b
 
 
-def formula_split(M: int, N: int, K: int, b: int = 1, sms: int | None = None) -> int:
-    """Predicted slice count (1: no split) from the shape alone (see the module docstring), on a GPU of ``sms``
-    multiprocessors (default: the default GPU model's, ``gpus.sms``)."""
-    sms = sms or gpus.sms()
+def formula_split(M: int, N: int, K: int, b: int = 1, gpu: str | None = None) -> int:
+    """Predicted slice count (1: no split) from the shape alone (see the module docstring), on GPU model ``gpu``
+    (default: the default GPU model; its ``gpus.sms`` multiprocessors are the wave)."""
+    sms = gpus.sms(gpu)
     kt = -(-K // K_TILE)
     if b > 1 or kt < MIN_K_TILES:
         return 1
@@ -84,16 +85,17 @@ def formula_split(M: int, N: int, K: int, b: int = 1, sms: int | None = None) ->
     if not (c <= ALWAYS_SPLIT_TILES or (waste > WASTE and kt >= WASTE_K_TILES) or kt >= LONG_K_TILES):
         return 1
     t = next((t for w in TILE_WIDTHS_N if (t := _tiles(M, N, b, w)) <= TARGET_TILES), _tiles(M, N, b, 384))
-    return max(1, min(sms // t, math.ceil(3 * kt / 64)))
+    return max(1, min(gpus.wave_slices(t, gpu), math.ceil(3 * kt / 64)))
 
 
 def effective_slices(S: int, K: int) -> int:
-    """The slices S equal slices of ``ceil(kt / S)`` K-tiles really make (empty trailing slices dropped)."""
-    kt = -(-K // K_TILE)
-    if S <= 1 or kt <= 1:
-        return 1
-    per = -(-kt // S)
-    return -(-kt // per)
+    """The slices S equal slices of ``ceil(kt / S)`` K-tiles really make (empty trailing slices dropped): those of
+    ``cutlass_half.tile_slices`` over 64-element K-tiles, the cut nvjet's split-K kernels make.
+
+    >>> effective_slices(48, 65536), effective_slices(6, 8192), effective_slices(4, 64)
+    (47, 6, 1)
+    """
+    return len(tile_slices(K, S, K_TILE) or (K,)) if S > 1 else 1
 
 
 def m_class(M: int) -> int:
@@ -126,7 +128,7 @@ def _cells(calls: dict) -> dict:
     return cells
 
 
-def cell_vote(M: int, N: int, K: int, b: int, out: str, calls: dict, sms: int | None = None) -> int | None:
+def cell_vote(M: int, N: int, K: int, b: int, out: str, calls: dict, gpu: str | None = None) -> int | None:
     """The measured neighbours' choice: 1 (no split), S, or None when no survey call shares the cell.
 
     Ties go to split; S is the most common identified slice count (the formula's when none was identified)."""
@@ -139,7 +141,7 @@ def cell_vote(M: int, N: int, K: int, b: int, out: str, calls: dict, sms: int | 
     known = Counter(effective_slices(S, K) for S in split if S)
     if known:
         return known.most_common(1)[0][0]
-    return max(2, formula_split(M, N, K, b, sms))
+    return max(2, formula_split(M, N, K, b, gpu))
 
 
 def predicted_split(c, calls: dict | None = None, *, no_split_verified: bool = False) -> int:
@@ -154,6 +156,5 @@ def predicted_split(c, calls: dict | None = None, *, no_split_verified: bool = F
     """
     if no_split_verified:
         return 1
-    sms = gpus.sms(c.gpu)
-    voted = cell_vote(c.M, c.N, c.K, c.b, c.out, calls, sms) if calls else None
-    return effective_slices(voted if voted is not None else formula_split(c.M, c.N, c.K, c.b, sms), c.K)
+    voted = cell_vote(c.M, c.N, c.K, c.b, c.out, calls, c.gpu) if calls else None
+    return effective_slices(voted if voted is not None else formula_split(c.M, c.N, c.K, c.b, c.gpu), c.K)

@@ -21,8 +21,9 @@ i.e. cuBLAS m = torch N, TN along its rows) of ``ipt = ceil(K / TK)`` K-iteratio
   index runs upward for even b, downward for odd b, the banded index fastest.  W is not visible in the
   kernel name; ``swizzle_for`` gives the rule found from the device probe (``probe_tf32_device.py``, 24
   stream-K shapes on an H100) and the captures: W = base(C) (C = 99 -> 1, 132 -> 2, 120 -> 4), doubled
-  when the band length L (the shorter side in tiles) does not divide r (``FITTED_SWIZZLE``: the widths the
-  captures needed, all reproduced).
+  when the band length L (the shorter side in tiles) does not divide r (seen at C = 120 only); both per-GPU
+  facts are data (``gpus.json``: ``streamk_swizzle``, ``streamk_swizzle_doubled``).  ``FITTED_SWIZZLE``: the
+  widths the captures needed, all reproduced.
 
 Example (one 128 x 128 tile shared by 3 CTAs, K = 96: segments of one 32-element iteration each):
     >>> import numpy as np
@@ -47,7 +48,7 @@ from . import gpus
 
 __all__ = ["StreamKPlan", "plan", "parse_tile", "schedule_index", "segment_lengths", "pair_tree",
            "streamk_tf32", "tiled_outputs", "reduction", "swizzle_for", "position_dependent", "swizzle_matters",
-           "FITTED_SWIZZLE", "PROBED_SWIZZLE", "BASE_SWIZZLE"]
+           "FITTED_SWIZZLE", "PROBED_SWIZZLE", "BASE_SWIZZLE", "DOUBLED_SWIZZLE"]
 
 INSTRUCTION = "hopper.wgmma.m64n8k8.f32.tf32.tf32"
 
@@ -74,6 +75,9 @@ PROBED_SWIZZLE = {
 # reference model, whose probe and captures found it: the CTA counts of all probed and captured T > C launches; one
 # of them inferred from a shape whose launch the table lacks, as docs/tables.md says).
 BASE_SWIZZLE = gpus.streamk_swizzle(gpus.reference_gpu())
+# The CTA counts at which the probe saw the width doubled (``streamk_swizzle_doubled``, the same model's): a per-GPU
+# fact too -- at the others the doubling was never observed, so ``swizzle_for`` does not claim it there.
+DOUBLED_SWIZZLE = gpus.streamk_swizzle_doubled(gpus.reference_gpu())
 
 
 def parse_tile(kernel: str) -> tuple[int, int, int]:
@@ -165,8 +169,9 @@ def swizzle_for(M: int, N: int, K: int, ctas: int, tile: tuple[int, int, int]) -
     W = ``BASE_SWIZZLE[ctas]`` (C = 99 -> 1, 132 -> 2, 120 -> 4), doubled when the band length L (the grid's
     shorter side in tiles, which each band spans) does not divide the shared-tile count r.  Where the
     width does not change any output (``swizzle_matters`` False) it is 1.  None: an unseen C, a square tile
-    grid (which side the bands cut is unmeasured), or the doubling at C = 99 or 132 (never observed); also
-    where "L divides r" and "L divides C" (the same on all evidence) disagree.
+    grid (which side the bands cut is unmeasured), or the doubling at a C not in ``DOUBLED_SWIZZLE`` (on the H100
+    only 120: never observed at 99 or 132); also where "L divides r" and "L divides C" (the same on all
+    evidence) disagree.
 
     >>> swizzle_for(1024, 1024, 8192, 120, (64, 128, 32)), swizzle_for(864, 5120, 13824, 120, (128, 128, 32))
     (4, 8)
@@ -180,7 +185,7 @@ def swizzle_for(M: int, N: int, K: int, ctas: int, tile: tuple[int, int, int]) -
         return None
     length = min(p.tiles_m, p.tiles_n)
     doubled = p.shared % length != 0
-    if doubled != (ctas % length != 0) or (doubled and ctas != 120):
+    if doubled != (ctas % length != 0) or (doubled and ctas not in DOUBLED_SWIZZLE):
         return None
     return BASE_SWIZZLE[ctas] * (2 if doubled else 1)
 

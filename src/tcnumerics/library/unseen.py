@@ -40,9 +40,8 @@ import numpy as np
 
 from . import cutlass_half, gpus, launches
 from .calls import Call
-from .kernel_names import NVJET as _NVJET
+from .kernel_names import NVJET as _NVJET, nvjet_epilogue
 
-_TAGS = (("_bias_", "bias"), ("_badd_", "badd"), ("_bx_", "bx"))
 _M_BITS, _B_BITS, _K_BITS = launches.KEY_BITS.M, launches.KEY_BITS.b, launches.KEY_BITS.K  # the key's packing
 _M_MASK, _B_MASK, _K_MASK = (1 << _M_BITS) - 1, (1 << _B_BITS) - 1, (1 << _K_BITS) - 1
 _KEY_STRIDE = float(_M_BITS + 1)  # > log2 of the largest M
@@ -82,8 +81,7 @@ class KindData:
     row_class: np.ndarray  # per launch: ``klass``, but for CUTLASS 2.x BF16/FP16 kernels what their bits depend on
     # (``cutlass_half``: chain k8 or k16, K-tile, slice count, reduction), not the tile or alignment in the name
     pairs: Pairs  # the launches grouped by (N, K, batch): the neighbour search's index
-    sms: int  # the GPU model's multiprocessors (``gpus.sms``): one wave of CTAs
-    clustered_wave: int  # one wave of CTAs launched in clusters of 4 or 8 (``gpus.clustered_wave``)
+    gpu: str  # the GPU model whose table this is: its wave caps a split rule's S (``gpus.wave_slices``)
 
 
 @dataclass(frozen=True)
@@ -172,14 +170,14 @@ def _decode(t: dict, runs: launches.KindRuns, fmt: str, gpu: str) -> KindData:
     S[nv] = 1
     S[split] = np.where(readable[split], ctas[split] // tc[split], 0)
     row = np.arange(len(keys))
-    classes = [("nvjet", "splitK" in n, next((e for tag, e in _TAGS if tag in n), "")) if tiles[i][0] else n
+    classes = [("nvjet", "splitK" in n, nvjet_epilogue(n) or "") if tiles[i][0] else n
                for i, n in enumerate(names)]
     cid = {c: i for i, c in enumerate(dict.fromkeys(classes))}
     klass = np.array([cid[c] for c in classes], dtype=np.int32)
     lm = np.log2(np.maximum(M, 1))
     row_class = _row_classes(t, sig, gz, klass[main]) if fmt in ("bf16", "fp16") else klass[main]
     return KindData(M, N, K, b, row, main, S, lm, np.log2(N), np.log2(K), names, tiles, klass, fmt, row_class,
-                    Pairs.of(keys, N, K, b, lm), gpus.sms(gpu), gpus.clustered_wave(gpu))
+                    Pairs.of(keys, N, K, b, lm), gpu)
 
 
 def _row_classes(t: dict, sig: np.ndarray, gz: np.ndarray, klass: np.ndarray) -> np.ndarray:
@@ -209,14 +207,10 @@ def alignment(x, fine: bool = False):
     return np.minimum(x & -x, 8) if fine else (x % 8 == 0)
 
 
-def _cap(p: np.ndarray, kd: KindData) -> int:
-    """The most CTAs one wave holds: for clusters of 4 or 8 the GPU model's ``gpus.clustered_wave``, else every SM."""
-    return kd.clustered_wave if p[3] * p[4] >= 4 else kd.sms
-
-
 def split_for(kd: KindData, j: int, M: int, N: int, K: int, b: int, params: Params) -> int:
     """S for the call with the kernel of measured launch ``j`` (a neighbour): unsplit kernels 1; split ones by
-    ``params.s_rule`` -- the neighbour's own S, its K-tiles per slice, its CTA count, or one wave of slices."""
+    ``params.s_rule`` -- the neighbour's own S, its K-tiles per slice, its CTA count, or one wave of slices.
+    (Not ``split_rule.formula_split``: these follow a measured neighbour, and were scored in ``fit_unseen.py``.)"""
     p = kd.tiles[kd.main[j]]
     if not p[0]:
         return int(kd.S[j])
@@ -224,7 +218,7 @@ def split_for(kd: KindData, j: int, M: int, N: int, K: int, b: int, params: Para
         return 1
     kt = -(-K // int(p[2]))
     tiles = nvjet_tile_count(p, M, N, b)
-    smax = max(2, _cap(p, kd) // tiles)
+    smax = max(2, gpus.wave_slices(tiles, kd.gpu, cluster=int(p[3] * p[4])))
     Sj = int(kd.S[j])
     if params.s_rule == "copy" and Sj:
         S = Sj
