@@ -113,7 +113,7 @@ def test_the_cpu_study_in_docs_is_what_the_command_printed():
     section = text[text.index("## The study: `tcnumerics reproduce fp8-training`"):
                    text.index("### A larger configuration on a GPU")]
     shown = section.split("```\n")[1].splitlines()
-    rows = _archived_json("cpu_2026-11-29b_study.tar.xz", "cpu_2026-11-29b_study/study_run1.json")
+    rows = _archived_json("cpu_2026-11-29c_study.tar.xz", "cpu_2026-11-29c_study/study_run1.json")
     printed = fp8_training.render(rows, None).splitlines()
     assert [ln for ln in shown if ln] and all(ln in printed for ln in shown if ln)
     table = printed[: printed.index("")]

@@ -173,7 +173,7 @@ class _Autocast:
         return stack.__exit__(*exc)
 
 
-# the default configuration per device: on 2 CPU cores about a minute; on a GPU (an H200: 5 min 39 s, all nine
+# the default configuration per device: on 2 CPU cores about 2 minutes; on a GPU (an H200: 5 min 39 s, all nine
 # settings) weight-gradient GEMMs of K = 4,096 tokens (docs/attribution.md, "A larger configuration on a GPU").
 # attribution_batch: sequences in an attributed step's probe (``probe_batch``); on the CPU more than the training
 # batch, so that the counterfactuals of the top sites stand clear of their re-rounding noise (docs/attribution.md)
