@@ -281,7 +281,10 @@ def test_study_defaults_follow_the_device_and_flags_win():
     cuda = fp8_training.apply_defaults(parser.parse_args(["--width", "48", "--device", "cuda"]), "cuda")
     assert (cpu.steps, cpu.batch, cpu.context, cpu.heads, cpu.width) == (30, 8, 32, 2, 48)
     assert (cuda.steps, cuda.batch, cuda.context, cuda.heads, cuda.width) == (80, 32, 128, 4, 48)
-    assert (cpu.attribution_batch, cuda.attribution_batch) == (fp8_training.ATTRIBUTION_BATCH_CPU, 32)
+    assert (cpu.attribution_batch, cuda.attribution_batch) == (32, 32)           # the CPU's 4 x its batch; cuda's
+    wide = fp8_training.apply_defaults(parser.parse_args(["--batch", "48"]), "cpu")
+    given = fp8_training.apply_defaults(parser.parse_args(["--attribution-batch", "8"]), "cuda")
+    assert (wide.attribution_batch, given.attribution_batch) == (48, 8)          # at least the batch; a flag wins
 
 
 def test_study_attribution_batch_leaves_the_training_curves_alone():

@@ -45,7 +45,9 @@ __all__ = ["corpus", "GPT", "settings", "add_arguments", "run", "render", "plot"
 FP8 = "hopper.wgmma.m64n8k32.f32.e4m3.e4m3"
 WIDTHS = (10, 13, 16, 20, 25)
 PROBE_LR = 0.05  # the SGD learning rate of the attribution's loss-after-update probe
-ATTRIBUTION_BATCH_CPU = 32  # sequences in an attributed step's probe on the CPU (measured: docs/attribution.md)
+# the fewest sequences an attributed step's probe holds by default: at 8 (the CPU batch) no top site's
+# counterfactual stood clear of its noise, at 32 step 0's three did (measured: docs/attribution.md)
+ATTRIBUTION_BATCH = 32
 
 
 def _torch():
@@ -174,13 +176,9 @@ class _Autocast:
 
 
 # the default configuration per device: on 2 CPU cores about 2 minutes; on a GPU (an H200: 5 min 39 s, all nine
-# settings) weight-gradient GEMMs of K = 4,096 tokens (docs/attribution.md, "A larger configuration on a GPU").
-# attribution_batch: sequences in an attributed step's probe (``probe_batch``); on the CPU more than the training
-# batch, so that the counterfactuals of the top sites stand clear of their re-rounding noise (docs/attribution.md)
-DEFAULTS = {"cpu": dict(steps=30, batch=8, context=32, width=64, layers=2, heads=2,
-                        attribution_batch=ATTRIBUTION_BATCH_CPU),
-            "cuda": dict(steps=80, batch=32, context=128, width=128, layers=2, heads=4,
-                         attribution_batch=32)}
+# settings) weight-gradient GEMMs of K = 4,096 tokens (docs/attribution.md, "A larger configuration on a GPU")
+DEFAULTS = {"cpu": dict(steps=30, batch=8, context=32, width=64, layers=2, heads=2),
+            "cuda": dict(steps=80, batch=32, context=128, width=128, layers=2, heads=4)}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -193,12 +191,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate (default 3e-3)")
     parser.add_argument("--attribute-at", type=int, nargs="*", default=None,
                         help="steps of the FP8 fast-accumulation run to attribute (default: first and last)")
-    cpu, cuda = DEFAULTS["cpu"]["attribution_batch"], DEFAULTS["cuda"]["attribution_batch"]
     parser.add_argument("--attribution-batch", type=int, default=None, metavar="N",
                         help="sequences in an attributed step's probe (the loss and the loss after one SGD step that "
-                             "the first-order estimates and counterfactuals compare): the step's own batch, then, "
-                             "beyond --batch, sequences drawn by a separate seeded generator; the training batches "
-                             f"are unchanged (default {cpu}; {cuda} with --device cuda)")
+                             "the first-order estimates and counterfactuals compare): the step's own batch (its "
+                             "first N if N is smaller), then sequences drawn by a separate seeded generator; the "
+                             f"training batches are unchanged (default: --batch, at least {ATTRIBUTION_BATCH})")
     parser.add_argument("--top", type=int, default=3, help="sites per attribution given a counterfactual (default 3)")
     parser.add_argument("--noise", type=int, default=4,
                         help="sign-flip probes per counterfactual site measuring its noise (default 4; 0: none)")
@@ -209,14 +206,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def apply_defaults(args: argparse.Namespace, device_type: str) -> argparse.Namespace:
-    """The model and batch flags not given (None) set to ``device_type``'s default configuration (``DEFAULTS``).
+    """The model and batch flags not given (None) set to ``device_type``'s default configuration (``DEFAULTS``);
+    the attribution batch to the batch, at least ``ATTRIBUTION_BATCH``.
 
     >>> apply_defaults(argparse.Namespace(steps=5, batch=None), "cuda").batch
     32
+    >>> [apply_defaults(argparse.Namespace(batch=b), "cpu").attribution_batch for b in (None, 64)]
+    [32, 64]
     """
     for name, value in DEFAULTS[device_type].items():
         if getattr(args, name, None) is None:
             setattr(args, name, value)
+    if getattr(args, "attribution_batch", None) is None:
+        args.attribution_batch = max(args.batch, ATTRIBUTION_BATCH)
     return args
 
 
