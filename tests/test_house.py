@@ -9,6 +9,8 @@ tools run with their folder on the import path).  ``tests/test_library_imports.p
 import ast
 import os
 
+from test_library_imports import find_cycle  # the library test's cycle finder, over the whole code here
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TREES = ("src", "lab", "benchmarks")
 MAX_LINES = 600
@@ -59,59 +61,20 @@ def _graph(mods: dict[str, str]) -> dict[str, set[str]]:
     return graph
 
 
-def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected groups of two or more modules (Tarjan, iterative)."""
-    index, low, on, stack, groups, counter = {}, {}, set(), [], [], [0]
-    for start in sorted(graph):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(graph[start])))]
-        index[start] = low[start] = counter[0]
-        counter[0] += 1
-        stack.append(start)
-        on.add(start)
-        while work:
-            v, children = work[-1]
-            w = next(children, None)
-            if w is not None:
-                if w not in index:
-                    index[w] = low[w] = counter[0]
-                    counter[0] += 1
-                    stack.append(w)
-                    on.add(w)
-                    work.append((w, iter(sorted(graph.get(w, ())))))
-                elif w in on:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                group = []
-                while True:
-                    w = stack.pop()
-                    on.discard(w)
-                    group.append(w)
-                    if w == v:
-                        break
-                if len(group) > 1:
-                    groups.append(sorted(group))
-    return groups
-
-
 def test_no_import_circle_in_the_package_the_lab_or_the_benchmarks():
     mods = _modules()
     assert len(mods) > 150 and "tcnumerics.plan.interpret" in mods and "lab.device_library.fold_gpu" in mods
     graph = _graph(mods)
     assert "tcnumerics.formats" in graph["tcnumerics.plan.ffma"]  # a relative import, resolved
     assert "lab.device_library.model_lists" in graph["lab.device_library.survey_calls"]  # a script's sibling
-    assert _circles(graph) == []
+    cycle = find_cycle(graph)
+    assert cycle is None, " -> ".join(cycle)
 
 
 def test_the_circle_finder_sees_a_deferred_circle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
-    assert _circles(graph) == [["a", "b", "c"]]
-    assert _circles({"a": {"b"}, "b": set()}) == []
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
 def test_no_module_of_the_package_above_600_lines():
